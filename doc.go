@@ -1,0 +1,22 @@
+// Package sluice is a distributed rate limiter: exact sliding-window logs,
+// hierarchical limits decided atomically, minimum gaps between events, kept in
+// memory for one process or in Redis for many.
+//
+// The vocabulary:
+//
+//   - A Rule is one limit: at most Limit units of cost in any window of length
+//     Window, optionally with a MinGap between events, kept per combination of
+//     the request attributes named in By.
+//   - A Policy is a set of rules decided together: a request is allowed only
+//     when every rule fits, and is then recorded in all of them.
+//   - A Decision is the answer: allowed or not, which rule denied, what is
+//     left, when to retry, and the status of every rule.
+//   - A Store keeps the windows and decides atomically. memstore keeps them in
+//     this process; redisstore keeps them in Redis, where every instance of a
+//     service shares them and Redis's own clock orders events.
+//   - A Limiter validates requests, applies a policy's modes and the failure
+//     policy, and asks its Store.
+//
+// A denial is a value (Decision.Allowed false); an error is a failure or bad
+// input, and errors for bad input wrap the package's sentinel errors.
+package sluice

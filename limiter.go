@@ -1,0 +1,100 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+)
+
+// OnError is what a Limiter decides when its store fails.
+type OnError uint8
+
+const (
+	// Deny fails closed: a store failure denies the request. The default.
+	Deny OnError = iota
+
+	// Allow fails open: a store failure admits the request.
+	Allow
+)
+
+// Config configures a Limiter. The zero value is the default.
+type Config struct {
+	// OnError is the decision made when the store fails. Default Deny.
+	OnError OnError
+}
+
+// Limiter decides requests against policies over a Store. It validates every
+// request before the store sees it, applies a policy's Penalize and Shadow
+// modes, and applies the failure policy when the store fails.
+//
+// Allow is shorthand for AllowN with cost 1. Peek answers what AllowN would
+// answer without recording anything, and Record records unconditionally.
+//
+// A Limiter is safe for concurrent use. Its zero value is not usable; create
+// one with NewLimiter.
+type Limiter struct {
+	store Store
+	cfg   Config
+}
+
+// NewLimiter returns a Limiter over store.
+func NewLimiter(store Store, cfg Config) *Limiter {
+	return &Limiter{store: store, cfg: cfg}
+}
+
+// Store returns the limiter's store.
+func (l *Limiter) Store() Store { return l.store }
+
+// Allow decides one unit of cost against p. It is shorthand for
+// AllowN(ctx, p, attrs, 1).
+func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string) (Decision, error) {
+	return l.AllowN(ctx, p, attrs, 1)
+}
+
+// AllowN decides cost units against every rule of p and, when all fit,
+// records them in every rule's window. A denied request is recorded only when
+// p.Penalize is set.
+//
+// Bad input (an invalid policy, cost, or missing attribute) returns an error
+// wrapping one of the sentinel errors and changes nothing. A store failure
+// returns the error together with a Degraded decision made by the failure
+// policy (Config.OnError), so a caller may log the error and act on the
+// decision.
+func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
+	mode := ModeAllow
+	if p != nil && p.Penalize {
+		mode = ModeRecord
+	}
+	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: mode})
+}
+
+// Peek returns the decision AllowN would return for cost units, recording
+// nothing.
+func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
+	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: ModePeek})
+}
+
+// Record adds cost units to every rule's window of p whether or not they fit
+// (recording one event into many windows at once). The decision reports
+// whether the event fit and the counts after recording it.
+func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
+	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: ModeRecord})
+}
+
+func (l *Limiter) do(ctx context.Context, req *Request) (Decision, error) {
+	if err := req.Validate(); err != nil {
+		return Decision{}, err
+	}
+	d, err := l.store.Decide(ctx, req)
+	if err != nil {
+		if errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit) ||
+			errors.Is(err, ErrMissingAttribute) || errors.Is(err, ErrInvalidPolicy) || errors.Is(err, ErrEmptyPolicy) {
+			return Decision{}, err
+		}
+		return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}, err
+	}
+	if req.Policy.Shadow && !d.Allowed {
+		d.Allowed = true
+		d.Shadowed = true
+	}
+	return d, nil
+}

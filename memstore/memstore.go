@@ -1,0 +1,247 @@
+// Package memstore is the in-memory sluice.Store: exact sliding-window logs
+// kept in this process, with the same semantics as the Redis store. It is the
+// embedded default for a single process, and the reference the conformance
+// suite holds every other store to.
+//
+// The store is sharded: keys are spread over independently locked shards, so
+// decisions on different keys rarely contend. A policy whose rules fall into
+// several shards locks them in a fixed order, so every decision is atomic.
+// Idle keys are dropped once their window (plus minimum gap) has passed, so
+// memory stays bounded by the keys active within their windows.
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// Config configures a Store. The zero value is the default.
+type Config struct {
+	// Clock returns the current time. Default time.Now. Times are truncated
+	// to the microsecond.
+	Clock func() time.Time
+
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two. Default 256.
+	Shards int
+}
+
+// Store is an in-memory sluice.Store. It is safe for concurrent use. Create
+// one with New; the zero value is not usable.
+type Store struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+	closed atomic.Bool
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// key names one rule's window: policy, rule and the encoded values of the
+// rule's By attributes.
+type key struct {
+	policy, rule, values string
+}
+
+type shard struct {
+	mu      sync.Mutex
+	windows map[key]*window
+	writes  uint32
+	_       [40]byte // keep shards on separate cache lines
+}
+
+// sweepEvery is how many writes to a shard pass between eviction sweeps, and
+// sweepSample how many keys a sweep examines.
+const (
+	sweepEvery  = 4
+	sweepSample = 16
+)
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	n := cfg.Shards
+	if n <= 0 {
+		n = 256
+	}
+	n = 1 << bits.Len(uint(n-1))
+	s := &Store{
+		now:    cfg.Clock,
+		seed:   maphash.MakeSeed(),
+		shards: make([]shard, n),
+		mask:   uint64(n - 1),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	for i := range s.shards {
+		s.shards[i].windows = make(map[key]*window)
+	}
+	return s
+}
+
+// Close drops every window. Later calls return sluice.ErrStoreClosed.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		clear(sh.windows)
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// Len returns the number of windows held, live or not yet swept.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.windows)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// maxInlineRules is how many rules a decision handles without allocating
+// its bookkeeping.
+const maxInlineRules = 8
+
+// Decide implements sluice.Store.
+func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.ErrStoreClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, err
+	}
+	rules := req.Policy.Rules
+	var (
+		keysBuf   [maxInlineRules]key
+		shardsBuf [maxInlineRules]int
+	)
+	keys, shardIdx := keysBuf[:0], shardsBuf[:0]
+	for i := range rules {
+		k := key{policy: req.Policy.Name, rule: rules[i].Name, values: encodeValues(rules[i].By, req.Attributes)}
+		keys = append(keys, k)
+		shardIdx = append(shardIdx, int(maphash.Comparable(s.seed, k)&s.mask))
+	}
+	var lockBuf [maxInlineRules]int
+	locked := lockOrder(lockBuf[:0], shardIdx)
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locked {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+
+	now := s.now().UnixMicro()
+	cost := req.Cost
+	var winBuf [maxInlineRules]*window
+	wins := winBuf[:0]
+	limits := make([]sluice.LimitStatus, len(rules))
+	allFit := true
+	for i := range rules {
+		r := &rules[i]
+		sh := &s.shards[shardIdx[i]]
+		w := sh.windows[keys[i]]
+		window := r.Window.Microseconds()
+		if w != nil {
+			w.trim(now - window)
+			if w.expires <= now && len(w.entries)-w.head == 0 {
+				// Idle past its window and gap: as good as absent.
+				delete(sh.windows, keys[i])
+				w = nil
+			}
+		}
+		wins = append(wins, w)
+		st := &limits[i]
+		st.Rule, st.Limit, st.Window = r.Name, r.Limit, r.Window
+		st.Fits = true
+		if w == nil {
+			continue
+		}
+		st.Used = w.used
+		var retry int64
+		if w.used+cost > r.Limit {
+			st.Fits = false
+			retry = w.freedAt(w.used+cost-r.Limit, window) - now
+		}
+		if gap := r.MinGap.Microseconds(); gap > 0 && !w.empty() && now-w.newest < gap {
+			st.Fits = false
+			retry = max(retry, w.newest+gap-now)
+		}
+		st.RetryAfter = time.Duration(retry) * time.Microsecond
+		allFit = allFit && st.Fits
+	}
+
+	record := req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && allFit)
+	for i := range rules {
+		r := &rules[i]
+		w := wins[i]
+		if record {
+			sh := &s.shards[shardIdx[i]]
+			if w == nil {
+				w = &window{}
+				sh.windows[keys[i]] = w
+			}
+			w.add(now, cost, r.TTL().Microseconds())
+			sh.writes++
+			if sh.writes%sweepEvery == 0 {
+				sh.sweep(now)
+			}
+		}
+		st := &limits[i]
+		if w != nil {
+			st.Used = w.used
+			if w.head < len(w.entries) {
+				st.ResetAfter = time.Duration(w.entries[len(w.entries)-1].ts+r.Window.Microseconds()-now) * time.Microsecond
+			}
+		}
+		st.Remaining = max(0, r.Limit-st.Used)
+	}
+	return sluice.NewDecision(limits), nil
+}
+
+// sweep drops a sample of windows whose expiry has passed. The caller holds
+// sh.mu. Map iteration starts at a random place, so repeated sweeps visit the
+// whole map over time.
+func (sh *shard) sweep(now int64) {
+	n := 0
+	for k, w := range sh.windows {
+		if w.expires <= now {
+			delete(sh.windows, k)
+		}
+		if n++; n == sweepSample {
+			return
+		}
+	}
+}
+
+// lockOrder appends to dst the distinct shard indexes of idx in ascending
+// order, the order in which a decision locks them.
+func lockOrder(dst, idx []int) []int {
+	out := append(dst, idx...)
+	if len(out) == 1 {
+		return out
+	}
+	slices.Sort(out)
+	j := 0
+	for i := range out {
+		if i == 0 || out[i] != out[j-1] {
+			out[j] = out[i]
+			j++
+		}
+	}
+	return out[:j]
+}

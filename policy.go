@@ -1,0 +1,83 @@
+package sluice
+
+import "fmt"
+
+// Policy is a set of rules decided together: a request is allowed only when
+// every rule fits, and an allowed request is recorded in every rule's window
+// or in none. A global cap over a per-category cap is a policy of two rules.
+//
+// A Policy is a plain value; it is safe for concurrent use as long as it is
+// not modified while in use.
+type Policy struct {
+	// Name identifies the policy; it is part of every store key. Required.
+	Name string
+
+	// Rules are checked in order; the first one that does not fit is
+	// reported as Decision.DeniedBy. At least one is required.
+	Rules []Rule
+
+	// Penalize records denied attempts as if they had been admitted, so a
+	// client that keeps retrying while denied stays denied. Off by default:
+	// a denied request consumes nothing.
+	Penalize bool
+
+	// Shadow decides and reports as usual but never denies: Decision.Allowed
+	// is always true and a would-be denial is reported in Decision.Shadowed.
+	// Use it to roll out a new limit and watch what it would do.
+	Shadow bool
+}
+
+// Validate reports why p cannot be enforced: an empty name, no rules, or a
+// rule that is invalid. The error wraps ErrEmptyPolicy or ErrInvalidPolicy.
+func (p *Policy) Validate() error {
+	if p == nil {
+		return fmt.Errorf("%w: the policy is nil", ErrInvalidPolicy)
+	}
+	if p.Name == "" {
+		return fmt.Errorf("%w: the policy has no name", ErrInvalidPolicy)
+	}
+	if len(p.Rules) == 0 {
+		return fmt.Errorf("%w: policy %q; add at least one rule", ErrEmptyPolicy, p.Name)
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		for j := range i {
+			if p.Rules[j].Name == r.Name {
+				return fmt.Errorf("%w: policy %q has two rules named %q", ErrInvalidPolicy, p.Name, r.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// SharedAttributes returns the attributes named in the By list of every
+// rule of p, in the order of the first rule. Stores use them to place all of
+// a decision's keys together (a Redis Cluster hash tag).
+func (p *Policy) SharedAttributes() []string {
+	if len(p.Rules) == 0 {
+		return nil
+	}
+	var shared []string
+	for _, a := range p.Rules[0].By {
+		inAll := true
+		for i := 1; i < len(p.Rules) && inAll; i++ {
+			inAll = contains(p.Rules[i].By, a)
+		}
+		if inAll {
+			shared = append(shared, a)
+		}
+	}
+	return shared
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
