@@ -54,7 +54,7 @@ func open(t *testing.T, opener Opener) *env {
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, opener Opener) {
 	t.Helper()
-	for _, c := range cases {
+	for _, c := range append(cases[:len(cases):len(cases)], scheduleCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener))
 		})

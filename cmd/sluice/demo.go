@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+// demoPolicy is seed 000's demo: a global cap of 10 over a cap of 3 per
+// category, both per 60 seconds.
+var demoPolicy = sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+	{Name: "global", Limit: 10, Window: time.Minute},
+	{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
+}}
+
+// demoEvents is the stream of notifications the demo sends: errors burst
+// first, then the other categories share what the global cap leaves.
+var demoEvents = []string{
+	"errors", "errors", "errors", "errors", "warnings", "info", "warnings", "debug",
+	"info", "warnings", "warnings", "debug", "info", "debug", "info", "audit",
+}
+
+// demoLine is one attempt of the demo, as printed with --json.
+type demoLine struct {
+	Attempt      int              `json:"attempt"`
+	Category     string           `json:"category"`
+	Allowed      bool             `json:"allowed"`
+	DeniedBy     string           `json:"denied_by"`
+	Remaining    int64            `json:"remaining"`
+	RetryAfterMS int64            `json:"retry_after_ms"`
+	Limits       map[string]int64 `json:"used"`
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisURL := fs.String("redis", "", "run on Redis at this URL (redis://host:port/db); default: in memory")
+	asJSON := fs.Bool("json", false, "print one JSON object per attempt")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	store, where, err := openDemoStore(*redisURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice demo: %v\n", err)
+		return exitUsage
+	}
+	defer store.Close()
+	lim := sluice.NewLimiter(store, sluice.Config{})
+
+	if !*asJSON {
+		fmt.Fprintf(stdout, "policy %q on %s: global %d, category %d, per %v\n\n",
+			demoPolicy.Name, where, demoPolicy.Rules[0].Limit, demoPolicy.Rules[1].Limit, demoPolicy.Rules[0].Window)
+	}
+	enc := json.NewEncoder(stdout)
+	for i, c := range demoEvents {
+		d, err := lim.Allow(ctx, &demoPolicy, map[string]string{"category": c})
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice demo: %v\n", err)
+			return exitUsage
+		}
+		line := demoLine{Attempt: i + 1, Category: c, Allowed: d.Allowed, DeniedBy: d.DeniedBy,
+			Remaining: d.Remaining, RetryAfterMS: d.RetryAfter.Milliseconds(), Limits: map[string]int64{}}
+		for _, s := range d.Limits {
+			line.Limits[s.Rule] = s.Used
+		}
+		if *asJSON {
+			if err := enc.Encode(line); err != nil {
+				return exitUsage
+			}
+			continue
+		}
+		fmt.Fprintln(stdout, formatDemoLine(line))
+	}
+	return exitOK
+}
+
+func formatDemoLine(l demoLine) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%-2d %-9s ", l.Attempt, l.Category)
+	if l.Allowed {
+		b.WriteString("allowed  ")
+	} else {
+		fmt.Fprintf(&b, "denied by %-8s ", l.DeniedBy)
+	}
+	fmt.Fprintf(&b, " global %2d/%d  category %d/%d", l.Limits["global"], demoPolicy.Rules[0].Limit,
+		l.Limits["category"], demoPolicy.Rules[1].Limit)
+	if !l.Allowed {
+		fmt.Fprintf(&b, "  retry in %v", (time.Duration(l.RetryAfterMS) * time.Millisecond).Round(time.Second))
+	}
+	return b.String()
+}
+
+// openDemoStore opens the in-memory store, or Redis when url is set.
+func openDemoStore(url string) (sluice.Store, string, error) {
+	if url == "" {
+		return memstore.New(memstore.Config{}), "the in-memory store", nil
+	}
+	return openRedis(url, fmt.Sprintf("sluice-demo-%d", time.Now().UnixNano()))
+}

@@ -1,0 +1,4 @@
+package storetest
+
+// scheduleCases are the conformance cases of the scheduler (Reserve, Cancel).
+var scheduleCases []testCase
