@@ -1,0 +1,42 @@
+# sluice's build and test entry points. `make test` is what CI runs.
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@2026.2.2
+GOBIN       := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: test deps vet staticcheck unit fuzz bench demo
+
+## test: install what the tests need, then vet, staticcheck and every test with the race detector.
+test: deps vet staticcheck unit fuzz
+
+## deps: redis-server from Debian when missing (the tests start their own servers), and staticcheck.
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server (Debian package)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server >/dev/null; }
+	@# The tests start their own redis-server processes: keep the package's service from holding 6379.
+	@command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null && systemctl stop redis-server || true
+	@test -x $(GOBIN)/staticcheck || $(GO) install $(STATICCHECK)
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GOBIN)/staticcheck ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## fuzz: each fuzz target for a few seconds (longer runs: FUZZTIME=10m make fuzz).
+FUZZTIME ?= 5s
+fuzz:
+	@for file in $$(grep -rlE '^func Fuzz' --include='*_test.go' --exclude-dir=bench .); do \
+		for target in $$(grep -oE '^func Fuzz[A-Za-z0-9_]+' $$file | sed 's/^func //'); do \
+			echo "fuzz $$(dirname $$file) $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file) || exit 1; \
+		done; \
+	done
+
+demo:
+	$(GO) run ./cmd/sluice demo

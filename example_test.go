@@ -1,0 +1,93 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// A notifier caps all notifications at 10 a minute and each category at 3:
+// the fourth "errors" notification is denied by the category rule, and once
+// 10 went out across categories the global rule denies the rest.
+func Example_hierarchy() {
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	notify := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 10, Window: time.Minute},
+		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
+	}}
+	ctx := context.Background()
+	for _, c := range []string{"errors", "errors", "errors", "errors", "info", "info", "info", "debug", "debug", "debug", "audit", "audit"} {
+		d, err := lim.Allow(ctx, notify, map[string]string{"category": c})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if d.Allowed {
+			fmt.Printf("%-6s allowed, %d left\n", c, d.Remaining)
+		} else {
+			fmt.Printf("%-6s denied by %s, retry in %v\n", c, d.DeniedBy, d.RetryAfter)
+		}
+		clock.Advance(time.Second)
+	}
+	// Output:
+	// errors allowed, 2 left
+	// errors allowed, 1 left
+	// errors allowed, 0 left
+	// errors denied by category, retry in 57s
+	// info   allowed, 2 left
+	// info   allowed, 1 left
+	// info   allowed, 0 left
+	// debug  allowed, 2 left
+	// debug  allowed, 1 left
+	// debug  allowed, 0 left
+	// audit  allowed, 0 left
+	// audit  denied by global, retry in 49s
+}
+
+// A push service allows at most 10 messages a minute per user and at least
+// 100ms between two of them; the decision says how long to wait.
+func Example_minGap() {
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	push := &sluice.Policy{Name: "push", Rules: []sluice.Rule{
+		{Name: "per-user", Limit: 10, Window: time.Minute, MinGap: 100 * time.Millisecond, By: []string{"user"}},
+	}}
+	ctx := context.Background()
+	user := map[string]string{"user": "ada"}
+	for _, step := range []time.Duration{0, 30 * time.Millisecond, 70 * time.Millisecond} {
+		clock.Advance(step)
+		d, _ := lim.Allow(ctx, push, user)
+		fmt.Printf("allowed=%v retry_after=%v\n", d.Allowed, d.RetryAfter)
+	}
+	// Output:
+	// allowed=true retry_after=0s
+	// allowed=false retry_after=70ms
+	// allowed=true retry_after=0s
+}
+
+// Peek answers without recording; Record adds an event to every window of a
+// policy whatever the limits say (one call into many windows).
+func ExampleLimiter_Record() {
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	calls := &sluice.Policy{Name: "calls", Rules: []sluice.Rule{
+		{Name: "platform", Limit: 100, Window: time.Second},
+		{Name: "peer", Limit: 10, Window: time.Second, By: []string{"peer"}},
+	}}
+	ctx := context.Background()
+	peer := map[string]string{"peer": "45"}
+	lim.Record(ctx, calls, peer, 1)
+	lim.Record(ctx, calls, peer, 1)
+	d, _ := lim.Peek(ctx, calls, peer, 1)
+	for _, s := range d.Limits {
+		fmt.Printf("%s: %d of %d used\n", s.Rule, s.Used, s.Limit)
+	}
+	// Output:
+	// platform: 2 of 100 used
+	// peer: 2 of 10 used
+}
