@@ -54,16 +54,9 @@ type key struct {
 type shard struct {
 	mu      sync.Mutex
 	windows map[key]*window
-	writes  uint32
-	_       [40]byte // keep shards on separate cache lines
+	fifos   []fifo // expiry queues, one per distinct TTL (see evict.go)
+	_       [64]byte
 }
-
-// sweepEvery is how many writes to a shard pass between eviction sweeps, and
-// sweepSample how many keys a sweep examines.
-const (
-	sweepEvery  = 4
-	sweepSample = 16
-)
 
 // New returns an empty Store.
 func New(cfg Config) *Store {
@@ -94,6 +87,7 @@ func (s *Store) Close() error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		clear(sh.windows)
+		sh.fifos = nil
 		sh.mu.Unlock()
 	}
 	return nil
@@ -191,15 +185,16 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		w := wins[i]
 		if record {
 			sh := &s.shards[shardIdx[i]]
+			ttl := r.TTL().Microseconds()
 			if w == nil {
 				w = &window{}
 				sh.windows[keys[i]] = w
+				w.add(now, cost, ttl)
+				sh.enqueue(keys[i], w, ttl)
+			} else {
+				w.add(now, cost, ttl)
 			}
-			w.add(now, cost, r.TTL().Microseconds())
-			sh.writes++
-			if sh.writes%sweepEvery == 0 {
-				sh.sweep(now)
-			}
+			sh.evict(now)
 		}
 		st := &limits[i]
 		if w != nil {
@@ -211,21 +206,6 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		st.Remaining = max(0, r.Limit-st.Used)
 	}
 	return sluice.NewDecision(limits), nil
-}
-
-// sweep drops a sample of windows whose expiry has passed. The caller holds
-// sh.mu. Map iteration starts at a random place, so repeated sweeps visit the
-// whole map over time.
-func (sh *shard) sweep(now int64) {
-	n := 0
-	for k, w := range sh.windows {
-		if w.expires <= now {
-			delete(sh.windows, k)
-		}
-		if n++; n == sweepSample {
-			return
-		}
-	}
 }
 
 // lockOrder appends to dst the distinct shard indexes of idx in ascending

@@ -1,0 +1,81 @@
+package memstore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// BenchmarkDecide measures one decision of a one-rule policy spread over
+// 100,000 keys, through the Limiter as a user calls it.
+func BenchmarkDecide(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		policy *sluice.Policy
+	}{
+		{"rules=1", &sluice.Policy{Name: "api", Rules: []sluice.Rule{
+			{Name: "per-user", Limit: 100, Window: time.Minute, By: []string{"user"}},
+		}}},
+		{"rules=2", &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+			{Name: "global", Limit: 1 << 40, Window: time.Minute},
+			{Name: "per-user", Limit: 100, Window: time.Minute, By: []string{"user"}},
+		}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			const keys = 100_000
+			attrs := make([]map[string]string, keys)
+			for i := range attrs {
+				attrs[i] = map[string]string{"user": "user-" + strconv.Itoa(i)}
+			}
+			s := New(Config{})
+			lim := sluice.NewLimiter(s, sluice.Config{})
+			ctx := context.Background()
+			for i := range attrs { // every key warm
+				if _, err := lim.Allow(ctx, bc.policy, attrs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := lim.Allow(ctx, bc.policy, attrs[i]); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i == keys {
+					i = 0
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecideParallel measures decisions from GOMAXPROCS goroutines over
+// 100,000 keys.
+func BenchmarkDecideParallel(b *testing.B) {
+	const keys = 100_000
+	attrs := make([]map[string]string, keys)
+	for i := range attrs {
+		attrs[i] = map[string]string{"user": "user-" + strconv.Itoa(i)}
+	}
+	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{
+		{Name: "per-user", Limit: 100, Window: time.Minute, By: []string{"user"}},
+	}}
+	lim := sluice.NewLimiter(New(Config{}), sluice.Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(time.Now().UnixNano() % keys)
+		for pb.Next() {
+			if _, err := lim.Allow(ctx, p, attrs[i]); err != nil {
+				b.Error(err)
+				return
+			}
+			if i++; i == keys {
+				i = 0
+			}
+		}
+	})
+}
