@@ -3,9 +3,14 @@ module github.com/sluicerate/sluice
 go 1.26.0
 
 require (
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+	go.yaml.in/yaml/v3 v3.0.6
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )

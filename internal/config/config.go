@@ -1,0 +1,209 @@
+// Package config loads sluice's YAML configuration file: the store to use,
+// the policies and schedules to serve, and how forward-auth derives a
+// request's attributes. Everything is validated at load: unknown fields, bad
+// durations or rates, zero limits, duplicate names and attributes that no
+// request supplies are reported with the file, line and a way to fix them.
+//
+// The file's format is documented in docs/config.md.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// MaxFileSize is the largest configuration file Load and Parse accept.
+const MaxFileSize = 4 << 20
+
+// Config is a loaded, validated configuration file. It is a plain value,
+// safe for concurrent reads; a reload builds a new Config rather than
+// changing one in use.
+type Config struct {
+	// File is the file's name as given to Load or Parse.
+	File string
+
+	// Store is the store section; nil when the file has none, which means
+	// the in-memory store.
+	Store *Store
+
+	// Policies are the file's policies, in file order. Each one passes
+	// sluice.Policy.Validate.
+	Policies []sluice.Policy
+
+	// Schedules are the file's schedules, in file order.
+	Schedules []Schedule
+
+	// ForwardAuth configures GET /v1/forward-auth.
+	ForwardAuth ForwardAuth
+}
+
+// Store is the store section of a file.
+type Store struct {
+	// Redis configures the Redis store; nil means the in-memory store.
+	Redis *Redis
+
+	// Prefix starts every Redis key. Default "sluice".
+	Prefix string
+
+	// Timeout bounds one store call; 0 means the store's default.
+	Timeout time.Duration
+
+	// OnError is the decision made when the store fails. Default
+	// sluice.Deny.
+	OnError sluice.OnError
+}
+
+// Redis is where the Redis store connects.
+type Redis struct {
+	// Addrs are host:port addresses: one server (standalone), cluster seeds
+	// (cluster) or sentinels (sentinel). At least one.
+	Addrs []string
+
+	// Mode is "standalone" (default), "cluster" or "sentinel".
+	Mode string
+
+	// Username and Password authenticate (Redis ACL); empty for none.
+	Username, Password string
+
+	// DB selects a database on a standalone server. Default 0.
+	DB int
+
+	// MasterName names the master the sentinels watch; required in
+	// sentinel mode.
+	MasterName string
+
+	// TLS, when set, connects with TLS.
+	TLS *TLS
+}
+
+// TLS configures a TLS connection to Redis. Relative paths are resolved
+// against the configuration file's directory.
+type TLS struct {
+	// CA is a PEM file of the certificate authorities to trust; empty means
+	// the system's.
+	CA string
+
+	// Cert and Key are a PEM client certificate and its key, for mutual
+	// TLS; both or neither.
+	Cert, Key string
+
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string
+
+	// InsecureSkipVerify turns off certificate verification. Tests only.
+	InsecureSkipVerify bool
+}
+
+// Schedule is a leaky-bucket schedule: reservations on it are spaced
+// Rate.Interval() apart per combination of the By attributes.
+type Schedule struct {
+	// Name identifies the schedule. Required.
+	Name string
+
+	// By names the attributes that select the schedule's queue; empty means
+	// one queue.
+	By []string
+
+	// Rate is how many events the schedule admits per period. Required.
+	Rate Rate
+
+	// MaxDelay is the longest a reservation may wait for its slot; a later
+	// slot is rejected. Zero admits only slots that are due at once.
+	MaxDelay time.Duration
+
+	// MaxQueue is the most reservations waiting at once; 0 means no bound
+	// other than MaxDelay.
+	MaxQueue int64
+}
+
+// ForwardAuth configures how GET /v1/forward-auth derives a request's
+// attributes from the request a proxy forwards.
+type ForwardAuth struct {
+	// TrustedProxies are the addresses whose X-Forwarded-For is believed
+	// when resolving the client's IP. Empty: the connection's peer is the
+	// client.
+	TrustedProxies []netip.Prefix
+
+	// Headers maps attribute names to the request header that supplies
+	// them, e.g. "user" -> "X-User-Id".
+	Headers map[string]string
+}
+
+// Forward-auth's built-in attributes.
+const (
+	AttrIP     = "ip"     // the client's IP, resolved through trusted proxies
+	AttrMethod = "method" // X-Forwarded-Method, or the request's method
+	AttrHost   = "host"   // X-Forwarded-Host, or the request's host
+	AttrPath   = "path"   // the path of X-Forwarded-Uri, or of the request
+)
+
+// ForwardAuthAttributes returns the attributes forward-auth supplies: the
+// built-in ones and the configured headers'.
+func (f *ForwardAuth) ForwardAuthAttributes() []string {
+	attrs := []string{AttrIP, AttrMethod, AttrHost, AttrPath}
+	for a := range f.Headers {
+		attrs = append(attrs, a)
+	}
+	slices.Sort(attrs[4:])
+	return attrs
+}
+
+// Policy returns the policy named name, or nil when there is none.
+func (c *Config) Policy(name string) *sluice.Policy {
+	for i := range c.Policies {
+		if c.Policies[i].Name == name {
+			return &c.Policies[i]
+		}
+	}
+	return nil
+}
+
+// Schedule returns the schedule named name, or nil when there is none.
+func (c *Config) Schedule(name string) *Schedule {
+	for i := range c.Schedules {
+		if c.Schedules[i].Name == name {
+			return &c.Schedules[i]
+		}
+	}
+	return nil
+}
+
+// Load reads and parses the file at path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if st.Size() > MaxFileSize {
+		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("the file is %d bytes; a configuration file is at most %d", st.Size(), MaxFileSize)}}
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && int64(len(data)) != st.Size() {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses data, the contents of the file name. An invalid file returns
+// an ErrorList holding every problem found.
+func Parse(name string, data []byte) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, ErrorList{{File: name, Msg: fmt.Sprintf("the file is %d bytes; a configuration file is at most %d", len(data), MaxFileSize)}}
+	}
+	d := &decoder{file: name}
+	c := d.decode(data)
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	return c, nil
+}

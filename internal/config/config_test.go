@@ -1,0 +1,306 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// designFile is the example file of the design document.
+const designFile = `store:                      # absent: in-memory store
+  redis:
+    addrs: ["127.0.0.1:6379"]
+    mode: standalone
+    username: ""
+  prefix: sluice
+  timeout: 50ms
+  on_error: deny
+policies:
+  - name: notify                   # seed 000
+    limits:
+      - {name: global, limit: 100, window: 30m}
+      - {name: category, by: [category], limit: 10, window: 30m}
+  - name: push                     # seed 004
+    penalize: false
+    limits:
+      - {name: per-user, by: [user], limit: 10, window: 1m, min_gap: 100ms}
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}   # seed 003
+`
+
+func TestParseDesignFile(t *testing.T) {
+	c, err := Parse("sluice.yaml", []byte(designFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStore := &Store{
+		Redis:   &Redis{Addrs: []string{"127.0.0.1:6379"}, Mode: "standalone"},
+		Prefix:  "sluice",
+		Timeout: 50 * time.Millisecond,
+		OnError: sluice.Deny,
+	}
+	if !reflect.DeepEqual(c.Store, wantStore) {
+		t.Errorf("Store = %+v, want %+v", c.Store, wantStore)
+	}
+	wantPolicies := []sluice.Policy{
+		{Name: "notify", Rules: []sluice.Rule{
+			{Name: "global", Limit: 100, Window: 30 * time.Minute},
+			{Name: "category", Limit: 10, Window: 30 * time.Minute, By: []string{"category"}},
+		}},
+		{Name: "push", Rules: []sluice.Rule{
+			{Name: "per-user", Limit: 10, Window: time.Minute, MinGap: 100 * time.Millisecond, By: []string{"user"}},
+		}},
+	}
+	if !reflect.DeepEqual(c.Policies, wantPolicies) {
+		t.Errorf("Policies = %+v, want %+v", c.Policies, wantPolicies)
+	}
+	wantSchedules := []Schedule{{Name: "carrier", By: []string{"carrier"}, Rate: Rate{Events: 4, Per: time.Second}, MaxDelay: 2 * time.Second}}
+	if !reflect.DeepEqual(c.Schedules, wantSchedules) {
+		t.Errorf("Schedules = %+v, want %+v", c.Schedules, wantSchedules)
+	}
+	if p := c.Policy("push"); p == nil || p.Name != "push" {
+		t.Errorf("Policy(push) = %v", p)
+	}
+	if p := c.Policy("nope"); p != nil {
+		t.Errorf("Policy(nope) = %v, want nil", p)
+	}
+	if s := c.Schedule("carrier"); s == nil || s.Rate.Interval() != 250*time.Millisecond {
+		t.Errorf("Schedule(carrier) = %+v, want interval 250ms", s)
+	}
+}
+
+func TestParseOptionalSections(t *testing.T) {
+	const file = `
+policies:
+  - name: api
+    shadow: true
+    penalize: true
+    attributes: [user, path]
+    limits:
+      - name: per-user
+        by: [user]
+        limit: 1_000
+        window: 1d
+forward_auth:
+  trusted_proxies: ["10.0.0.0/8", "127.0.0.1", "::1"]
+  headers: {user: X-User-Id}
+store:
+  on_error: allow
+  redis:
+    addrs: [a:1, b:2]
+    mode: sentinel
+    master_name: mymaster
+    tls: {ca: ca.pem, cert: /etc/c.pem, key: k.pem}
+`
+	c, err := Parse("/etc/sluice/sluice.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Policy("api")
+	if !p.Shadow || !p.Penalize || p.Rules[0].Limit != 1000 || p.Rules[0].Window != 24*time.Hour {
+		t.Errorf("policy = %+v", p)
+	}
+	wantProxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}
+	if !reflect.DeepEqual(c.ForwardAuth.TrustedProxies, wantProxies) {
+		t.Errorf("TrustedProxies = %v, want %v", c.ForwardAuth.TrustedProxies, wantProxies)
+	}
+	if got, want := c.ForwardAuth.ForwardAuthAttributes(), []string{"ip", "method", "host", "path", "user"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ForwardAuthAttributes = %v, want %v", got, want)
+	}
+	if c.Store.OnError != sluice.Allow || c.Store.Prefix != "sluice" {
+		t.Errorf("store = %+v", c.Store)
+	}
+	wantTLS := &TLS{CA: "/etc/sluice/ca.pem", Cert: "/etc/c.pem", Key: "/etc/sluice/k.pem"}
+	if !reflect.DeepEqual(c.Store.Redis.TLS, wantTLS) {
+		t.Errorf("TLS = %+v, want %+v", c.Store.Redis.TLS, wantTLS)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const okPolicy = "policies:\n  - name: p\n    limits:\n      - {name: r, limit: 1, window: 1s}\n"
+	tests := []struct {
+		name string
+		file string
+		line int
+		want string // substring of the message
+	}{
+		{"empty", "", 0, "the file is empty"},
+		{"syntax", "policies:\n  - name: [\n", 2, "YAML syntax"},
+		{"two documents", okPolicy + "---\n" + okPolicy, 5, "second YAML document"},
+		{"unknown top field", okPolicy + "polices: []\n", 5, `unknown field "polices" in the file; did you mean "policies"?`},
+		{"unknown rule field", "policies:\n  - name: p\n    limits:\n      - {name: r, limit: 1, windw: 1s}\n", 4, `did you mean "window"?`},
+		{"unknown far field", "policies:\n  - name: p\n    foo: 1\n    limits: [{name: r, limit: 1, window: 1s}]\n", 3, "valid: name, limits, penalize, shadow, attributes"},
+		{"duplicate key", "policies:\n  - name: p\n    name: q\n    limits: [{name: r, limit: 1, window: 1s}]\n", 3, `field "name" is set twice in policy "p" (first on line 2)`},
+		{"no policies", "policies: []\n", 1, "defines no policies or schedules"},
+		{"policies not a list", "policies: {name: p}\n", 1, "policies must be a list"},
+		{"bad duration unit", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 30}]\n", 3, `duration "30" has no unit; write 30s, 30m or 30ms`},
+		{"bad duration", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 30mins}]\n", 3, `duration "30mins" is not valid`},
+		{"zero window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 0s}]\n", 3, "window is zero"},
+		{"negative window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: -1s}]\n", 3, "negative"},
+		{"huge window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 9000h}]\n", 3, "longer than a year"},
+		{"zero limit", "policies:\n  - name: p\n    limits:\n      - name: r\n        limit: 0\n        window: 1s\n", 5, "limit is 0; a limit must be at least 1"},
+		{"quoted limit", "policies:\n  - name: p\n    limits: [{name: r, limit: \"5\", window: 1s}]\n", 3, "remove the quotes"},
+		{"float limit", "policies:\n  - name: p\n    limits: [{name: r, limit: 1.5, window: 1s}]\n", 3, "whole number"},
+		{"missing limit", "policies:\n  - name: p\n    limits:\n      - {name: r, window: 1s}\n", 4, `rule "r" of policy "p" has no limit`},
+		{"missing name", "policies:\n  - limits: [{name: r, limit: 1, window: 1s}]\n", 2, "policy 1 has no name"},
+		{"no limits", "policies:\n  - name: p\n    limits: []\n", 3, `policy "p" has no limits`},
+		{"bad name", "policies:\n  - name: \"a b\"\n    limits: [{name: r, limit: 1, window: 1s}]\n", 2, `policy name "a b" is not a valid name`},
+		{"duplicate policy", okPolicy + "  - name: p\n    limits: [{name: r, limit: 1, window: 1s}]\n", 5, `policy "p" is defined twice (first on line 2)`},
+		{"duplicate rule", "policies:\n  - name: p\n    limits:\n      - {name: r, limit: 1, window: 1s}\n      - {name: r, limit: 2, window: 1s}\n", 5, `two rules named "r" (first on line 4)`},
+		{"duplicate by", "policies:\n  - name: p\n    limits: [{name: r, by: [u, u], limit: 1, window: 1s}]\n", 3, `names "u" twice`},
+		{"by never supplied", "policies:\n  - name: p\n    attributes: [category]\n    limits:\n      - {name: r, by: [categroy], limit: 1, window: 1s}\n", 5,
+			`rule "r" of policy "p" is keyed by attribute "categroy", which the policy never receives (its attributes: category); did you mean "category"?`},
+		{"by not a list", "policies:\n  - name: p\n    limits: [{name: r, by: user, limit: 1, window: 1s}]\n", 3, "by must be a list"},
+		{"bad bool", "policies:\n  - name: p\n    shadow: yes please\n    limits: [{name: r, limit: 1, window: 1s}]\n", 3, "shadow must be true or false"},
+		{"duplicate schedule", okPolicy + "schedules:\n  - {name: s, rate: 1/s}\n  - {name: s, rate: 1/s}\n", 7, `schedule "s" is defined twice`},
+		{"bad rate", okPolicy + "schedules:\n  - {name: s, rate: 4}\n", 6, `rate "4" is not EVENTS/PERIOD`},
+		{"bad rate period", okPolicy + "schedules:\n  - {name: s, rate: 4/sec}\n", 6, `rate "4/sec" has a bad period`},
+		{"zero rate", okPolicy + "schedules:\n  - {name: s, rate: 0/s}\n", 6, "at least 1"},
+		{"missing rate", okPolicy + "schedules:\n  - {name: s}\n", 6, `schedule "s" has no rate`},
+		{"negative queue", okPolicy + "schedules:\n  - {name: s, rate: 1/s, max_queue: -1}\n", 6, "max_queue is -1"},
+		{"on_error", okPolicy + "store:\n  on_error: maybe\n", 6, `on_error is "maybe"; use deny`},
+		{"mode", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: clustre}\n", 6, `mode is "clustre"`},
+		{"bad addr", okPolicy + "store:\n  redis: {addrs: [\"localhost\"]}\n", 6, `address "localhost" is not host:port`},
+		{"no addrs", okPolicy + "store:\n  redis: {mode: cluster}\n", 6, "store.redis has no addrs"},
+		{"empty addrs", okPolicy + "store:\n  redis: {addrs: []}\n", 6, "addrs is empty"},
+		{"standalone seeds", okPolicy + "store:\n  redis: {addrs: [\"a:1\", \"b:2\"]}\n", 6, "mode standalone takes one address"},
+		{"sentinel master", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: sentinel}\n", 6, "needs master_name"},
+		{"master without sentinel", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], master_name: m}\n", 6, "only used with mode: sentinel"},
+		{"tls half", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    tls: {cert: c.pem}\n", 8, "both cert and key"},
+		{"bad prefix", okPolicy + "store:\n  prefix: \"a{b}\"\n", 6, "prefix"},
+		{"timeout", okPolicy + "store:\n  timeout: 5m\n", 6, "longer than a minute"},
+		{"bad proxy", okPolicy + "forward_auth:\n  trusted_proxies: [nope]\n", 6, `trusted proxy "nope"`},
+		{"builtin header attr", okPolicy + "forward_auth:\n  headers: {ip: X-Real-IP}\n", 6, "built into forward-auth"},
+		{"bad header", okPolicy + "forward_auth:\n  headers: {user: \"X User\"}\n", 6, "not valid"},
+		{"merge key", "base: &b {limit: 1, window: 1s}\n" + okPolicy, 1, `unknown field "base"`},
+		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n", 1, "unknown field"},
+		{"empty value", "policies:\n  - name:\n    limits: [{name: r, limit: 1, window: 1s}]\n", 2, "policy name is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse("f.yaml", []byte(tt.file))
+			if err == nil {
+				t.Fatalf("Parse = %+v, want an error containing %q", c, tt.want)
+			}
+			var list ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %v (%T) is not an ErrorList", err, err)
+			}
+			var found *Error
+			for _, e := range list {
+				if strings.Contains(e.Msg, tt.want) {
+					found = e
+					break
+				}
+			}
+			if found == nil {
+				t.Fatalf("errors:\n%v\nwant one containing %q", err, tt.want)
+			}
+			if found.Line != tt.line {
+				t.Errorf("%v: line %d, want %d", found, found.Line, tt.line)
+			}
+			if found.File != "f.yaml" {
+				t.Errorf("File = %q, want f.yaml", found.File)
+			}
+			if tt.line > 0 && !strings.HasPrefix(found.Error(), "f.yaml:") {
+				t.Errorf("Error() = %q, want file:line: prefix", found.Error())
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryError(t *testing.T) {
+	const file = `policies:
+  - name: a
+    limits: [{name: r, limit: 0, window: 1s}]
+  - name: b
+    limits: [{name: r, limit: 1, window: 1}]
+`
+	_, err := Parse("f.yaml", []byte(file))
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(list) != 2 || list[0].Line != 3 || list[1].Line != 5 {
+		t.Errorf("errors = %v, want one on line 3 and one on line 5", err)
+	}
+	if got, want := list[0].Error(), "f.yaml:3:31: limit is 0"; !strings.HasPrefix(got, want) {
+		t.Errorf("Error() = %q, want prefix %q", got, want)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte(designFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.File != path || len(c.Policies) != 2 {
+		t.Errorf("Load = %+v", c)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want not-exist", err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Rate
+	}{
+		{"4/s", Rate{4, time.Second}},
+		{"100/30m", Rate{100, 30 * time.Minute}},
+		{"10/1m", Rate{10, time.Minute}},
+		{" 5 / h ", Rate{5, time.Hour}},
+		{"1/ms", Rate{1, time.Millisecond}},
+		{"7/d", Rate{7, 24 * time.Hour}},
+	}
+	for _, tt := range tests {
+		got, err := parseRate(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("parseRate(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "4", "/s", "x/s", "-1/s", "4/", "4/0s", "4/-1s", "2000000/ms", "4/s/s"} {
+		if got, err := parseRate(bad); err == nil {
+			t.Errorf("parseRate(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"30m", 30 * time.Minute},
+		{"1h30m", 90 * time.Minute},
+		{"250ms", 250 * time.Millisecond},
+		{"1d", 24 * time.Hour},
+		{"2d12h", 60 * time.Hour},
+		{"0s", 0},
+	}
+	for _, tt := range tests {
+		got, err := parseDuration(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "30", "1.5", "30x", "-1s", "d", "1d-1h", "400d", "99999999999d"} {
+		if got, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
+		}
+	}
+}
