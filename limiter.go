@@ -20,6 +20,10 @@ const (
 type Config struct {
 	// OnError is the decision made when the store fails. Default Deny.
 	OnError OnError
+
+	// Clock is the time Wait reads deadlines with and sleeps on. Default:
+	// the system clock.
+	Clock Clock
 }
 
 // Limiter decides requests against policies over a Store. It validates every

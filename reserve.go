@@ -1,0 +1,214 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors of the scheduler. Like the others, errors returned for bad
+// input wrap them with the name of the schedule or attribute, and change no
+// state.
+var (
+	// ErrInvalidSchedule reports a schedule that cannot be used: a missing
+	// name, a rate of zero, a negative MaxDelay or MaxQueue.
+	ErrInvalidSchedule = errors.New("sluice: invalid schedule")
+
+	// ErrUnknownSchedule reports a schedule name that is not configured.
+	ErrUnknownSchedule = errors.New("sluice: unknown schedule")
+
+	// ErrRejected reports, from Wait, a reservation the schedule rejected
+	// (its MaxDelay or MaxQueue); Reserve reports a rejection as a value.
+	ErrRejected = errors.New("sluice: reservation rejected")
+
+	// ErrDeadlineBeforeSlot reports, from Wait, that the context's deadline
+	// comes before the first slot the schedule could give: nothing was
+	// reserved.
+	ErrDeadlineBeforeSlot = errors.New("sluice: the context's deadline is before the slot")
+)
+
+// MaxReservation is the most time one reservation may take on its schedule:
+// cost times the interval. A larger cost is an error (ErrInvalidCost), as
+// the slots it would hold are more than a store can represent exactly.
+const MaxReservation = 366 * 24 * time.Hour
+
+// ReserveRequest is one call to a store's Reserve: a schedule, the
+// attributes that select its queue, a cost and the longest delay accepted.
+type ReserveRequest struct {
+	Schedule   *Schedule
+	Attributes map[string]string
+
+	// Cost is how many intervals the reservation takes: the slot after a
+	// reservation of cost N at slot S is S + N*Interval.
+	Cost int64
+
+	// MaxDelay is the longest delay this reservation accepts: the
+	// schedule's MaxDelay, or less (Wait lowers it to the time left before
+	// the context's deadline). Stores compare the delay with this field,
+	// not with Schedule.MaxDelay.
+	MaxDelay time.Duration
+}
+
+// Validate reports why r cannot be reserved: an invalid schedule, a cost
+// below 1 or taking more than MaxReservation, a negative MaxDelay, or a
+// missing attribute. A request that fails validation must change no state.
+func (r *ReserveRequest) Validate() error {
+	s := r.Schedule
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if r.Cost < 1 {
+		return fmt.Errorf("%w: schedule %q got cost %d", ErrInvalidCost, s.Name, r.Cost)
+	}
+	if iv := s.Interval(); r.Cost > int64(MaxReservation/iv) {
+		return fmt.Errorf("%w: schedule %q: cost %d at %v per event takes more than %v",
+			ErrInvalidCost, s.Name, r.Cost, iv, MaxReservation)
+	}
+	if r.MaxDelay < 0 {
+		return fmt.Errorf("%w: schedule %q: request max delay %v is negative", ErrInvalidSchedule, s.Name, r.MaxDelay)
+	}
+	return checkAttributes(s, r.Attributes)
+}
+
+// CancelRequest is one call to a store's Cancel: the reservation ID on the
+// queue that the schedule and attributes select.
+type CancelRequest struct {
+	Schedule   *Schedule
+	Attributes map[string]string
+	ID         string
+}
+
+// Validate reports why r cannot be cancelled: an invalid schedule or a
+// missing attribute.
+func (r *CancelRequest) Validate() error {
+	if err := r.Schedule.Validate(); err != nil {
+		return err
+	}
+	return checkAttributes(r.Schedule, r.Attributes)
+}
+
+func checkAttributes(s *Schedule, attrs map[string]string) error {
+	for _, a := range s.By {
+		if _, ok := attrs[a]; !ok {
+			return fmt.Errorf("%w: schedule %q needs attribute %q; pass it in the request's attributes",
+				ErrMissingAttribute, s.Name, a)
+		}
+	}
+	return nil
+}
+
+// Scheduler keeps the queues of schedules: the part of the Store contract
+// behind Limiter.Reserve, Cancel and Wait.
+//
+// Every store follows the same rules, at the store's time T, on the queue
+// that the schedule's name and By attribute values select:
+//
+//   - A reservation holds the interval [slot, slot + Cost*Interval). The next
+//     free slot is the end of the latest reservation held, or T if that is
+//     earlier: slot = max(T, end). Unused time is not saved up: a schedule
+//     idle for a minute starts again at T, with no burst.
+//   - A reservation is pending while its slot has not passed (slot >= T).
+//     The queue length is the number of pending reservations.
+//   - A reservation is rejected, changing nothing, when slot - T exceeds
+//     req.MaxDelay (ReasonDelay), or else when MaxQueue > 0 and MaxQueue
+//     reservations are pending (ReasonQueue).
+//   - Cancel removes a pending reservation and reports true; for an ID that
+//     is unknown, already cancelled, or whose slot has passed, it changes
+//     nothing and reports false. Later reservations keep their slots: a hole
+//     left in the middle of the queue is not filled, but cancelling the
+//     latest reservation moves the next free slot back to the end of the
+//     latest one still held (which may have passed), so the rate holds
+//     between reservations that were not cancelled.
+//   - A queue is dropped once the end of its latest reservation has passed:
+//     an idle schedule holds nothing.
+//
+// Requests have been validated by the caller.
+type Scheduler interface {
+	// Reserve reserves the next free slot of the request's queue, or
+	// rejects the request.
+	Reserve(ctx context.Context, req *ReserveRequest) (Reservation, error)
+
+	// Cancel removes a pending reservation and reports whether it did.
+	Cancel(ctx context.Context, req *CancelRequest) (bool, error)
+}
+
+// Reserve reserves the next free slot of s's queue for attrs: a slot cost
+// intervals long, at most s.MaxDelay away. It does not wait: the caller goes
+// after Reservation.Delay, or cancels. A rejected reservation (OK false)
+// changes nothing and says why in Reason.
+//
+// Bad input (an invalid schedule, cost, or missing attribute) returns an
+// error wrapping one of the sentinel errors. A store failure returns the
+// error together with a Degraded reservation made by the failure policy
+// (Config.OnError): with Allow it is OK with no delay, so a caller may log
+// the error and go at once.
+func (l *Limiter) Reserve(ctx context.Context, s *Schedule, attrs map[string]string, cost int64) (Reservation, error) {
+	req := &ReserveRequest{Schedule: s, Attributes: attrs, Cost: cost}
+	if s != nil {
+		req.MaxDelay = s.MaxDelay
+	}
+	return l.reserve(ctx, req)
+}
+
+func (l *Limiter) reserve(ctx context.Context, req *ReserveRequest) (Reservation, error) {
+	if err := req.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	sc, err := l.scheduler()
+	if err != nil {
+		return Reservation{}, err
+	}
+	r, err := sc.Reserve(ctx, req)
+	if err != nil {
+		if isBadInput(err) {
+			return Reservation{}, err
+		}
+		return Reservation{OK: l.cfg.OnError == Allow, Degraded: true}, err
+	}
+	return r, nil
+}
+
+// Cancel gives back the pending reservation id of s's queue for attrs, so
+// that later reservations may take its place, and reports whether it did.
+// Cancelling a reservation twice, after its slot has passed, or with an
+// unknown or empty id changes nothing and reports false.
+//
+// Only the latest reservation's slot is reused: cancelling it moves the
+// next free slot back; cancelling an earlier one leaves a hole that later
+// reservations do not fill (see Scheduler).
+func (l *Limiter) Cancel(ctx context.Context, s *Schedule, attrs map[string]string, id string) (bool, error) {
+	req := &CancelRequest{Schedule: s, Attributes: attrs, ID: id}
+	if err := req.Validate(); err != nil {
+		return false, err
+	}
+	if id == "" {
+		return false, nil
+	}
+	sc, err := l.scheduler()
+	if err != nil {
+		return false, err
+	}
+	return sc.Cancel(ctx, req)
+}
+
+// scheduler returns the store's Scheduler.
+func (l *Limiter) scheduler() (Scheduler, error) {
+	sc, ok := l.store.(Scheduler)
+	if !ok {
+		return nil, fmt.Errorf("sluice: store %T keeps no schedules", l.store)
+	}
+	return sc, nil
+}
+
+// isBadInput reports whether err is one of the errors for bad input, which
+// the failure policy does not apply to.
+func isBadInput(err error) bool {
+	for _, target := range []error{ErrInvalidCost, ErrCostExceedsLimit, ErrMissingAttribute,
+		ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidSchedule} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}

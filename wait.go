@@ -1,0 +1,102 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Clock tells the time and sleeps: Limiter.Wait reads the context's
+// deadline and waits for slots with it. The stores keep their own clocks.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+
+	// After returns a channel that receives once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+// systemClock is the Clock of package time, the default.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// cancelTimeout bounds the Cancel that Wait makes after its context ended.
+const cancelTimeout = 5 * time.Second
+
+// Wait reserves a slot on s's queue for attrs, as Reserve does, and sleeps
+// until the slot. It returns the reservation and nil when the slot has come.
+//
+// Wait never sleeps for nothing:
+//   - when the context has a deadline, Wait reserves only a slot before it
+//     (the store rejects a later one, atomically, so nothing is reserved):
+//     it returns an error wrapping ErrDeadlineBeforeSlot at once, with the
+//     rejected reservation (Reason "deadline") telling how far the slot was;
+//   - when the schedule rejects the reservation (MaxDelay, MaxQueue), it
+//     returns the rejected reservation and an error wrapping ErrRejected;
+//   - when the context ends while Wait sleeps, it cancels the reservation,
+//     so that the slot can be used by another, and returns the context's
+//     error (joined with Cancel's error if that failed).
+//
+// Bad input and store failures are handled as by Reserve: a Degraded
+// reservation is returned with the store's error, without sleeping.
+//
+// Wait sleeps on Config.Clock.
+func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string, cost int64) (Reservation, error) {
+	req := &ReserveRequest{Schedule: s, Attributes: attrs, Cost: cost}
+	if s != nil {
+		req.MaxDelay = s.MaxDelay
+	}
+	if err := req.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Reservation{}, err
+	}
+	clock := l.cfg.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	bounded := false
+	if deadline, ok := ctx.Deadline(); ok {
+		left := deadline.Sub(clock.Now())
+		if left <= 0 {
+			return Reservation{Reason: ReasonDeadline}, fmt.Errorf("%w: schedule %q: the deadline has passed",
+				ErrDeadlineBeforeSlot, s.Name)
+		}
+		// The store counts whole microseconds; accept only slots strictly
+		// before the deadline.
+		limit := (left+time.Microsecond-1).Truncate(time.Microsecond) - time.Microsecond
+		if limit < req.MaxDelay {
+			req.MaxDelay, bounded = limit, true
+		}
+	}
+	r, err := l.reserve(ctx, req)
+	if err != nil {
+		return r, err
+	}
+	if !r.OK {
+		if bounded && r.Reason == ReasonDelay && r.Delay <= s.MaxDelay {
+			r.Reason = ReasonDeadline
+			return r, fmt.Errorf("%w: schedule %q: the slot is %v away, the deadline %v",
+				ErrDeadlineBeforeSlot, s.Name, r.Delay, req.MaxDelay+time.Microsecond)
+		}
+		return r, fmt.Errorf("%w: schedule %q: reason %s, delay %v, queue %d", ErrRejected, s.Name, r.Reason, r.Delay, r.Queue)
+	}
+	if r.Delay <= 0 {
+		return r, nil
+	}
+	select {
+	case <-clock.After(r.Delay):
+		return r, nil
+	case <-ctx.Done():
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	defer cancel()
+	if _, err := l.Cancel(cctx, s, attrs, r.ID); err != nil {
+		return r, errors.Join(ctx.Err(), fmt.Errorf("sluice: cancelling reservation %s of schedule %q: %w", r.ID, s.Name, err))
+	}
+	return r, ctx.Err()
+}
