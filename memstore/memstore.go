@@ -41,6 +41,7 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	closed atomic.Bool
+	queues queues // the schedules' queues (see reserve.go)
 }
 
 var _ sluice.Store = (*Store)(nil)

@@ -32,6 +32,7 @@ func (s *Store) ttls(now time.Time) map[string]time.Duration {
 		}
 		sh.mu.Unlock()
 	}
+	s.queueTTLs(now, out)
 	return out
 }
 

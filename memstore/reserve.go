@@ -1,0 +1,272 @@
+package memstore
+
+import (
+	"container/heap"
+	"context"
+	"hash/maphash"
+	"math/bits"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// The scheduler. Each schedule's queue (one per combination of its By
+// values) is a list of reservations in slot order. Reservations never
+// overlap, so the list is also in order of their ends, and the next free slot
+// is the end of the last one. Reservations whose slot has passed are dropped,
+// except the latest of them, whose end may still be in the future and is
+// needed when every pending reservation after it is cancelled. A queue whose
+// last end has passed is as good as absent and is dropped; every shard keeps
+// its queues in a min-heap by expiry, and each write drops a bounded number
+// of expired ones, so memory stays bounded by the queues in use.
+
+var _ sluice.Scheduler = (*Store)(nil)
+
+// queues holds the schedules' queues, sharded like the windows: a queue is
+// locked on its own shard, so reservations on different queues rarely
+// contend. It is set up on first use.
+type queues struct {
+	once   sync.Once
+	seed   maphash.Seed
+	shards []queueShard
+	mask   uint64
+	ids    atomic.Uint64 // the last reservation ID given
+}
+
+// qkey names one queue: the schedule's name and the encoded values of its By
+// attributes.
+type qkey struct {
+	name, values string
+}
+
+type queueShard struct {
+	mu     sync.Mutex
+	queues map[qkey]*queue
+	expiry expiryHeap
+	_      [64]byte // keep shards on separate cache lines
+}
+
+// queue is one schedule queue.
+type queue struct {
+	res     []reservation // in slot order; res[0] may have passed
+	expires int64         // the end of the last reservation, µs
+}
+
+// reservation is one held slot: [slot, end) in µs.
+type reservation struct {
+	id        uint64
+	slot, end int64
+}
+
+// evictQueuesPerWrite bounds the queues examined by one write.
+const evictQueuesPerWrite = 4
+
+func (qs *queues) init(n int) {
+	qs.once.Do(func() {
+		n = 1 << bits.Len(uint(max(n, 1)-1))
+		qs.seed = maphash.MakeSeed()
+		qs.shards = make([]queueShard, n)
+		qs.mask = uint64(n - 1)
+		for i := range qs.shards {
+			qs.shards[i].queues = make(map[qkey]*queue)
+		}
+	})
+}
+
+// lockQueue locks and returns the shard of the queue at k. The caller
+// unlocks it.
+func (s *Store) lockQueue(k qkey) *queueShard {
+	qs := &s.queues
+	qs.init(len(s.shards))
+	sh := &qs.shards[maphash.Comparable(qs.seed, k)&qs.mask]
+	sh.mu.Lock()
+	return sh
+}
+
+// live returns the queue at k, dropping it first when it has expired by now.
+// It drops the reservations that have passed, except the latest of them.
+func (sh *queueShard) live(k qkey, now int64) *queue {
+	q := sh.queues[k]
+	if q == nil {
+		return nil
+	}
+	if q.expires <= now {
+		delete(sh.queues, k)
+		return nil
+	}
+	// res[:i] have passed; keep res[i-1], the latest of them.
+	i := 0
+	for i < len(q.res) && q.res[i].slot < now {
+		i++
+	}
+	if i > 1 {
+		n := copy(q.res, q.res[i-1:])
+		q.res = q.res[:n]
+	}
+	return q
+}
+
+// pending returns the number of reservations of q whose slot has not passed.
+func (q *queue) pending(now int64) int64 {
+	if q == nil {
+		return 0
+	}
+	n := int64(len(q.res))
+	if n > 0 && q.res[0].slot < now {
+		n--
+	}
+	return n
+}
+
+// Reserve implements sluice.Scheduler.
+func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+	if s.closed.Load() {
+		return sluice.Reservation{}, sluice.ErrStoreClosed
+	}
+	if err := req.Validate(); err != nil {
+		return sluice.Reservation{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Reservation{}, err
+	}
+	k := qkey{name: req.Schedule.Name, values: encodeValues(req.Schedule.By, req.Attributes)}
+	sh := s.lockQueue(k)
+	defer sh.mu.Unlock()
+
+	now := s.now().UnixMicro()
+	q := sh.live(k, now)
+	slot := now
+	if q != nil {
+		slot = max(now, q.expires)
+	}
+	delay := slot - now
+	r := sluice.Reservation{
+		Delay: time.Duration(delay) * time.Microsecond,
+		Slot:  time.UnixMicro(slot),
+		Queue: q.pending(now),
+	}
+	switch {
+	case delay > req.MaxDelay.Microseconds():
+		r.Reason = sluice.ReasonDelay
+		return r, nil
+	case req.Schedule.MaxQueue > 0 && r.Queue >= req.Schedule.MaxQueue:
+		r.Reason = sluice.ReasonQueue
+		return r, nil
+	}
+	id := s.queues.ids.Add(1)
+	end := slot + req.Cost*req.Schedule.Interval().Microseconds()
+	if q == nil {
+		q = &queue{}
+		sh.queues[k] = q
+		heap.Push(&sh.expiry, expiring{k: k, q: q, at: end})
+	}
+	q.res = append(q.res, reservation{id: id, slot: slot, end: end})
+	q.expires = end
+	sh.evict(now)
+	r.OK, r.ID = true, strconv.FormatUint(id, 10)
+	r.Queue++
+	return r, nil
+}
+
+// Cancel implements sluice.Scheduler.
+func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+	if s.closed.Load() {
+		return false, sluice.ErrStoreClosed
+	}
+	if err := req.Validate(); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	id, err := strconv.ParseUint(req.ID, 10, 64)
+	if err != nil {
+		return false, nil // not an ID this store gave
+	}
+	k := qkey{name: req.Schedule.Name, values: encodeValues(req.Schedule.By, req.Attributes)}
+	sh := s.lockQueue(k)
+	defer sh.mu.Unlock()
+
+	now := s.now().UnixMicro()
+	q := sh.live(k, now)
+	if q == nil {
+		return false, nil
+	}
+	for i, r := range q.res {
+		if r.id != id {
+			continue
+		}
+		if r.slot < now {
+			return false, nil // passed
+		}
+		q.res = append(q.res[:i], q.res[i+1:]...)
+		if len(q.res) == 0 || q.res[len(q.res)-1].end <= now {
+			delete(sh.queues, k)
+			return true, nil
+		}
+		q.expires = q.res[len(q.res)-1].end
+		return true, nil
+	}
+	return false, nil
+}
+
+// evict drops up to evictQueuesPerWrite queues that have expired by now.
+// The caller holds sh.mu.
+func (sh *queueShard) evict(now int64) {
+	for range evictQueuesPerWrite {
+		if len(sh.expiry) == 0 || sh.expiry[0].at > now {
+			return
+		}
+		e := heap.Pop(&sh.expiry).(expiring)
+		switch {
+		case sh.queues[e.k] != e.q:
+			// Dropped already, perhaps replaced by a queue with its own entry.
+		case e.q.expires > now:
+			// Written since: wait for its new expiry.
+			e.at = e.q.expires
+			heap.Push(&sh.expiry, e)
+		default:
+			delete(sh.queues, e.k)
+		}
+	}
+}
+
+// queueCount returns the number of queues held, live or not yet dropped.
+func (s *Store) queueCount() int {
+	qs := &s.queues
+	qs.init(len(s.shards))
+	n := 0
+	for i := range qs.shards {
+		sh := &qs.shards[i]
+		sh.mu.Lock()
+		n += len(sh.queues)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// expiring is a queue in a shard's expiry heap, at the expiry it had when
+// pushed.
+type expiring struct {
+	k  qkey
+	q  *queue
+	at int64
+}
+
+// expiryHeap is a min-heap of queues by expiry (container/heap).
+type expiryHeap []expiring
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiring)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = expiring{}
+	*h = old[:len(old)-1]
+	return e
+}
