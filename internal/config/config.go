@@ -35,8 +35,9 @@ type Config struct {
 	// sluice.Policy.Validate.
 	Policies []sluice.Policy
 
-	// Schedules are the file's schedules, in file order.
-	Schedules []Schedule
+	// Schedules are the file's schedules, in file order. Each one passes
+	// sluice.Schedule.Validate.
+	Schedules []sluice.Schedule
 
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuth
@@ -99,28 +100,6 @@ type TLS struct {
 	InsecureSkipVerify bool
 }
 
-// Schedule is a leaky-bucket schedule: reservations on it are spaced
-// Rate.Interval() apart per combination of the By attributes.
-type Schedule struct {
-	// Name identifies the schedule. Required.
-	Name string
-
-	// By names the attributes that select the schedule's queue; empty means
-	// one queue.
-	By []string
-
-	// Rate is how many events the schedule admits per period. Required.
-	Rate Rate
-
-	// MaxDelay is the longest a reservation may wait for its slot; a later
-	// slot is rejected. Zero admits only slots that are due at once.
-	MaxDelay time.Duration
-
-	// MaxQueue is the most reservations waiting at once; 0 means no bound
-	// other than MaxDelay.
-	MaxQueue int64
-}
-
 // ForwardAuth configures how GET /v1/forward-auth derives a request's
 // attributes from the request a proxy forwards.
 type ForwardAuth struct {
@@ -164,7 +143,7 @@ func (c *Config) Policy(name string) *sluice.Policy {
 }
 
 // Schedule returns the schedule named name, or nil when there is none.
-func (c *Config) Schedule(name string) *Schedule {
+func (c *Config) Schedule(name string) *sluice.Schedule {
 	for i := range c.Schedules {
 		if c.Schedules[i].Name == name {
 			return &c.Schedules[i]

@@ -61,7 +61,7 @@ func TestParseDesignFile(t *testing.T) {
 	if !reflect.DeepEqual(c.Policies, wantPolicies) {
 		t.Errorf("Policies = %+v, want %+v", c.Policies, wantPolicies)
 	}
-	wantSchedules := []Schedule{{Name: "carrier", By: []string{"carrier"}, Rate: Rate{Events: 4, Per: time.Second}, MaxDelay: 2 * time.Second}}
+	wantSchedules := []sluice.Schedule{{Name: "carrier", By: []string{"carrier"}, Rate: sluice.Rate{Events: 4, Per: time.Second}, MaxDelay: 2 * time.Second}}
 	if !reflect.DeepEqual(c.Schedules, wantSchedules) {
 		t.Errorf("Schedules = %+v, want %+v", c.Schedules, wantSchedules)
 	}
@@ -258,14 +258,14 @@ func TestLoad(t *testing.T) {
 func TestParseRate(t *testing.T) {
 	tests := []struct {
 		in   string
-		want Rate
+		want sluice.Rate
 	}{
-		{"4/s", Rate{4, time.Second}},
-		{"100/30m", Rate{100, 30 * time.Minute}},
-		{"10/1m", Rate{10, time.Minute}},
-		{" 5 / h ", Rate{5, time.Hour}},
-		{"1/ms", Rate{1, time.Millisecond}},
-		{"7/d", Rate{7, 24 * time.Hour}},
+		{"4/s", sluice.Rate{Events: 4, Per: time.Second}},
+		{"100/30m", sluice.Rate{Events: 100, Per: 30 * time.Minute}},
+		{"10/1m", sluice.Rate{Events: 10, Per: time.Minute}},
+		{" 5 / h ", sluice.Rate{Events: 5, Per: time.Hour}},
+		{"1/ms", sluice.Rate{Events: 1, Per: time.Millisecond}},
+		{"7/d", sluice.Rate{Events: 7, Per: 24 * time.Hour}},
 	}
 	for _, tt := range tests {
 		got, err := parseRate(tt.in)

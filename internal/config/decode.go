@@ -484,8 +484,8 @@ func (d *decoder) rule(n *yaml.Node, j int, policy string) (sluice.Rule, []*yaml
 }
 
 // schedules decodes the schedules list.
-func (d *decoder) schedules(n *yaml.Node) []Schedule {
-	var out []Schedule
+func (d *decoder) schedules(n *yaml.Node) []sluice.Schedule {
+	var out []sluice.Schedule
 	first := map[string]int{}
 	d.list(n, "schedules", "- {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}", func(i int, v *yaml.Node) {
 		s, ok := d.schedule(v, i)
@@ -502,8 +502,8 @@ func (d *decoder) schedules(n *yaml.Node) []Schedule {
 	return out
 }
 
-func (d *decoder) schedule(n *yaml.Node, i int) (Schedule, bool) {
-	var s Schedule
+func (d *decoder) schedule(n *yaml.Node, i int) (sluice.Schedule, bool) {
+	var s sluice.Schedule
 	what := describe(n, "schedule", i)
 	nerr := len(d.errs)
 	ok := d.mapping(n, what, []field{
@@ -533,7 +533,14 @@ func (d *decoder) schedule(n *yaml.Node, i int) (Schedule, bool) {
 			s.MaxQueue = q
 		}},
 	})
-	return s, ok && len(d.errs) == nerr
+	if !ok || len(d.errs) != nerr {
+		return s, false
+	}
+	if err := s.Validate(); err != nil {
+		d.errorf(d.resolve(n), "%s: %v", what, err)
+		return s, false
+	}
+	return s, true
 }
 
 // store decodes the store section.

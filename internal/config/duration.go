@@ -3,28 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicerate/sluice"
 	"strconv"
 	"strings"
 	"time"
 )
-
-// Rate is a number of events per period: "4/s" is Rate{Events: 4, Per:
-// time.Second}, "100/30m" is Rate{Events: 100, Per: 30 * time.Minute}.
-type Rate struct {
-	Events int64
-	Per    time.Duration
-}
-
-// Interval is the time one event takes at this rate: Per/Events.
-func (r Rate) Interval() time.Duration {
-	if r.Events <= 0 {
-		return 0
-	}
-	return r.Per / time.Duration(r.Events)
-}
-
-// String returns the rate as written in a file, e.g. "4/1s".
-func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.Events, r.Per) }
 
 // maxDuration bounds every duration in a file: a window of more than a year
 // is a mistake, and the bound keeps microsecond arithmetic far from overflow.
@@ -76,15 +59,15 @@ func parseWithDays(s string) (time.Duration, error) {
 
 // parseRate parses "N/PERIOD": "4/s", "100/30m", "10/1m". PERIOD is a
 // duration, and a unit alone ("s", "m", "h", "ms", "d") means one of it.
-func parseRate(s string) (Rate, error) {
+func parseRate(s string) (sluice.Rate, error) {
 	s = strings.TrimSpace(s)
 	n, per, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("rate %q is not EVENTS/PERIOD; write one such as 4/s, 100/30m or 10/1m", s)
+		return sluice.Rate{}, fmt.Errorf("rate %q is not EVENTS/PERIOD; write one such as 4/s, 100/30m or 10/1m", s)
 	}
 	events, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
 	if err != nil || events < 1 {
-		return Rate{}, fmt.Errorf("rate %q must start with a whole number of events of at least 1, as in 4/s", s)
+		return sluice.Rate{}, fmt.Errorf("rate %q must start with a whole number of events of at least 1, as in 4/s", s)
 	}
 	per = strings.TrimSpace(per)
 	if per != "" && (per[0] < '0' || per[0] > '9') {
@@ -92,13 +75,13 @@ func parseRate(s string) (Rate, error) {
 	}
 	d, err := parseDuration(per)
 	if err != nil {
-		return Rate{}, fmt.Errorf("rate %q has a bad period: %v", s, err)
+		return sluice.Rate{}, fmt.Errorf("rate %q has a bad period: %v", s, err)
 	}
 	if d == 0 {
-		return Rate{}, fmt.Errorf("rate %q has a period of zero; write one such as 4/s", s)
+		return sluice.Rate{}, fmt.Errorf("rate %q has a period of zero; write one such as 4/s", s)
 	}
 	if d/time.Duration(events) < time.Microsecond {
-		return Rate{}, fmt.Errorf("rate %q is faster than one event per microsecond; lower it", s)
+		return sluice.Rate{}, fmt.Errorf("rate %q is faster than one event per microsecond; lower it", s)
 	}
-	return Rate{Events: events, Per: d}, nil
+	return sluice.Rate{Events: events, Per: d}, nil
 }

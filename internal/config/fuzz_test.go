@@ -40,9 +40,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("policy %q is not unique", c.Policies[i].Name)
 			}
 		}
-		for _, s := range c.Schedules {
-			if s.Rate.Events < 1 || s.Rate.Interval() <= 0 || s.MaxDelay < 0 || s.MaxQueue < 0 {
-				t.Fatalf("bad schedule %+v", s)
+		for i := range c.Schedules {
+			if err := c.Schedules[i].Validate(); err != nil {
+				t.Fatalf("schedule %q does not validate: %v", c.Schedules[i].Name, err)
 			}
 		}
 		again, err := Parse("fuzz.yaml", data)
