@@ -1,0 +1,67 @@
+-- reserve.lua reserves the next free slot of a schedule's queue, or rejects
+-- the reservation and changes nothing.
+--
+-- KEYS[1]  the queue: a sorted set of reservations. A reservation's score is
+--          its slot in µs; its member is its ID, "<16 hex digits>.<length>",
+--          where length is the µs it holds (cost × interval). Reservations
+--          never overlap, so the last member also has the latest end, and
+--          the next free slot is that end.
+-- ARGV[1]  the time in µs, or "" to use Redis's TIME.
+-- ARGV[2]  the reservation's length in µs, >= 1.
+-- ARGV[3]  the longest delay accepted, µs.
+-- ARGV[4]  the most pending reservations, 0 for no bound.
+-- ARGV[5]  the member to add: the reservation's ID, ending in "." and ARGV[2].
+--
+-- Reply: {ok (1 or 0), reason (0 none, 1 delay, 2 queue), now, slot, queue}:
+-- the slot given or that would have been given, and the number of pending
+-- reservations (slot >= now), including this one when ok.
+--
+-- Reservations whose slot has passed are removed, except the latest of them,
+-- whose end is the next free slot when every later reservation is cancelled.
+-- The key expires at the end of its last reservation.
+
+local key = KEYS[1]
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local length = tonumber(ARGV[2])
+local maxdelay = tonumber(ARGV[3])
+local maxqueue = tonumber(ARGV[4])
+local member = ARGV[5]
+
+-- Numbers are passed to Redis formatted as integers: Lua's own conversion
+-- would write large ones in exponent form.
+local function int(n)
+  return string.format('%d', n)
+end
+
+local passed = redis.call('ZCOUNT', key, '-inf', '(' .. int(now))
+if passed > 1 then
+  redis.call('ZREMRANGEBYRANK', key, 0, passed - 2)
+end
+
+local slot = now
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if #last == 2 then
+  local e = tonumber(last[2]) + tonumber(string.match(last[1], '%.(%d+)$'))
+  if e > slot then
+    slot = e
+  end
+end
+local queue = redis.call('ZCOUNT', key, int(now), '+inf')
+
+if slot - now > maxdelay then
+  return {0, 1, now, slot, queue}
+end
+if maxqueue > 0 and queue >= maxqueue then
+  return {0, 2, now, slot, queue}
+end
+if redis.call('ZADD', key, 'NX', int(slot), member) == 0 then
+  return redis.error_reply('ERR reserve.lua: reservation ID ' .. member .. ' already in use')
+end
+redis.call('PEXPIRE', key, int(math.ceil((slot + length - now) / 1000)))
+return {1, 0, now, slot, queue + 1}
