@@ -78,6 +78,9 @@ func (r *Request) Validate() error {
 // Implementations: memstore (in memory, one process) and redisstore (Redis,
 // shared by many processes). storetest.Run checks that an implementation
 // follows this contract. Stores are safe for concurrent use.
+//
+// A store that keeps schedules (Limiter.Reserve, Cancel and Wait) also
+// implements Scheduler; memstore and redisstore both do.
 type Store interface {
 	// Decide checks req against every rule of its policy at the store's
 	// current time and records it according to req.Mode. The request has
