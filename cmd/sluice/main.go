@@ -34,6 +34,7 @@ const (
 func commands() []command {
 	return []command{
 		{"demo", "run seed 000's notifier scenario: global 10, category 3 per 60s", runDemo},
+		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
 	}
 }
 

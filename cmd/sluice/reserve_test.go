@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const reserveConfig = `
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 1s}
+  - {name: short, by: [carrier], rate: 4/s, max_delay: 10s, max_queue: 2}
+`
+
+func writeReserveConfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte(reserveConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runReserveJSON(t *testing.T, args ...string) ([]reserveLine, int, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"reserve", "--json"}, args...), &stdout, &stderr)
+	var lines []reserveLine
+	dec := json.NewDecoder(&stdout)
+	for dec.More() {
+		var l reserveLine
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("output is not JSON lines: %v\n%s", err, stdout.String())
+		}
+		lines = append(lines, l)
+	}
+	return lines, code, stderr.String()
+}
+
+func TestReserveFromConfig(t *testing.T) {
+	lines, code, stderr := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "carrier", "--attr", "carrier=45", "--n", "7")
+	if code != exitDenied {
+		t.Errorf("exit %d, want %d (a reservation was rejected); stderr: %s", code, exitDenied, stderr)
+	}
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 7", len(lines))
+	}
+	// The reservations run on the system clock, a little apart: each delay
+	// is its slot (T0 + k*250ms) less the time already spent, taken here to
+	// be under 100ms.
+	for i, l := range lines {
+		k := int64(min(i, 5))
+		wantOK := i < 5
+		if l.N != i+1 || l.OK != wantOK || l.DelayMS > k*250 || l.DelayMS < k*250-100 || (l.ID != "") != wantOK {
+			t.Errorf("line %d: %+v, want ok=%v delay about %dms", i+1, l, wantOK, k*250)
+		}
+		if want := map[bool]string{true: "", false: "delay"}[wantOK]; l.Reason != want {
+			t.Errorf("line %d: reason %q, want %q", i+1, l.Reason, want)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, l.Slot); err != nil {
+			t.Errorf("line %d: slot %q: %v", i+1, l.Slot, err)
+		}
+	}
+}
+
+func TestReserveMaxQueue(t *testing.T) {
+	lines, code, _ := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "short", "--attr", "carrier=45", "--n", "4", "--cost", "2")
+	if code != exitDenied || len(lines) != 4 {
+		t.Fatalf("exit %d with %d lines, want %d with 4", code, len(lines), exitDenied)
+	}
+	// Cost 2 at 4/s: slots 500ms apart. The first leaves at once, so a
+	// queue of two holds the next two and rejects the fourth.
+	for i, want := range []bool{true, true, true, false} {
+		if lines[i].OK != want {
+			t.Errorf("line %d: %+v, want ok=%v", i+1, lines[i], want)
+		}
+	}
+	if lines[3].Reason != "queue" || lines[3].Queue != 2 {
+		t.Errorf("line 4: %+v, want rejected by the queue of 2", lines[3])
+	}
+}
+
+func TestReserveWithoutConfig(t *testing.T) {
+	lines, code, stderr := runReserveJSON(t, "--rate", "20/s", "--max-delay", "1s", "--attr", "carrier=45", "--n", "3")
+	if code != exitOK || len(lines) != 3 {
+		t.Fatalf("exit %d with %d lines, want 0 with 3; stderr: %s", code, len(lines), stderr)
+	}
+	if lines[2].DelayMS > 100 || lines[2].DelayMS < 50 {
+		t.Errorf("third reservation at 20/s: delay %dms, want about 100ms", lines[2].DelayMS)
+	}
+
+	var stdout, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"reserve", "--rate", "4/s", "--attr", "carrier=45", "--n", "2"}, &stdout, &errOut); code != exitDenied {
+		t.Errorf("text output: exit %d, want %d", code, exitDenied)
+	}
+	for _, want := range []string{`schedule "cli"`, "one every 250ms", "#1   ok", "#2   rejected  (delay)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("text output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestReserveUsageErrors(t *testing.T) {
+	cfg := writeReserveConfig(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "give the schedule"},
+		{[]string{"--config", cfg, "--attr", "carrier=1"}, "--schedule is required"},
+		{[]string{"--config", cfg, "--schedule", "nope", "--attr", "carrier=1"}, "unknown schedule"},
+		{[]string{"--config", cfg, "--schedule", "carrier"}, "missing attribute"},
+		{[]string{"--config", cfg, "--schedule", "carrier", "--attr", "carrier=1", "--cost", "0"}, "cost"},
+		{[]string{"--config", cfg, "--schedule", "carrier", "--attr", "carrier=1", "--n", "0"}, "--n is 0"},
+		{[]string{"--config", cfg, "--schedule", "carrier", "--rate", "4/s", "--attr", "carrier=1"}, "either --config or --rate"},
+		{[]string{"--config", filepath.Join(t.TempDir(), "missing.yaml"), "--schedule", "carrier"}, "missing.yaml"},
+		{[]string{"--rate", "four/s", "--attr", "carrier=1"}, "--rate"},
+		{[]string{"--rate", "4/s", "--max-delay", "-1s"}, "negative max delay"},
+		{[]string{"--rate", "4/s", "--attr", "nope"}, "NAME=VALUE"},
+		{[]string{"--rate", "4/s", "--attr", "a=1", "--attr", "a=2"}, "given twice"},
+		{[]string{"--rate", "4/s", "extra"}, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"reserve"}, tt.args...), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("reserve %v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr.String(), exitUsage, tt.want)
+		}
+	}
+}
