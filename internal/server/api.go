@@ -1,0 +1,234 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// decisionJSON is a Decision as the HTTP API returns it.
+type decisionJSON struct {
+	Allowed      bool        `json:"allowed"`
+	Remaining    int64       `json:"remaining"`
+	RetryAfterMS int64       `json:"retry_after_ms"`
+	ResetAfterMS int64       `json:"reset_after_ms"`
+	DeniedBy     string      `json:"denied_by"`
+	Shadowed     bool        `json:"shadowed,omitempty"`
+	Degraded     bool        `json:"degraded"`
+	Limits       []limitJSON `json:"limits"`
+}
+
+type limitJSON struct {
+	Name         string `json:"name"`
+	Limit        int64  `json:"limit"`
+	Used         int64  `json:"used"`
+	Remaining    int64  `json:"remaining"`
+	WindowMS     int64  `json:"window_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+// ms returns d in whole milliseconds, rounded up so that a client that waits
+// that long never retries too early.
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func newDecisionJSON(d *sluice.Decision) decisionJSON {
+	out := decisionJSON{
+		Allowed:      d.Allowed,
+		Remaining:    d.Remaining,
+		RetryAfterMS: ms(d.RetryAfter),
+		ResetAfterMS: ms(d.ResetAfter),
+		DeniedBy:     d.DeniedBy,
+		Shadowed:     d.Shadowed,
+		Degraded:     d.Degraded,
+		Limits:       make([]limitJSON, len(d.Limits)),
+	}
+	for i, l := range d.Limits {
+		out.Limits[i] = limitJSON{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
+			WindowMS: ms(l.Window), RetryAfterMS: ms(l.RetryAfter)}
+	}
+	return out
+}
+
+// writeJSON writes v as a 200 JSON response.
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, problem{Status: http.StatusInternalServerError, Code: "internal"})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// fail answers a request of api with p.
+func (s *Server) fail(w http.ResponseWriter, api string, p *problem) {
+	s.metrics.requests.WithLabelValues(api, strconv.Itoa(p.Status)).Inc()
+	writeProblem(w, *p)
+}
+
+// ok answers a request of api with the JSON v.
+func (s *Server) ok(w http.ResponseWriter, api string, v any) {
+	s.metrics.requests.WithLabelValues(api, "200").Inc()
+	writeJSON(w, v)
+}
+
+// handleDecide serves /v1/decide, /v1/peek and /v1/record.
+func (s *Server) handleDecide(mode sluice.Mode) http.HandlerFunc {
+	api := map[sluice.Mode]string{sluice.ModeAllow: "decide", sluice.ModePeek: "peek", sluice.ModeRecord: "record"}[mode]
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := s.state.Load()
+		body, p := readBody(w, r, s.maxBody)
+		if p != nil {
+			s.fail(w, api, p)
+			return
+		}
+		req, p := parseDecide(body)
+		if p != nil {
+			s.fail(w, api, p)
+			return
+		}
+		d, p := s.decide(r.Context(), st, api, mode, req.Policy, req.Attributes, req.cost())
+		if p != nil {
+			s.fail(w, api, p)
+			return
+		}
+		s.ok(w, api, newDecisionJSON(&d))
+	}
+}
+
+// decide decides one request of api under st, counting and logging it. A
+// non-nil problem is the answer to give instead of a decision.
+func (s *Server) decide(ctx context.Context, st *state, api string, mode sluice.Mode, policy string, attrs map[string]string, cost int64) (sluice.Decision, *problem) {
+	pol := st.cfg.Policy(policy)
+	if pol == nil {
+		return sluice.Decision{}, unknownPolicy(st, policy)
+	}
+	var d sluice.Decision
+	var err error
+	switch mode {
+	case sluice.ModePeek:
+		d, err = st.lim.Peek(ctx, pol, attrs, cost)
+	case sluice.ModeRecord:
+		d, err = st.lim.Record(ctx, pol, attrs, cost)
+	default:
+		d, err = st.lim.AllowN(ctx, pol, attrs, cost)
+	}
+	if err != nil {
+		if p := inputProblem(err); p != nil {
+			return d, p
+		}
+		if !d.Degraded {
+			s.log.Error("deciding a request", slog.String("api", api), slog.String("policy", policy), slog.Any("err", err))
+			return d, &problem{Status: http.StatusInternalServerError, Code: "internal"}
+		}
+		s.log.Warn("store failed; decided by on_error", slog.String("api", api), slog.String("policy", policy),
+			slog.Bool("allowed", d.Allowed), slog.Any("err", err))
+	}
+	if mode != sluice.ModePeek {
+		s.metrics.decision(policy, &d)
+	}
+	if d.Shadowed {
+		s.log.Info("shadow policy would have denied", slog.String("policy", policy), slog.String("denied_by", d.DeniedBy))
+	}
+	return d, nil
+}
+
+// unknownPolicy is the problem of a request naming no configured policy.
+func unknownPolicy(st *state, name string) *problem {
+	names := make([]string, len(st.cfg.Policies))
+	for i := range st.cfg.Policies {
+		names[i] = st.cfg.Policies[i].Name
+	}
+	return badRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, name, names)
+}
+
+// policiesJSON is the answer of GET /v1/policies.
+type policiesJSON struct {
+	File      string         `json:"file"`
+	LoadedAt  time.Time      `json:"loaded_at"`
+	Policies  []policyJSON   `json:"policies"`
+	Schedules []scheduleJSON `json:"schedules"`
+}
+
+type policyJSON struct {
+	Name     string     `json:"name"`
+	Penalize bool       `json:"penalize"`
+	Shadow   bool       `json:"shadow"`
+	Limits   []ruleJSON `json:"limits"`
+}
+
+type ruleJSON struct {
+	Name     string   `json:"name"`
+	By       []string `json:"by"`
+	Limit    int64    `json:"limit"`
+	WindowMS int64    `json:"window_ms"`
+	MinGapMS int64    `json:"min_gap_ms"`
+}
+
+type scheduleJSON struct {
+	Name       string   `json:"name"`
+	By         []string `json:"by"`
+	Rate       string   `json:"rate"`
+	IntervalMS float64  `json:"interval_ms"`
+	MaxDelayMS int64    `json:"max_delay_ms"`
+	MaxQueue   int64    `json:"max_queue"`
+}
+
+func (s *Server) handlePolicies(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	out := policiesJSON{File: st.cfg.File, LoadedAt: st.loaded.UTC(), Policies: []policyJSON{}, Schedules: []scheduleJSON{}}
+	for _, p := range st.cfg.Policies {
+		pj := policyJSON{Name: p.Name, Penalize: p.Penalize, Shadow: p.Shadow}
+		for _, r := range p.Rules {
+			by := r.By
+			if by == nil {
+				by = []string{}
+			}
+			pj.Limits = append(pj.Limits, ruleJSON{Name: r.Name, By: by, Limit: r.Limit,
+				WindowMS: ms(r.Window), MinGapMS: ms(r.MinGap)})
+		}
+		out.Policies = append(out.Policies, pj)
+	}
+	for _, sc := range st.cfg.Schedules {
+		by := sc.By
+		if by == nil {
+			by = []string{}
+		}
+		out.Schedules = append(out.Schedules, scheduleJSON{Name: sc.Name, By: by,
+			Rate: fmt.Sprintf("%d/%s", sc.Rate.Events, sc.Rate.Per), IntervalMS: float64(sc.Rate.Interval()) / float64(time.Millisecond),
+			MaxDelayMS: ms(sc.MaxDelay), MaxQueue: sc.MaxQueue})
+	}
+	s.ok(w, "policies", out)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	err := s.Ready(r.Context())
+	s.store.observe("ping", start, err)
+	if err != nil {
+		s.log.Warn("readiness: the store does not answer", slog.Any("err", err))
+		writeProblem(w, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store does not answer"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ready\n"))
+}

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicerate/sluice"
+)
+
+// metrics are the server's Prometheus collectors.
+type metrics struct {
+	decisions     *prometheus.CounterVec   // policy, rule, outcome
+	degraded      *prometheus.CounterVec   // policy, outcome
+	storeDuration *prometheus.HistogramVec // op
+	storeErrors   *prometheus.CounterVec   // op
+	reservations  *prometheus.CounterVec   // schedule, outcome
+	delays        *prometheus.HistogramVec // schedule
+	reloads       *prometheus.CounterVec   // result
+	requests      *prometheus.CounterVec   // api, code
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total",
+			Help: "Decisions made, by policy, outcome (allowed, denied, shadowed: would have been denied) and the rule that denied (empty when allowed).",
+		}, []string{"policy", "rule", "outcome"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_degraded_decisions_total",
+			Help: "Decisions made by the failure policy because the store failed, by policy and outcome.",
+		}, []string{"policy", "outcome"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_store_duration_seconds",
+			Help:    "Latency of store calls, by operation (decide, reserve, cancel, ping).",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Store calls that failed, by operation.",
+		}, []string{"op"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_reservations_total",
+			Help: "Reservations, by schedule and outcome (reserved, rejected_delay, rejected_queue, degraded).",
+		}, []string{"schedule", "outcome"}),
+		delays: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_reservation_delay_seconds",
+			Help:    "Delay of granted reservations, by schedule.",
+			Buckets: []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"schedule"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Configuration reloads, by result (ok, error).",
+		}, []string{"result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_requests_total",
+			Help: "API requests answered, by API (decide, peek, record, reserve, cancel, forward_auth, grpc, envoy) and status.",
+		}, []string{"api", "code"}),
+	}
+	reg.MustRegister(m.decisions, m.degraded, m.storeDuration, m.storeErrors, m.reservations, m.delays, m.reloads, m.requests)
+	return m
+}
+
+// decision counts one decision of policy.
+func (m *metrics) decision(policy string, d *sluice.Decision) {
+	outcome := "allowed"
+	switch {
+	case d.Degraded:
+		o := "denied"
+		if d.Allowed {
+			o = "allowed"
+		}
+		m.degraded.WithLabelValues(policy, o).Inc()
+		return
+	case d.Shadowed:
+		outcome = "shadowed"
+	case !d.Allowed:
+		outcome = "denied"
+	}
+	m.decisions.WithLabelValues(policy, d.DeniedBy, outcome).Inc()
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
+}
+
+// instrumentedStore times every store call and counts its failures.
+type instrumentedStore struct {
+	sluice.Store
+	m *metrics
+}
+
+// observe records one store call of op that started at start.
+func (s *instrumentedStore) observe(op string, start time.Time, err error) {
+	s.m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && !isBadInput(err) {
+		s.m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Decide implements sluice.Store.
+func (s *instrumentedStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	start := time.Now()
+	d, err := s.Store.Decide(ctx, req)
+	s.observe("decide", start, err)
+	return d, err
+}
+
+// timeoutStore bounds each store call by a timeout; one is made per
+// configuration, as the timeout is configured.
+type timeoutStore struct {
+	*instrumentedStore
+	timeout time.Duration
+}
+
+// Decide implements sluice.Store.
+func (s *timeoutStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.instrumentedStore.Decide(ctx, req)
+}
+
+var (
+	_ sluice.Store = (*instrumentedStore)(nil)
+	_ sluice.Store = (*timeoutStore)(nil)
+)

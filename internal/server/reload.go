@@ -1,0 +1,74 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sluicerate/sluice/internal/config"
+)
+
+// ReloadFile loads the configuration file at path and, when it is valid,
+// swaps it in. An invalid file is logged with every problem found and
+// returned as an error; the configuration in use stays.
+func (s *Server) ReloadFile(path string) error {
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = s.Swap(cfg)
+	}
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		s.log.Error("configuration not reloaded; the previous one stays in use", slog.String("file", path), slog.Any("err", err))
+		return err
+	}
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.log.Info("configuration reloaded", slog.String("file", path),
+		slog.Int("policies", len(cfg.Policies)), slog.Int("schedules", len(cfg.Schedules)))
+	return nil
+}
+
+// Watch reloads the file at path whenever its contents change, checking
+// every interval (default 1s), and whenever a value arrives on reload (a
+// SIGHUP, say), until ctx ends. Polling the contents, rather than waiting for
+// file system events, follows editors that replace the file and Kubernetes
+// config maps that swap a symbolic link.
+func (s *Server) Watch(ctx context.Context, path string, interval time.Duration, reload <-chan os.Signal) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	last := fileSum(path)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload:
+			s.log.Info("reloading the configuration on signal", slog.String("file", path))
+			last = fileSum(path)
+			_ = s.ReloadFile(path)
+		case <-t.C:
+			sum := fileSum(path)
+			if sum == nil || bytes.Equal(sum, last) {
+				continue
+			}
+			last = sum
+			s.log.Info("the configuration file changed; reloading", slog.String("file", path))
+			_ = s.ReloadFile(path)
+		}
+	}
+}
+
+// fileSum is the SHA-256 of the file's contents, or nil when it cannot be
+// read (while an editor replaces it, say).
+func fileSum(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	sum := sha256.Sum256(b)
+	return sum[:]
+}

@@ -1,0 +1,205 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// reserveRequest is the body of /v1/reserve.
+type reserveRequest struct {
+	Schedule   string            `json:"schedule"`
+	Attributes map[string]string `json:"attributes"`
+	Cost       *int64            `json:"cost"`
+}
+
+// cancelRequest is the body of /v1/cancel.
+type cancelRequest struct {
+	Schedule   string            `json:"schedule"`
+	Attributes map[string]string `json:"attributes"`
+	ID         string            `json:"id"`
+}
+
+// reservationJSON is a Reservation as the HTTP API returns it.
+type reservationJSON struct {
+	OK       bool   `json:"ok"`
+	DelayMS  int64  `json:"delay_ms"`
+	ID       string `json:"id"`
+	Queue    int64  `json:"queue"`
+	Reason   string `json:"reason,omitempty"`
+	Degraded bool   `json:"degraded"`
+}
+
+type cancelJSON struct {
+	Cancelled bool `json:"cancelled"`
+}
+
+// schedule returns the configured schedule name, or the problem of an
+// unknown one.
+func (st *state) schedule(name string) (*sluice.Schedule, *problem) {
+	if s := st.cfg.Schedule(name); s != nil {
+		return s, nil
+	}
+	if name == "" {
+		return nil, badRequest("bad_request", "the request names no schedule; send an object such as %s", reserveExample)
+	}
+	names := make([]string, len(st.cfg.Schedules))
+	for i := range st.cfg.Schedules {
+		names[i] = st.cfg.Schedules[i].Name
+	}
+	return nil, badRequest("unknown_schedule", "%v: %q; the configured schedules are %q", sluice.ErrUnknownSchedule, name, names)
+}
+
+func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+	const api = "reserve"
+	st := s.state.Load()
+	body, p := readBody(w, r, s.maxBody)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	var req reserveRequest
+	if p := decodeJSON(body, &req, reserveExample); p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	if cost < 1 {
+		s.fail(w, api, badRequest("invalid_cost", "cost is %d; a cost must be at least 1 (leave it out for 1)", cost))
+		return
+	}
+	sc, p := st.schedule(req.Schedule)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	res, p := s.reserve(r.Context(), st, api, sc, req.Attributes, cost)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	s.ok(w, api, reservationJSON{OK: res.OK, DelayMS: ms(res.Delay), ID: res.ID, Queue: res.Queue,
+		Reason: string(res.Reason), Degraded: res.Degraded})
+}
+
+// reserve reserves a slot under st, counting and logging it.
+func (s *Server) reserve(ctx context.Context, st *state, api string, sc *sluice.Schedule, attrs map[string]string, cost int64) (sluice.Reservation, *problem) {
+	res, err := st.lim.Reserve(ctx, sc, attrs, cost)
+	if err != nil {
+		if p := inputProblem(err); p != nil {
+			return res, p
+		}
+		if !res.Degraded {
+			s.log.Error("reserving", slog.String("api", api), slog.String("schedule", sc.Name), slog.Any("err", err))
+			return res, &problem{Status: http.StatusInternalServerError, Code: "internal"}
+		}
+		s.log.Warn("store failed; reservation decided by on_error", slog.String("schedule", sc.Name),
+			slog.Bool("ok", res.OK), slog.Any("err", err))
+	}
+	switch {
+	case res.Degraded:
+		s.metrics.reservations.WithLabelValues(sc.Name, "degraded").Inc()
+	case res.OK:
+		s.metrics.reservations.WithLabelValues(sc.Name, "reserved").Inc()
+		s.metrics.delays.WithLabelValues(sc.Name).Observe(res.Delay.Seconds())
+	default:
+		s.metrics.reservations.WithLabelValues(sc.Name, "rejected_"+string(res.Reason)).Inc()
+	}
+	return res, nil
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	const api = "cancel"
+	st := s.state.Load()
+	body, p := readBody(w, r, s.maxBody)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	var req cancelRequest
+	if p := decodeJSON(body, &req, cancelExample); p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	sc, p := st.schedule(req.Schedule)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	ok, p := s.cancel(r.Context(), st, sc, req.Attributes, req.ID)
+	if p != nil {
+		s.fail(w, api, p)
+		return
+	}
+	s.ok(w, api, cancelJSON{Cancelled: ok})
+}
+
+// cancel cancels a reservation under st.
+func (s *Server) cancel(ctx context.Context, st *state, sc *sluice.Schedule, attrs map[string]string, id string) (bool, *problem) {
+	ok, err := st.lim.Cancel(ctx, sc, attrs, id)
+	if err != nil {
+		if p := inputProblem(err); p != nil {
+			return false, p
+		}
+		s.log.Warn("cancelling a reservation", slog.String("schedule", sc.Name), slog.Any("err", err))
+		return false, &problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed; the reservation may still be held"}
+	}
+	return ok, nil
+}
+
+// Reserve implements sluice.Scheduler when the wrapped store does.
+func (s *instrumentedStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+	sc, err := s.scheduler()
+	if err != nil {
+		return sluice.Reservation{}, err
+	}
+	start := time.Now()
+	res, err := sc.Reserve(ctx, req)
+	s.observe("reserve", start, err)
+	return res, err
+}
+
+// Cancel implements sluice.Scheduler when the wrapped store does.
+func (s *instrumentedStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+	sc, err := s.scheduler()
+	if err != nil {
+		return false, err
+	}
+	start := time.Now()
+	ok, err := sc.Cancel(ctx, req)
+	s.observe("cancel", start, err)
+	return ok, err
+}
+
+func (s *instrumentedStore) scheduler() (sluice.Scheduler, error) {
+	sc, ok := s.Store.(sluice.Scheduler)
+	if !ok {
+		return nil, errNoSchedules
+	}
+	return sc, nil
+}
+
+// Reserve implements sluice.Scheduler with the store timeout.
+func (s *timeoutStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.instrumentedStore.Reserve(ctx, req)
+}
+
+// Cancel implements sluice.Scheduler with the store timeout.
+func (s *timeoutStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.instrumentedStore.Cancel(ctx, req)
+}
+
+var (
+	_ sluice.Scheduler = (*instrumentedStore)(nil)
+	_ sluice.Scheduler = (*timeoutStore)(nil)
+)

@@ -1,0 +1,268 @@
+// Package server is sluice's network front: the HTTP JSON API, forward-auth
+// for proxies, sluice's own gRPC service and Envoy's rate-limit service, with
+// Prometheus metrics, health checks and hot reload of the configuration.
+//
+// A Server holds one store for its lifetime and a configuration that can be
+// swapped at any time: every request reads the configuration once, so it is
+// decided entirely under either the old or the new one.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/config"
+)
+
+// Options configures a Server. The zero value is the default.
+type Options struct {
+	// Logger receives the server's logs. Default: discard.
+	Logger *slog.Logger
+
+	// Registry is where the server's metrics are registered. Default: a
+	// new registry, served at /metrics with the Go and process collectors.
+	Registry *prometheus.Registry
+
+	// MaxBodyBytes caps a request body; a larger one is answered 413.
+	// Default 64 KiB.
+	MaxBodyBytes int64
+
+	// StoreTimeout bounds one store call when the configuration sets no
+	// store timeout. Default 1s.
+	StoreTimeout time.Duration
+
+	// Ping checks that the store answers, for /readyz. Default: the
+	// store's own Ping(context.Context) error method when it has one, else
+	// always ready.
+	Ping func(ctx context.Context) error
+}
+
+// Server serves sluice over HTTP and gRPC. It is safe for concurrent use.
+// Create one with New.
+type Server struct {
+	store   *instrumentedStore
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	maxBody int64
+	timeout time.Duration
+	ping    func(ctx context.Context) error
+	state   atomic.Pointer[state]
+}
+
+// state is one loaded configuration and what is derived from it. It is
+// never modified once published.
+type state struct {
+	cfg     *config.Config
+	lim     *sluice.Limiter
+	ip      *httplimit.IPResolver
+	headers []headerAttr // forward-auth attributes from headers, sorted
+	loaded  time.Time
+}
+
+type headerAttr struct{ attr, header string }
+
+// New returns a Server over store with the configuration cfg. The server
+// does not close the store.
+func New(store sluice.Store, cfg *config.Config, opts Options) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("server: store is nil")
+	}
+	s := &Server{
+		log:     opts.Logger,
+		reg:     opts.Registry,
+		maxBody: opts.MaxBodyBytes,
+		timeout: opts.StoreTimeout,
+		ping:    opts.Ping,
+	}
+	if p, ok := store.(interface{ Ping(context.Context) error }); ok && s.ping == nil {
+		s.ping = p.Ping
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 64 << 10
+	}
+	if s.timeout <= 0 {
+		s.timeout = time.Second
+	}
+	s.metrics = newMetrics(s.reg)
+	s.store = &instrumentedStore{Store: store, m: s.metrics}
+	if err := s.Swap(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Swap makes cfg the configuration of every request that starts after it
+// returns. Requests in flight finish under the configuration they started
+// with. The store is not changed: a change to the file's store section needs
+// a restart, and Swap logs a warning when it sees one.
+func (s *Server) Swap(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("server: config is nil")
+	}
+	st, err := s.newState(cfg)
+	if err != nil {
+		return err
+	}
+	if old := s.state.Load(); old != nil && storeChanged(old.cfg.Store, cfg.Store) {
+		s.log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
+			slog.String("file", cfg.File))
+	}
+	s.state.Store(st)
+	return nil
+}
+
+// Config returns the configuration in use.
+func (s *Server) Config() *config.Config { return s.state.Load().cfg }
+
+func (s *Server) newState(cfg *config.Config) (*state, error) {
+	lc := sluice.Config{}
+	timeout := s.timeout
+	if cfg.Store != nil {
+		lc.OnError = cfg.Store.OnError
+		if cfg.Store.Timeout > 0 {
+			timeout = cfg.Store.Timeout
+		}
+	}
+	ip, err := httplimit.NewIPResolver(httplimit.IPConfig{TrustedProxies: cfg.ForwardAuth.TrustedProxies})
+	if err != nil {
+		return nil, fmt.Errorf("server: forward_auth: %w", err)
+	}
+	st := &state{
+		cfg:    cfg,
+		lim:    sluice.NewLimiter(&timeoutStore{instrumentedStore: s.store, timeout: timeout}, lc),
+		ip:     ip,
+		loaded: time.Now(),
+	}
+	for _, a := range cfg.ForwardAuth.ForwardAuthAttributes()[4:] {
+		st.headers = append(st.headers, headerAttr{attr: a, header: cfg.ForwardAuth.Headers[a]})
+	}
+	return st, nil
+}
+
+// storeChanged reports whether two store sections differ.
+func storeChanged(a, b *config.Store) bool {
+	if (a == nil) != (b == nil) {
+		return true
+	}
+	if a == nil {
+		return false
+	}
+	return fmt.Sprintf("%+v|%+v", *a, a.Redis) != fmt.Sprintf("%+v|%+v", *b, b.Redis)
+}
+
+// Handler returns the HTTP handler of every endpoint: the /v1 API,
+// forward-auth, /metrics, /healthz and /readyz. Unknown routes are answered
+// 404 and known routes with the wrong method 405, both as problem+json.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/decide", s.handleDecide(sluice.ModeAllow))
+	mux.HandleFunc("POST /v1/peek", s.handleDecide(sluice.ModePeek))
+	mux.HandleFunc("POST /v1/record", s.handleDecide(sluice.ModeRecord))
+	mux.HandleFunc("POST /v1/reserve", s.handleReserve)
+	mux.HandleFunc("POST /v1/cancel", s.handleCancel)
+	mux.HandleFunc("GET /v1/policies", s.handlePolicies)
+	mux.HandleFunc("/v1/forward-auth", s.handleForwardAuth)
+	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	return s.recoverer(notFound(mux))
+}
+
+// notFound answers unknown routes and wrong methods with problem+json
+// instead of the mux's plain text.
+func notFound(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern == "" {
+			rec := &statusRecorder{header: http.Header{}}
+			h.ServeHTTP(rec, r)
+			switch rec.status {
+			case http.StatusMethodNotAllowed:
+				w.Header().Set("Allow", rec.header.Get("Allow"))
+				writeProblem(w, problem{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+					Detail: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, rec.header.Get("Allow"))})
+			case http.StatusNotFound:
+				writeProblem(w, problem{Status: http.StatusNotFound, Code: "not_found",
+					Detail: fmt.Sprintf("no endpoint at %s; see GET /v1/policies and the API documentation", r.URL.Path)})
+			default:
+				// Redirects the mux makes to clean a path.
+				for k, v := range rec.header {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(rec.status)
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder captures what the mux's fallback handlers write.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+// recoverer answers a panicking handler with 500 and logs the panic.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic serving a request", slog.String("path", r.URL.Path), slog.Any("panic", v))
+				writeProblem(w, problem{Status: http.StatusInternalServerError, Code: "internal"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// HTTPServer returns an http.Server for the handler with timeouts set, so a
+// slow client cannot hold a connection open.
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Ready reports whether the store answers (Options.Ping).
+func (s *Server) Ready(ctx context.Context) error {
+	if s.ping == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.ping(ctx)
+}

@@ -1,0 +1,313 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+const testConfig = `
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 5, window: 30m}
+      - {name: category, by: [category], limit: 2, window: 30m}
+  - name: edge
+    limits:
+      - {name: per-ip, by: [ip], limit: 2, window: 1m}
+      - {name: per-user, by: [user], limit: 100, window: 1m}
+  - name: shadowed
+    shadow: true
+    limits:
+      - {name: one, limit: 1, window: 1m}
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 500ms}
+forward_auth:
+  trusted_proxies: ["127.0.0.1"]
+  headers: {user: X-User-Id}
+`
+
+// testServer is a Server over a memory store with a frozen clock.
+type testServer struct {
+	t   *testing.T
+	srv *Server
+	h   http.Handler
+	log *bytes.Buffer
+}
+
+func newTestServer(t *testing.T, file string) *testServer {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := memstore.New(memstore.Config{Clock: func() time.Time { return t0 }})
+	t.Cleanup(func() { store.Close() })
+	var buf bytes.Buffer
+	srv, err := New(store, cfg, Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), MaxBodyBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{t: t, srv: srv, h: srv.Handler(), log: &buf}
+}
+
+// do sends a request and returns the response.
+func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {
+	ts.t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.RemoteAddr = "127.0.0.1:5555"
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	ts.h.ServeHTTP(w, r)
+	return w
+}
+
+// decide posts body to path and decodes a 200 decision.
+func (ts *testServer) decide(path, body string) decisionJSON {
+	ts.t.Helper()
+	w := ts.do("POST", path, body)
+	if w.Code != 200 {
+		ts.t.Fatalf("POST %s %s = %d %s", path, body, w.Code, w.Body)
+	}
+	var d decisionJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
+		ts.t.Fatal(err)
+	}
+	return d
+}
+
+func TestDecideAPI(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	errs := `{"policy":"notify","attributes":{"category":"errors"}}`
+	d := ts.decide("/v1/decide", errs)
+	if !d.Allowed || d.Remaining != 1 || d.DeniedBy != "" || len(d.Limits) != 2 {
+		t.Fatalf("first decision = %+v", d)
+	}
+	if got, want := d.Limits[0], (limitJSON{Name: "global", Limit: 5, Used: 1, Remaining: 4, WindowMS: 1800000}); got != want {
+		t.Errorf("global = %+v, want %+v", got, want)
+	}
+	if d.ResetAfterMS != 1800000 {
+		t.Errorf("reset_after_ms = %d, want 1800000", d.ResetAfterMS)
+	}
+	ts.decide("/v1/decide", errs)
+	d = ts.decide("/v1/decide", errs)
+	if d.Allowed || d.DeniedBy != "category" || d.RetryAfterMS != 1800000 || d.Limits[1].RetryAfterMS != 1800000 {
+		t.Fatalf("third decision = %+v, want denied by category", d)
+	}
+	// Peek records nothing; record records unconditionally.
+	p := ts.decide("/v1/peek", `{"policy":"notify","attributes":{"category":"info"},"cost":2}`)
+	if !p.Allowed || p.Limits[0].Used != 2 {
+		t.Errorf("peek = %+v, want allowed with global used 2", p)
+	}
+	r := ts.decide("/v1/record", `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`)
+	if r.Allowed || r.Limits[0].Used != 3 || r.Limits[1].Used != 3 {
+		t.Errorf("record = %+v, want global 3, category 3", r)
+	}
+	// Shadow policies never deny.
+	ts.decide("/v1/decide", `{"policy":"shadowed"}`)
+	s := ts.decide("/v1/decide", `{"policy":"shadowed"}`)
+	if !s.Allowed || !s.Shadowed || s.DeniedBy != "one" {
+		t.Errorf("shadow = %+v", s)
+	}
+}
+
+func TestProblems(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code, detail             string
+	}{
+		{"malformed json", "POST", "/v1/decide", `{"policy":`, 400, "malformed_json", "ends in the middle"},
+		{"syntax", "POST", "/v1/decide", `{"policy" "x"}`, 400, "malformed_json", "not valid JSON"},
+		{"empty body", "POST", "/v1/decide", ``, 400, "malformed_json", "empty"},
+		{"not an object", "POST", "/v1/decide", `[1]`, 400, "malformed_json", "must be a JSON object"},
+		{"unknown field", "POST", "/v1/decide", `{"policy":"notify","attribute":{}}`, 400, "malformed_json", `unknown field "attribute"`},
+		{"wrong type", "POST", "/v1/decide", `{"policy":"notify","cost":"1"}`, 400, "malformed_json", `field "cost" must be a whole number`},
+		{"number attribute", "POST", "/v1/decide", `{"policy":"notify","attributes":{"category":5}}`, 400, "malformed_json", "attributes"},
+		{"trailing", "POST", "/v1/decide", `{"policy":"notify"} {}`, 400, "malformed_json", "more than one JSON value"},
+		{"unknown policy", "POST", "/v1/decide", `{"policy":"nope"}`, 400, "unknown_policy", `"nope"`},
+		{"no policy", "POST", "/v1/peek", `{}`, 400, "bad_request", "names no policy"},
+		{"missing attribute", "POST", "/v1/decide", `{"policy":"notify"}`, 400, "missing_attribute", `"category"`},
+		{"cost 0", "POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"},"cost":0}`, 400, "invalid_cost", "at least 1"},
+		{"cost negative", "POST", "/v1/record", `{"policy":"notify","attributes":{"category":"a"},"cost":-3}`, 400, "invalid_cost", "at least 1"},
+		{"cost over limit", "POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"},"cost":3}`, 400, "cost_exceeds_limit", "limit 2"},
+		{"too large", "POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"` + strings.Repeat("a", 2000) + `"}}`, 413, "body_too_large", "1024 bytes"},
+		{"unknown schedule", "POST", "/v1/reserve", `{"schedule":"nope"}`, 400, "unknown_schedule", `"nope"`},
+		{"reserve missing attribute", "POST", "/v1/reserve", `{"schedule":"carrier"}`, 400, "missing_attribute", `"carrier"`},
+		{"reserve cost 0", "POST", "/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"},"cost":0}`, 400, "invalid_cost", "at least 1"},
+		{"not found", "GET", "/v2/decide", ``, 404, "not_found", "/v2/decide"},
+		{"method", "GET", "/v1/decide", ``, 405, "method_not_allowed", "POST"},
+		{"forward-auth no policy", "GET", "/v1/forward-auth", ``, 400, "bad_request", "policy=NAME"},
+		{"forward-auth unknown policy", "GET", "/v1/forward-auth?policy=nope", ``, 400, "unknown_policy", "nope"},
+		{"forward-auth missing header", "GET", "/v1/forward-auth?policy=edge", ``, 400, "missing_attribute", `"user"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := ts.do(tt.method, tt.path, tt.body)
+			if w.Code != tt.status {
+				t.Fatalf("status = %d, want %d; body %s", w.Code, tt.status, w.Body)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			var p problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Status != tt.status || p.Code != tt.code || p.Type != "about:blank" || p.Title == "" || !strings.Contains(p.Detail, tt.detail) {
+				t.Errorf("problem = %+v, want status %d code %s detail containing %q", p, tt.status, tt.code, tt.detail)
+			}
+		})
+	}
+	// Nothing was recorded by the bad requests.
+	d := ts.decide("/v1/peek", `{"policy":"notify","attributes":{"category":"a"}}`)
+	if d.Limits[0].Used != 0 {
+		t.Errorf("bad requests recorded %d", d.Limits[0].Used)
+	}
+}
+
+func TestReserveAndCancel(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	var got []reservationJSON
+	for range 4 {
+		w := ts.do("POST", "/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"45"}}`)
+		var r reservationJSON
+		if err := json.Unmarshal(w.Body.Bytes(), &r); w.Code != 200 || err != nil {
+			t.Fatalf("reserve = %d %s", w.Code, w.Body)
+		}
+		got = append(got, r)
+	}
+	for i, want := range []int64{0, 250, 500} {
+		if !got[i].OK || got[i].DelayMS != want || got[i].ID == "" || got[i].Queue != int64(i+1) {
+			t.Errorf("reservation %d = %+v, want ok with delay %dms, queue %d", i, got[i], want, i+1)
+		}
+	}
+	if got[3].OK || got[3].Reason != "delay" || got[3].ID != "" {
+		t.Errorf("reservation 3 = %+v, want rejected for delay", got[3])
+	}
+	w := ts.do("POST", "/v1/cancel", `{"schedule":"carrier","attributes":{"carrier":"45"},"id":"`+got[2].ID+`"}`)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"cancelled":true`) {
+		t.Fatalf("cancel = %d %s", w.Code, w.Body)
+	}
+	w = ts.do("POST", "/v1/cancel", `{"schedule":"carrier","attributes":{"carrier":"45"},"id":"`+got[2].ID+`"}`)
+	if !strings.Contains(w.Body.String(), `"cancelled":false`) {
+		t.Errorf("second cancel = %s, want false", w.Body)
+	}
+	w = ts.do("POST", "/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"45"}}`)
+	if !strings.Contains(w.Body.String(), `"delay_ms":500`) {
+		t.Errorf("reserve after cancel = %s, want the cancelled slot (500ms)", w.Body)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	w := ts.do("GET", "/v1/policies", "")
+	var out policiesJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &out); w.Code != 200 || err != nil {
+		t.Fatalf("policies = %d %s", w.Code, w.Body)
+	}
+	if len(out.Policies) != 3 || out.Policies[0].Name != "notify" || out.Policies[0].Limits[1].By[0] != "category" ||
+		out.Policies[0].Limits[0].WindowMS != 1800000 {
+		t.Errorf("policies = %+v", out.Policies)
+	}
+	if len(out.Schedules) != 1 || out.Schedules[0].Rate != "4/1s" || out.Schedules[0].IntervalMS != 250 || out.Schedules[0].MaxDelayMS != 500 {
+		t.Errorf("schedules = %+v", out.Schedules)
+	}
+}
+
+func TestForwardAuth(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	fwd := func(xff, user string) *httptest.ResponseRecorder {
+		return ts.do("GET", "/v1/forward-auth?policy=edge", "", "X-Forwarded-For", xff, "X-User-Id", user,
+			"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/api/x?y=1", "X-Forwarded-Host", "example.test")
+	}
+	for i := range 2 {
+		w := fwd("203.0.113.7", "bob")
+		if w.Code != 200 || w.Header().Get("RateLimit") == "" || w.Header().Get("RateLimit-Policy") == "" {
+			t.Fatalf("request %d = %d %v", i, w.Code, w.Header())
+		}
+	}
+	w := fwd("198.51.100.1, 203.0.113.7", "alice") // the proxy appended the client's address last
+	if w.Code != 429 {
+		t.Fatalf("third request from 203.0.113.7 = %d, want 429", w.Code)
+	}
+	if w.Header().Get("Retry-After") != "60" || !strings.Contains(w.Body.String(), "quota-exceeded") {
+		t.Errorf("429 headers %v body %s", w.Header(), w.Body)
+	}
+	if w := fwd("203.0.113.8", "alice"); w.Code != 200 {
+		t.Errorf("another client = %d, want 200", w.Code)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	for range 3 {
+		ts.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"x"}}`)
+	}
+	ts.do("POST", "/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`)
+	w := ts.do("GET", "/metrics", "")
+	body := w.Body.String()
+	for _, want := range []string{
+		`sluice_decisions_total{outcome="allowed",policy="notify",rule=""} 2`,
+		`sluice_decisions_total{outcome="denied",policy="notify",rule="category"} 1`,
+		`sluice_store_duration_seconds_count{op="decide"} 3`,
+		`sluice_reservations_total{outcome="reserved",schedule="carrier"} 1`,
+		`sluice_reservation_delay_seconds_count{schedule="carrier"} 1`,
+		`sluice_requests_total{api="decide",code="200"} 3`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if w := ts.do("GET", "/healthz", ""); w.Code != 200 {
+		t.Errorf("/healthz = %d", w.Code)
+	}
+	if w := ts.do("GET", "/readyz", ""); w.Code != 200 {
+		t.Errorf("/readyz = %d", w.Code)
+	}
+}
+
+func TestReloadFile(t *testing.T) {
+	ts := newTestServer(t, testConfig)
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(strings.Replace(testConfig, "limit: 2, window: 30m", "limit: 1, window: 30m", 1))
+	if err := ts.srv.ReloadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	d := ts.decide("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	if d.Limits[1].Limit != 1 {
+		t.Fatalf("after reload the category limit is %d, want 1", d.Limits[1].Limit)
+	}
+	write("policies:\n  - name: notify\n    limits: [{name: global, limit: 0, window: 1m}]\n")
+	if err := ts.srv.ReloadFile(path); err == nil {
+		t.Fatal("a broken file was accepted")
+	}
+	d = ts.decide("/v1/decide", `{"policy":"notify","attributes":{"category":"b"}}`)
+	if d.Limits[1].Limit != 1 || d.Limits[0].Used != 2 {
+		t.Errorf("after a broken reload: %+v, want the previous config and state", d)
+	}
+	if !strings.Contains(ts.log.String(), "configuration not reloaded") || !strings.Contains(ts.log.String(), "limit is 0") {
+		t.Errorf("log lacks the reload error:\n%s", ts.log)
+	}
+}
