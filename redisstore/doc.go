@@ -1,0 +1,66 @@
+// Package redisstore is the Redis sluice.Store: every process that points at
+// the same Redis shares the same windows, and Redis's own clock orders their
+// events.
+//
+// Each rule's window is a sorted set, one per combination of the rule's By
+// attribute values. One Lua script, decide.lua, decides a request against
+// every rule of its policy in a single round trip: it checks each rule, then
+// records the request in every rule's window or in none (sluice.ModeAllow),
+// never (ModePeek) or always (ModeRecord). A denied request changes nothing,
+// not even a key's expiry. The semantics are those of package memstore, and
+// the conformance suite in package storetest holds both to them.
+//
+// # Entries
+//
+// An entry's score is its time in whole microseconds from Redis's TIME; its
+// member is "<end>:<cost>", where end is the key's running total of cost up
+// to and including the entry, written as a letter giving the number of
+// digits followed by the digits ("a5", "b42"), so that entries of one
+// microsecond sort in recording order. Entries therefore never collide, and
+// a request of cost N is one entry. The count in a window is the newest
+// entry's end minus the oldest counted entry's end less its cost: two reads,
+// however many entries the window holds. Recording trims the entries that
+// left the window but keeps the newest one, for the minimum gap. A key's ends
+// restart at zero whenever its window is empty; they must stay below 2^53
+// (Lua numbers are doubles), which a window that is never empty reaches only
+// after recording 2^53 units of cost.
+//
+// Per rule, an allowed request costs the script five Redis commands on a key
+// whose window holds entries (ZRANGE, ZRANGEBYSCORE, ZREMRANGEBYSCORE, ZADD,
+// PEXPIRE) and three on an empty one; a denied request or a peek reads two,
+// plus one ZRANGEBYSCORE of at most used+cost-limit entries to compute
+// RetryAfter when the rule is over its limit.
+//
+// Every written key expires its rule's Window plus MinGap after the write.
+//
+// # Keys
+//
+//	<prefix>:{<policy>[,<shared values>]}:<policy>:<rule>[:<values>]
+//
+// The hash tag in braces is the policy name followed by the values of the
+// attributes that every rule of the policy names (sluice.Policy's
+// SharedAttributes), so all the keys of one decision live in one Redis
+// Cluster slot: seed 000's global + per-category policy is one slot, and a
+// policy whose rules all go by user spreads its users over the cluster.
+// <values> are the rule's By attribute values in order, joined by ','; a rule
+// without By has no values part. Names and values are percent-encoded (every
+// byte outside A-Z a-z 0-9 . - _ ~ becomes %XX), so no input can add '{',
+// '}', ':' or ','; a part whose encoding exceeds 64 bytes is replaced by '#'
+// and 32 hex digits of its SHA-256, so no input can make a key long. For
+// example, policy "notify" with rules global and category, for category
+// "a:b", uses
+//
+//	sluice:{notify}:notify:global
+//	sluice:{notify}:notify:category:a%3Ab
+//
+// # Scripts and failures
+//
+// Scripts run with EVALSHA; when Redis answers NOSCRIPT (after a restart,
+// a failover or SCRIPT FLUSH) the store runs the script with EVAL, which
+// loads it, once. A script that was sent and whose reply was lost is never
+// sent again, since it may have recorded its request: the error is returned,
+// and the sluice.Limiter applies its failure policy.
+//
+// The store needs Redis 5 or later (scripts that read TIME and then write
+// rely on effect replication).
+package redisstore

@@ -1,0 +1,95 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/redis/rueidis"
+)
+
+// Evaler is what a Store needs from a Redis client: running a Lua script by
+// its SHA-1 and, when Redis does not know the script, by its source. New and
+// NewFromClient use one over rueidis; package redisstore/goredis adapts a
+// go-redis client. Implementations must be safe for concurrent use and must
+// never send a command again after its reply was lost: a script that ran but
+// whose reply did not arrive would record its request twice.
+type Evaler interface {
+	// EvalSHA runs EVALSHA with the script's SHA-1, keys and args, and
+	// returns the reply, which for every script of this package is an array
+	// of integers. When Redis answers NOSCRIPT it returns an error that wraps
+	// ErrNoScript.
+	EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error)
+
+	// Eval runs EVAL with the script's source, keys and args, which also
+	// loads the script into Redis's script cache.
+	Eval(ctx context.Context, script string, keys, args []string) ([]int64, error)
+}
+
+// ErrNoScript reports that Redis does not have a script in its script cache
+// (a NOSCRIPT error): after a restart, a failover or SCRIPT FLUSH.
+var ErrNoScript = errors.New("redisstore: NOSCRIPT: the script is not loaded")
+
+// script is one of the package's Lua scripts with its SHA-1.
+type script struct {
+	name string
+	src  string
+	sha1 string
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha1: hex.EncodeToString(sum[:])}
+}
+
+// run runs sc with EVALSHA and, if Redis does not have it, with EVAL, which
+// loads it. NOSCRIPT means the script did not run, so running it again
+// cannot count anything twice; any other error is returned as is.
+func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int64, error) {
+	reply, err := ev.EvalSHA(ctx, sc.sha1, keys, args)
+	if errors.Is(err, ErrNoScript) {
+		reply, err = ev.Eval(ctx, sc.src, keys, args)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: running %s: %w", sc.name, err)
+	}
+	return reply, nil
+}
+
+// rueidisEvaler runs scripts over a rueidis client. Commands that are not
+// read-only, such as EVALSHA and EVAL, are never retried by rueidis.
+type rueidisEvaler struct {
+	client rueidis.Client
+}
+
+func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
+	cmd := e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	return intsReply(e.client.Do(ctx, cmd))
+}
+
+func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
+	cmd := e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	return intsReply(e.client.Do(ctx, cmd))
+}
+
+func intsReply(res rueidis.RedisResult) ([]int64, error) {
+	if err := res.Error(); err != nil {
+		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
+			return nil, fmt.Errorf("%w: %v", ErrNoScript, err)
+		}
+		return nil, err
+	}
+	values, err := res.ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("reply is not an array: %w", err)
+	}
+	out := make([]int64, len(values))
+	for i := range values {
+		if out[i], err = values[i].ToInt64(); err != nil {
+			return nil, fmt.Errorf("reply element %d is not an integer: %w", i, err)
+		}
+	}
+	return out, nil
+}

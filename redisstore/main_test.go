@@ -1,0 +1,157 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/redisstore/goredis"
+)
+
+// Environment of a TestHelperProcess child: the server's address and the
+// key prefix to use.
+const (
+	helperEnv       = "SLUICE_REDISSTORE_HELPER_ADDR"
+	helperPrefixEnv = "SLUICE_REDISSTORE_HELPER_PREFIX"
+)
+
+// server is the package's redis-server, shared by every test.
+var server *redistest.Server
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		// A child of TestMultiProcess: it uses its parent's server.
+		os.Exit(m.Run())
+	}
+	s, err := redistest.StartMain(redistest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+var prefixes atomic.Int64
+
+// newPrefix returns a key prefix no other test uses.
+func newPrefix() string { return fmt.Sprintf("t%d", prefixes.Add(1)) }
+
+// backend opens a store over one of the supported clients.
+type backend struct {
+	name string
+	open func(tb testing.TB, cfg redisstore.Config) *redisstore.Store
+}
+
+var backends = []backend{
+	{"rueidis", openRueidis},
+	{"goredis", openGoRedis},
+}
+
+// openRueidis opens a store with New on the package's server.
+func openRueidis(tb testing.TB, cfg redisstore.Config) *redisstore.Store {
+	tb.Helper()
+	server.Require(tb)
+	cfg.Addrs = []string{server.Addr()}
+	s, err := redisstore.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openGoRedis opens a store over a go-redis client on the package's server.
+func openGoRedis(tb testing.TB, cfg redisstore.Config) *redisstore.Store {
+	tb.Helper()
+	server.Require(tb)
+	c := redis.NewClient(&redis.Options{Addr: server.Addr(), MaxRetries: -1})
+	tb.Cleanup(func() { c.Close() })
+	s, err := goredis.New(c, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// admin returns a client for inspecting the package's server.
+func admin(tb testing.TB) rueidis.Client {
+	tb.Helper()
+	server.Require(tb)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// ttls returns every key under prefix with its remaining time to live.
+func ttls(ctx context.Context, c rueidis.Client, prefix string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range e.Elements {
+			ms, err := c.Do(ctx, c.B().Pttl().Key(k).Build()).AsInt64()
+			if err != nil {
+				return nil, err
+			}
+			if ms == -2 { // expired since the scan
+				continue
+			}
+			out[k] = time.Duration(ms) * time.Millisecond
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return out, nil
+		}
+	}
+}
+
+// entry is one member of a window's sorted set.
+type entry struct {
+	Member string
+	Score  int64
+}
+
+// entries returns the members of key with their scores, oldest first.
+func entries(tb testing.TB, c rueidis.Client, key string) []entry {
+	tb.Helper()
+	zs, err := c.Do(context.Background(), c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		tb.Fatalf("ZRANGE %s: %v", key, err)
+	}
+	out := make([]entry, len(zs))
+	for i, z := range zs {
+		out[i] = entry{Member: z.Member, Score: int64(z.Score)}
+		if float64(out[i].Score) != z.Score {
+			tb.Fatalf("ZRANGE %s: score %v of %q is not a whole number", key, z.Score, z.Member)
+		}
+	}
+	return out
+}
+
+// keyNames returns the keys under prefix, for messages.
+func keyNames(m map[string]time.Duration) string {
+	var names []string
+	for k := range m {
+		names = append(names, k)
+	}
+	return strings.Join(names, " ")
+}

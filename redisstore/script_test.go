@@ -1,0 +1,317 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// Focused tests of decide.lua on the package's server, over each client.
+
+func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, b)
+		})
+	}
+}
+
+func decide(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string, cost int64, mode sluice.Mode) sluice.Decision {
+	t.Helper()
+	d, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Attributes: attrs, Cost: cost, Mode: mode})
+	if err != nil {
+		t.Fatalf("Decide(%s, %v, cost %d, %v): %v", p.Name, attrs, cost, mode, err)
+	}
+	return d
+}
+
+func keysOf(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string) []string {
+	t.Helper()
+	ks, err := s.Keys(p, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+func TestUniqueMembersAtOneMicrosecond(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		clock := storetest.NewClock(storetest.T0)
+		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+		p := &sluice.Policy{Name: "burst", Rules: []sluice.Rule{{Name: "r", Limit: 1000, Window: time.Minute}}}
+		for i := range 1000 {
+			if d := decide(t, s, p, nil, 1, sluice.ModeAllow); !d.Allowed || d.Limits[0].Used != int64(i+1) {
+				t.Fatalf("event %d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
+			}
+		}
+		es := entries(t, admin(t), keysOf(t, s, p, nil)[0])
+		if len(es) != 1000 {
+			t.Fatalf("the window holds %d entries, want 1000", len(es))
+		}
+		for i, e := range es {
+			if e.Score != storetest.T0.UnixMicro() {
+				t.Fatalf("entry %d at %d µs, want %d", i, e.Score, storetest.T0.UnixMicro())
+			}
+			if !strings.HasSuffix(e.Member, ":1") {
+				t.Fatalf("entry %d is %q, want cost 1", i, e.Member)
+			}
+			if i > 0 && e.Member <= es[i-1].Member {
+				t.Fatalf("entries %q and %q are not in recording order", es[i-1].Member, e.Member)
+			}
+		}
+		if d := decide(t, s, p, nil, 1, sluice.ModeAllow); d.Allowed || d.RetryAfter != time.Minute {
+			t.Fatalf("1001st: allowed %v retry %v, want denied for 1m", d.Allowed, d.RetryAfter)
+		}
+	})
+}
+
+func TestCostIsOneEntry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		clock := storetest.NewClock(storetest.T0)
+		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+		p := &sluice.Policy{Name: "bytes", Rules: []sluice.Rule{{Name: "r", Limit: 1 << 40, Window: time.Minute}}}
+		for _, cost := range []int64{1 << 30, 1 << 39, 1} {
+			decide(t, s, p, nil, cost, sluice.ModeAllow)
+		}
+		d := decide(t, s, p, nil, 1<<39, sluice.ModePeek)
+		if want := int64(1<<30 + 1<<39 + 1); d.Limits[0].Used != want || d.Allowed {
+			t.Errorf("peek: used %d allowed %v, want used %d and denied", d.Limits[0].Used, d.Allowed, want)
+		}
+		es := entries(t, admin(t), keysOf(t, s, p, nil)[0])
+		want := []string{"j1073741824:1073741824", "l550829555712:549755813888", "l550829555713:1"}
+		var got []string
+		for _, e := range es {
+			got = append(got, e.Member)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("members %q, want %q: one entry per request", got, want)
+		}
+	})
+}
+
+// snapshot is the state of some keys: entries and remaining lifetimes.
+type snapshot map[string][]entry
+
+func take(t *testing.T, ks []string) snapshot {
+	t.Helper()
+	c := admin(t)
+	out := snapshot{}
+	for _, k := range ks {
+		out[k] = entries(t, c, k)
+	}
+	return out
+}
+
+func TestDeniedChangesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := storetest.NewClock(storetest.T0)
+		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+		p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+			{Name: "global", Limit: 10, Window: time.Minute},
+			{Name: "category", Limit: 2, Window: 10 * time.Second, By: []string{"category"}},
+			{Name: "gap", Limit: 100, Window: time.Second, MinGap: 500 * time.Millisecond, By: []string{"category"}},
+		}}
+		errs := map[string]string{"category": "errors"}
+		decide(t, s, p, errs, 1, sluice.ModeAllow)
+		clock.Advance(time.Second)
+		decide(t, s, p, errs, 1, sluice.ModeAllow)
+		clock.Advance(9500 * time.Millisecond) // the first entry left "category" and "gap"
+		info := map[string]string{"category": "info"}
+		decide(t, s, p, info, 1, sluice.ModeAllow)
+		clock.Advance(100 * time.Millisecond)
+
+		ks := append(keysOf(t, s, p, errs), keysOf(t, s, p, info)[1:]...)
+		c := admin(t)
+		// Stretch every key's lifetime far beyond what the store would set,
+		// so that a refresh would show.
+		for _, k := range ks {
+			if err := c.Do(ctx, c.B().Pexpire().Key(k).Milliseconds(int64(24*time.Hour/time.Millisecond)).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := take(t, ks)
+
+		// "global" fits, "category" is full after one more, and "gap" denies
+		// a second one for 400ms: denials in each way.
+		if d := decide(t, s, p, errs, 2, sluice.ModeAllow); d.Allowed || d.DeniedBy != "category" {
+			t.Fatalf("cost 2: %+v, want denied by category", d)
+		}
+		if d := decide(t, s, p, info, 1, sluice.ModeAllow); d.Allowed || d.DeniedBy != "gap" || d.RetryAfter != 400*time.Millisecond {
+			t.Fatalf("info again: %+v, want denied by gap for 400ms", d)
+		}
+		decide(t, s, p, errs, 1, sluice.ModePeek)
+		decide(t, s, p, errs, 2, sluice.ModePeek)
+
+		if after := take(t, ks); !equalSnapshots(before, after) {
+			t.Errorf("denials changed the windows:\nbefore %v\nafter  %v", before, after)
+		}
+		got, err := ttls(ctx, c, s2prefix(ks[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ks {
+			if got[k] < 23*time.Hour {
+				t.Errorf("key %s has TTL %v after denials; its expiry was refreshed", k, got[k])
+			}
+		}
+	})
+}
+
+func equalSnapshots(a, b snapshot) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// s2prefix returns the prefix of a key.
+func s2prefix(key string) string { return key[:strings.IndexByte(key, ':')] }
+
+func TestEveryWrittenKeyExpires(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := storetest.NewClock(storetest.T0)
+		prefix := newPrefix()
+		s := b.open(t, redisstore.Config{Prefix: prefix, Clock: clock.Now})
+		p := &sluice.Policy{Name: "ttl", Rules: []sluice.Rule{
+			{Name: "a", Limit: 5, Window: 90 * time.Second},
+			{Name: "b", Limit: 5, Window: 40 * time.Second, MinGap: 20 * time.Second, By: []string{"u"}},
+			{Name: "c", Limit: 5, Window: 1500 * time.Microsecond, By: []string{"u", "v"}},
+		}}
+		want := map[string]time.Duration{}
+		for i, k := range keysOf(t, s, p, map[string]string{"u": "1", "v": "2"}) {
+			want[k] = p.Rules[i].TTL()
+		}
+		want[keysOf(t, s, p, map[string]string{"u": "1", "v": "2"})[2]] = 2 * time.Millisecond // 1.5ms rounded up
+		decide(t, s, p, map[string]string{"u": "1", "v": "2"}, 1, sluice.ModeRecord)
+		got, err := ttls(ctx, admin(t), prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, ttl := range got {
+			w, ok := want[k]
+			if !ok {
+				t.Errorf("unexpected key %s", k)
+				continue
+			}
+			// Allow for the time between the write and PTTL, and for
+			// the short key having expired already.
+			if ttl > w || ttl < w-5*time.Second && w > 5*time.Second {
+				t.Errorf("key %s: TTL %v, want at most %v and close to it", k, ttl, w)
+			}
+		}
+		for k := range want {
+			if _, ok := got[k]; !ok && want[k] > time.Second {
+				t.Errorf("key %s missing; have %s", k, keyNames(got))
+			}
+		}
+	})
+}
+
+func TestNoScriptReloads(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		clock := storetest.NewClock(storetest.T0)
+		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+		c := admin(t)
+		p := &sluice.Policy{Name: "flush", Rules: []sluice.Rule{{Name: "r", Limit: 3, Window: time.Minute}}}
+		for i := range 3 {
+			// SCRIPT FLUSH before each decision: the store must load the
+			// script again and count each event once.
+			if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+			if !d.Allowed || d.Limits[0].Used != int64(i+1) {
+				t.Fatalf("after SCRIPT FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
+			}
+		}
+		if n := len(entries(t, c, keysOf(t, s, p, nil)[0])); n != 3 {
+			t.Errorf("window holds %d entries, want 3", n)
+		}
+	})
+}
+
+func TestRedisClock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t, redisstore.Config{Prefix: newPrefix()})
+		p := &sluice.Policy{Name: "time", Rules: []sluice.Rule{{Name: "r", Limit: 2, Window: time.Hour}}}
+		before := time.Now().UnixMicro()
+		d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+		after := time.Now().UnixMicro()
+		if !d.Allowed || d.ResetAfter != time.Hour {
+			t.Fatalf("first: %+v, want allowed with ResetAfter 1h", d)
+		}
+		es := entries(t, admin(t), keysOf(t, s, p, nil)[0])
+		if len(es) != 1 || es[0].Score < before || es[0].Score > after {
+			t.Errorf("entries %v, want one between %d and %d (Redis's TIME)", es, before, after)
+		}
+	})
+}
+
+func TestClosed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t, redisstore.Config{Prefix: newPrefix()})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		p := &sluice.Policy{Name: "closed", Rules: []sluice.Rule{{Name: "r", Limit: 1, Window: time.Minute}}}
+		_, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Cost: 1})
+		if !errors.Is(err, sluice.ErrStoreClosed) {
+			t.Errorf("Decide after Close: %v, want ErrStoreClosed", err)
+		}
+	})
+}
+
+func TestKeysOnServer(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: "keys-" + newPrefix(), Clock: clock.Now})
+	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 10, Window: time.Minute},
+		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
+	}}
+	attrs := map[string]string{"category": "a:b{c}"}
+	ks := keysOf(t, s, p, attrs)
+	prefix := s2prefix(ks[0])
+	want := []string{prefix + ":{notify}:notify:global", prefix + ":{notify}:notify:category:a%3Ab%7Bc%7D"}
+	if !slices.Equal(ks, want) {
+		t.Fatalf("Keys = %q, want %q", ks, want)
+	}
+	decide(t, s, p, attrs, 1, sluice.ModeAllow)
+	got, err := ttls(context.Background(), admin(t), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[want[0]] <= 0 || got[want[1]] <= 0 {
+		t.Errorf("keys on the server: %v, want %q", got, want)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	server.Require(t)
+	for _, prefix := range []string{"a{b", "}", "{x}"} {
+		if _, err := redisstore.New(redisstore.Config{Addrs: []string{server.Addr()}, Prefix: prefix}); err == nil {
+			t.Errorf("New with prefix %q: no error", prefix)
+		}
+	}
+	if _, err := redisstore.NewFromClient(nil, redisstore.Config{}); err == nil {
+		t.Error("NewFromClient(nil): no error")
+	}
+}
