@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -246,7 +247,7 @@ func matches(as []admission, ts []int64) bool {
 		return false
 	}
 	as = slices.Clone(as)
-	slices.SortFunc(as, func(a, b admission) int { return int(a.after - b.after) })
+	slices.SortFunc(as, func(a, b admission) int { return cmp.Compare(a.after, b.after) })
 	used := make([]bool, len(ts))
 	for _, a := range as {
 		found := false
