@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// Three instances sharing one Redis send 400 notifications over 20
+// categories: exactly 100 go out, and no category gets more than 10.
+func TestInstancesShareLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	policy := notifyPolicy(100, 10, 30*time.Minute)
+	var (
+		mu         sync.Mutex
+		perCat     = map[string]int{}
+		total      int
+		wg         sync.WaitGroup
+		ctx        = context.Background()
+		categories = 20
+	)
+	for inst := range 3 {
+		store, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: "notify-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		s := &sender{lim: sluice.NewLimiter(store, sluice.Config{}), policy: policy, name: fmt.Sprint(inst), out: io.Discard}
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 34 { // 3 x 4 x 34 = 408 attempts
+					c := fmt.Sprintf("category-%02d", (inst*7+g*3+i)%categories)
+					ok, err := s.send(ctx, c, "event")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						mu.Lock()
+						perCat[c]++
+						total++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if total != 100 {
+		t.Errorf("sent %d notifications, want exactly 100", total)
+	}
+	for c, n := range perCat {
+		if n > 10 {
+			t.Errorf("%s sent %d, limit 10", c, n)
+		}
+	}
+}
