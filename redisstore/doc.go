@@ -41,7 +41,9 @@
 // attributes that every rule of the policy names (sluice.Policy's
 // SharedAttributes), so all the keys of one decision live in one Redis
 // Cluster slot: seed 000's global + per-category policy is one slot, and a
-// policy whose rules all go by user spreads its users over the cluster.
+// policy whose rules all go by user spreads its users over the cluster. A
+// decision therefore never spans slots; the price is that a policy with a
+// rule that has no By (a global cap) keeps all of its keys in one slot.
 // <values> are the rule's By attribute values in order, joined by ','; a rule
 // without By has no values part. Names and values are percent-encoded (every
 // byte outside A-Z a-z 0-9 . - _ ~ becomes %XX), so no input can add '{',
