@@ -1,0 +1,58 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+func TestInspect(t *testing.T) {
+	server.Require(t)
+	ctx := context.Background()
+	s := openRueidis(t, redisstore.Config{Addrs: []string{server.Addr()}, Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 10, Window: time.Minute},
+		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
+	}}
+	lim := sluice.NewLimiter(s, sluice.Config{})
+	attrs := map[string]string{"category": "errors"}
+	before, _, err := s.Inspect(ctx, p, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != 2 || len(before[0].Entries) != 0 || before[0].TTL != 0 {
+		t.Fatalf("empty store: %+v", before)
+	}
+	for _, cost := range []int64{1, 2} {
+		if _, err := lim.AllowN(ctx, p, attrs, cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	windows, now, err := s.Inspect(ctx, p, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := s.Keys(p, attrs)
+	for i, w := range windows {
+		if w.Rule != p.Rules[i].Name || w.Key != keys[i] {
+			t.Errorf("window %d = %s %s, want %s %s", i, w.Rule, w.Key, p.Rules[i].Name, keys[i])
+		}
+		if len(w.Entries) != 2 || w.Entries[0].Cost != 1 || w.Entries[1].Cost != 2 {
+			t.Errorf("window %d entries = %+v, want costs 1 and 2", i, w.Entries)
+		}
+		if w.TTL <= 0 || w.TTL > time.Minute {
+			t.Errorf("window %d TTL = %v, want (0, 1m]", i, w.TTL)
+		}
+		for _, e := range w.Entries {
+			if age := now.Sub(e.Time); age < 0 || age > 10*time.Second {
+				t.Errorf("entry age %v", age)
+			}
+		}
+	}
+	if _, _, err := s.Inspect(ctx, p, nil); err == nil {
+		t.Error("Inspect without the category attribute succeeded")
+	}
+}
