@@ -4,6 +4,9 @@
 // Usage:
 //
 //	sluice demo [--redis URL] [--json]
+//	sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
+//	sluice check --config FILE --policy P --attr k=v [--cost N] [--json]
+//	sluice inspect --config FILE --policy P --attr k=v [--redis URL] [--json]
 //
 // Exit codes: 0 ok, 1 denied (check), 2 usage or configuration error.
 package main
@@ -34,6 +37,9 @@ const (
 func commands() []command {
 	return []command{
 		{"demo", "run seed 000's notifier scenario: global 10, category 3 per 60s", runDemo},
+		{"serve", "serve a configuration file's policies over HTTP, gRPC and Envoy's rate-limit API", runServe},
+		{"check", "decide one request against a configured policy without recording it", runCheck},
+		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
 	}
 }

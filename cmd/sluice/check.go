@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/config"
+)
+
+// checkOutput is the decision `sluice check --json` prints.
+type checkOutput struct {
+	Policy       string       `json:"policy"`
+	Store        string       `json:"store"`
+	Allowed      bool         `json:"allowed"`
+	Remaining    int64        `json:"remaining"`
+	RetryAfterMS int64        `json:"retry_after_ms"`
+	ResetAfterMS int64        `json:"reset_after_ms"`
+	DeniedBy     string       `json:"denied_by"`
+	Shadowed     bool         `json:"shadowed,omitempty"`
+	Limits       []checkLimit `json:"limits"`
+}
+
+type checkLimit struct {
+	Name         string `json:"name"`
+	Limit        int64  `json:"limit"`
+	Used         int64  `json:"used"`
+	Remaining    int64  `json:"remaining"`
+	WindowMS     int64  `json:"window_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
+
+Loads FILE (reporting every problem in it) and decides one request against
+policy P without recording it: what /v1/peek would answer. The store is
+Redis at --redis, else the file's store, else memory (where every window is
+empty, so check validates the file and the request).
+Exit status: 0 allowed, 1 denied, 2 usage, configuration or store error.
+
+flags:`)
+		fs.PrintDefaults()
+	}
+	var attrs reserveAttrs
+	file := fs.String("config", "", "the configuration `file` (required)")
+	policy := fs.String("policy", "", "the policy's `name` (required)")
+	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
+	cost := fs.Int64("cost", 1, "the request's cost")
+	asJSON := fs.Bool("json", false, "print the decision as JSON")
+	redisURL := fs.String("redis", "", "use Redis at this `URL` instead of the file's store")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sluice check: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("unexpected argument %q", fs.Arg(0))
+	case *file == "":
+		return fail("--config FILE is required")
+	case *policy == "":
+		return fail("--policy NAME is required")
+	}
+	cfg, err := config.Load(*file)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	p := cfg.Policy(*policy)
+	if p == nil {
+		var names []string
+		for _, q := range cfg.Policies {
+			names = append(names, q.Name)
+		}
+		return fail("%v: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
+	}
+	store, err := openConfiguredStore(cfg, *redisURL)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer store.Close()
+	lc := sluice.Config{}
+	if cfg.Store != nil {
+		lc.OnError = cfg.Store.OnError
+	}
+	d, err := sluice.NewLimiter(store.Store, lc).Peek(ctx, p, attrs.values, *cost)
+	if err != nil {
+		return fail("%v", err)
+	}
+	out := checkOutput{Policy: p.Name, Store: store.Where, Allowed: d.Allowed, Remaining: d.Remaining,
+		RetryAfterMS: ceilMS(d.RetryAfter), ResetAfterMS: ceilMS(d.ResetAfter), DeniedBy: d.DeniedBy, Shadowed: d.Shadowed,
+		Limits: []checkLimit{}}
+	for _, l := range d.Limits {
+		out.Limits = append(out.Limits, checkLimit{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
+			WindowMS: ceilMS(l.Window), RetryAfterMS: ceilMS(l.RetryAfter)})
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+			return exitUsage
+		}
+	} else {
+		verdict := "allowed"
+		if !d.Allowed {
+			verdict = "denied by " + d.DeniedBy
+		}
+		fmt.Fprintf(stdout, "policy %q on %s: %s (cost %d, remaining %d)\n", p.Name, store.Where, verdict, *cost, d.Remaining)
+		for _, l := range d.Limits {
+			fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
+			if !l.Fits {
+				fmt.Fprintf(stdout, "  does not fit; retry in %v", l.RetryAfter.Round(1e6))
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if !d.Allowed {
+		return exitDenied
+	}
+	return exitOK
+}
+
+// ceilMS returns d in whole milliseconds, rounded up, as the HTTP API does.
+func ceilMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicerate/sluice/internal/redistest"
+	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
+)
+
+// e2eConfig is the file the end-to-end tests serve; storeSection is
+// prepended for Redis.
+const e2eConfig = `
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 100, window: 30m}
+      - {name: category, by: [category], limit: 10, window: 30m}
+  - name: edge
+    limits:
+      - {name: per-ip, by: [ip], limit: 3, window: 1m}
+  - name: api
+    limits:
+      - {name: per-user, by: [user], limit: 2, window: 1m}
+      - {name: per-path, by: [path], limit: 100, window: 1h}
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}
+forward_auth:
+  trusted_proxies: ["127.0.0.1"]
+`
+
+// redisSection is a store section for the Redis at addr.
+func redisSection(addr, prefix string) string {
+	return fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: %s\n  timeout: 2s\n", addr, prefix)
+}
+
+func TestServeMemory(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, t.TempDir(), "sluice.yaml", e2eConfig)
+	exerciseEndpoints(t, startServe(t, file))
+}
+
+func TestServeRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	file := writeFile(t, t.TempDir(), "sluice.yaml", redisSection(rs.Addr(), "e2e")+e2eConfig)
+	p := startServe(t, file)
+	if got := p.waitLog("sluice serving", 0)["store"]; !strings.Contains(fmt.Sprint(got), rs.Addr()) {
+		t.Fatalf("store = %v, want Redis at %s", got, rs.Addr())
+	}
+	exerciseEndpoints(t, p)
+
+	// sluice inspect shows the windows the server wrote.
+	code, out, errOut := runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 0 {
+		t.Fatalf("inspect = %d\n%s", code, errOut)
+	}
+	var in inspectOutput
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Used != 10 || len(in.Windows[1].Entries) != 10 ||
+		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}:notify:category") {
+		t.Errorf("inspect = %+v", in)
+	}
+	code, out, _ = runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors")
+	if code != 0 || !strings.Contains(out, "rule category: 10/10 used per 30m0s; 10 entries; expires in") || !strings.Contains(out, "age ") {
+		t.Errorf("inspect text = %d\n%s", code, out)
+	}
+	// sluice check reads the same store: the category is full.
+	code, out, _ = runCLI(t, "check", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 1 || !strings.Contains(out, `"denied_by":"category"`) {
+		t.Errorf("check on a full category = %d %s, want 1 and denied by category", code, out)
+	}
+}
+
+// exerciseEndpoints drives every endpoint of a server running e2eConfig.
+func exerciseEndpoints(t *testing.T, p *serveProc) {
+	t.Helper()
+	type limit struct {
+		Name                                         string
+		Limit, Used, Remaining, WindowMS, RetryAfter int64
+	}
+	type decision struct {
+		Allowed      bool
+		Remaining    int64
+		RetryAfterMS int64 `json:"retry_after_ms"`
+		ResetAfterMS int64 `json:"reset_after_ms"`
+		DeniedBy     string `json:"denied_by"`
+		Degraded     bool
+		Limits       []limit
+	}
+	errs := `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`
+	for i := range 10 {
+		var d decision
+		p.post("/v1/decide", errs, &d)
+		if !d.Allowed || d.Remaining != int64(9-i) || d.Degraded {
+			t.Fatalf("decision %d = %+v", i, d)
+		}
+	}
+	var d decision
+	p.post("/v1/decide", errs, &d)
+	if d.Allowed || d.DeniedBy != "category" || d.RetryAfterMS <= 0 || d.RetryAfterMS > 1800000 || d.Limits[0].Used != 10 {
+		t.Fatalf("11th decision = %+v, want denied by category", d)
+	}
+	p.post("/v1/peek", `{"policy":"notify","attributes":{"category":"info"},"cost":10}`, &d)
+	if !d.Allowed || d.Limits[0].Used != 10 || d.Limits[1].Used != 0 {
+		t.Errorf("peek = %+v", d)
+	}
+	p.post("/v1/record", `{"policy":"notify","attributes":{"category":"info"},"cost":10}`, &d)
+	if d.Limits[0].Used != 20 || d.Limits[1].Used != 10 {
+		t.Errorf("record = %+v, want global 20, category 10", d)
+	}
+
+	var pol struct {
+		Policies  []struct{ Name string }
+		Schedules []struct{ Name, Rate string }
+	}
+	r := p.do("GET", "/v1/policies", "")
+	r.JSON(t, &pol)
+	if r.Status != 200 || len(pol.Policies) != 3 || len(pol.Schedules) != 1 || pol.Schedules[0].Rate != "4/1s" {
+		t.Errorf("policies = %d %+v", r.Status, pol)
+	}
+
+	type reservation struct {
+		OK      bool
+		DelayMS int64 `json:"delay_ms"`
+		ID      string
+		Queue   int64
+	}
+	var r1, r2, r3 reservation
+	carrier := `{"schedule":"carrier","attributes":{"carrier":"45"}}`
+	p.post("/v1/reserve", carrier, &r1)
+	p.post("/v1/reserve", carrier, &r2)
+	if !r1.OK || r1.DelayMS > 5 || !r2.OK || r2.DelayMS < 200 || r2.DelayMS > 250 || r2.ID == "" || r2.Queue < 1 {
+		t.Errorf("reservations = %+v %+v, want delays 0 and 250ms", r1, r2)
+	}
+	var c struct{ Cancelled bool }
+	p.post("/v1/cancel", `{"schedule":"carrier","attributes":{"carrier":"45"},"id":"`+r2.ID+`"}`, &c)
+	if !c.Cancelled {
+		t.Error("cancel = false")
+	}
+	p.post("/v1/reserve", carrier, &r3)
+	if !r3.OK || r3.DelayMS < 200 || r3.DelayMS > 250 {
+		t.Errorf("reservation after cancel = %+v, want the cancelled slot", r3)
+	}
+
+	for i := range 4 {
+		r := p.do("GET", "/v1/forward-auth?policy=edge", "", "X-Forwarded-For", "198.51.100.9", "X-Forwarded-Uri", "/x")
+		want := 200
+		if i == 3 {
+			want = 429
+		}
+		if r.Status != want || r.Header.Get("RateLimit") == "" {
+			t.Errorf("forward-auth %d = %d %v, want %d with RateLimit", i, r.Status, r.Header, want)
+		}
+		if want == 429 && r.Header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After: %v", r.Header)
+		}
+	}
+
+	// Each class of bad request answers problem+json.
+	problems := []struct {
+		name, path, body string
+		status           int
+		code             string
+	}{
+		{"malformed JSON", "/v1/decide", `{"policy":`, 400, "malformed_json"},
+		{"unknown policy", "/v1/decide", `{"policy":"nope"}`, 400, "unknown_policy"},
+		{"missing attribute", "/v1/decide", `{"policy":"notify"}`, 400, "missing_attribute"},
+		{"cost 0", "/v1/decide", `{"policy":"notify","attributes":{"category":"x"},"cost":0}`, 400, "invalid_cost"},
+		{"body too large", "/v1/decide", `{"policy":"notify","attributes":{"category":"` + strings.Repeat("x", 70000) + `"}}`, 413, "body_too_large"},
+		{"unknown route", "/v1/nope", `{}`, 404, "not_found"},
+	}
+	for _, pr := range problems {
+		r := p.do("POST", pr.path, pr.body)
+		var body struct {
+			Status int
+			Code   string
+			Title  string
+			Detail string
+		}
+		r.JSON(t, &body)
+		if r.Status != pr.status || r.Header.Get("Content-Type") != "application/problem+json" || body.Status != pr.status ||
+			body.Code != pr.code || body.Title == "" {
+			t.Errorf("%s: %d %s %+v, want %d %s", pr.name, r.Status, r.Header.Get("Content-Type"), body, pr.status, pr.code)
+		}
+	}
+
+	if r := p.do("GET", "/healthz", ""); r.Status != 200 {
+		t.Errorf("/healthz = %d", r.Status)
+	}
+	if r := p.do("GET", "/readyz", ""); r.Status != 200 {
+		t.Errorf("/readyz = %d %s", r.Status, r.Body)
+	}
+
+	exerciseGRPC(t, p)
+
+	m := p.do("GET", "/metrics", "")
+	for _, want := range []string{
+		`sluice_decisions_total{outcome="denied",policy="notify",rule="category"} 1`,
+		`sluice_decisions_total{outcome="allowed",policy="notify",rule=""} 11`, // 10 decided, 1 recorded
+		`sluice_store_duration_seconds_bucket{op="decide"`,
+		`sluice_reservations_total{outcome="reserved",schedule="carrier"} 3`,
+		`sluice_reservation_delay_seconds_count{schedule="carrier"} 3`,
+		`sluice_requests_total{api="envoy",code="OK"}`,
+	} {
+		if !strings.Contains(string(m.Body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// exerciseGRPC drives sluice's gRPC service and Envoy's rate-limit service.
+func exerciseGRPC(t *testing.T, p *serveProc) {
+	t.Helper()
+	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	sc := sluicev1.NewSluiceClient(conn)
+	d, err := sc.Peek(ctx, &sluicev1.DecideRequest{Policy: "notify", Attributes: map[string]string{"category": "errors"}})
+	if err != nil || d.Allowed || d.DeniedBy != "category" {
+		t.Errorf("gRPC Peek = %v, %v; want denied by category", d, err)
+	}
+
+	// An atomic multi-descriptor request: bob is over his limit, so nothing
+	// is recorded for /orders either.
+	env := rlsv3.NewRateLimitServiceClient(conn)
+	desc := func(k, v string) *ratelimitv3.RateLimitDescriptor {
+		return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+	}
+	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "bob"), desc("path", "/orders")}}
+	for i := range 2 {
+		res, err := env.ShouldRateLimit(ctx, req)
+		if err != nil || res.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("Envoy request %d = %v, %v", i, res, err)
+		}
+	}
+	pathUsed := func() int64 {
+		d, err := sc.Peek(ctx, &sluicev1.DecideRequest{Policy: "api", Attributes: map[string]string{"user": "nobody", "path": "/orders"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Limits[1].Used
+	}
+	before := pathUsed()
+	res, err := env.ShouldRateLimit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || res.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT ||
+		res.Statuses[1].Code != rlsv3.RateLimitResponse_OK {
+		t.Errorf("over-limit request = %v", res)
+	}
+	if after := pathUsed(); before != 2 || after != before {
+		t.Errorf("/orders used %d before the denied request and %d after, want 2 and 2", before, after)
+	}
+}
+
+func TestServeScaleRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	file := writeFile(t, t.TempDir(), "sluice.yaml", redisSection(rs.Addr(), "scale")+e2eConfig)
+	var procs []*serveProc
+	for range 3 {
+		procs = append(procs, startServe(t, file))
+	}
+	// Seed 000's scale scenario: 400 notifications over 20 categories at
+	// once, spread over the three instances.
+	const n, categories = 400, 20
+	var (
+		mu         sync.Mutex
+		allowed    int
+		perCat     = map[string]int{}
+		wg         sync.WaitGroup
+		start      = make(chan struct{})
+		errs       = make(chan error, n)
+		transport  = &http.Transport{MaxIdleConnsPerHost: 100}
+		client     = &http.Client{Transport: transport, Timeout: 30 * time.Second}
+		decodeFail = make(chan string, n)
+	)
+	defer transport.CloseIdleConnections()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			cat := fmt.Sprintf("c%02d", i%categories)
+			body := `{"policy":"notify","attributes":{"category":"` + cat + `"}}`
+			res, err := client.Post(procs[i%3].HTTP+"/v1/decide", "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer res.Body.Close()
+			var d struct {
+				Allowed  bool
+				Degraded bool
+			}
+			r := &response{Status: res.StatusCode}
+			r.Body, _ = io.ReadAll(res.Body)
+			if err := json.Unmarshal(r.Body, &d); err != nil || res.StatusCode != 200 || d.Degraded {
+				decodeFail <- fmt.Sprintf("%d %s", res.StatusCode, r.Body)
+				return
+			}
+			if d.Allowed {
+				mu.Lock()
+				allowed++
+				perCat[cat]++
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	close(decodeFail)
+	for err := range errs {
+		t.Error(err)
+	}
+	for s := range decodeFail {
+		t.Error(s)
+	}
+	if allowed != 100 {
+		t.Errorf("allowed %d of %d, want exactly 100", allowed, n)
+	}
+	for c, k := range perCat {
+		if k > 10 {
+			t.Errorf("category %s allowed %d, want at most 10", c, k)
+		}
+	}
+}
+
+func TestServeReload(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := writeFile(t, dir, "sluice.yaml", e2eConfig)
+	p := startServe(t, file)
+	categoryLimit := func() int64 {
+		var d struct{ Limits []struct{ Limit int64 } }
+		p.post("/v1/peek", `{"policy":"notify","attributes":{"category":"x"}}`, &d)
+		return d.Limits[1].Limit
+	}
+	if got := categoryLimit(); got != 10 {
+		t.Fatalf("category limit %d, want 10", got)
+	}
+	// Replace the file as an editor does: write a new file and rename it.
+	replace := func(content string) {
+		tmp := writeFile(t, dir, "new.yaml", content)
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(strings.Replace(e2eConfig, "limit: 10, window: 30m", "limit: 7, window: 30m", 1))
+	p.waitLog("configuration reloaded", 10*time.Second)
+	if got := categoryLimit(); got != 7 {
+		t.Fatalf("after the change the category limit is %d, want 7", got)
+	}
+
+	replace(strings.Replace(e2eConfig, "limit: 10, window: 30m", "limit: 0, window: 30m", 1))
+	rec := p.waitLog("configuration not reloaded", 10*time.Second)
+	if err := fmt.Sprint(rec["err"]); !strings.Contains(err, "sluice.yaml:6:") || !strings.Contains(err, "limit is 0") {
+		t.Errorf("logged error %q, want the file, line and problem", err)
+	}
+	if got := categoryLimit(); got != 7 {
+		t.Errorf("after a broken file the category limit is %d, want the previous 7", got)
+	}
+
+	// SIGHUP reloads too.
+	if err := os.WriteFile(file, []byte(strings.Replace(e2eConfig, "limit: 10, window: 30m", "limit: 5, window: 30m", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for categoryLimit() != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the limit did not change to 5:\n%s", p.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestServeGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, t.TempDir(), "sluice.yaml", e2eConfig)
+	p := startServe(t, file)
+	// A request in flight: its body arrives after SIGTERM.
+	pr, pw := io.Pipe()
+	done := make(chan *http.Response, 1)
+	go func() {
+		res, err := http.Post(p.HTTP+"/v1/decide", "application/json", pr)
+		if err != nil {
+			t.Error(err)
+			done <- nil
+			return
+		}
+		done <- res
+	}()
+	if _, err := pw.Write([]byte(`{"policy":"notify",`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the server start reading the request
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog("shutting down", 10*time.Second)
+	if _, err := pw.Write([]byte(`"attributes":{"category":"a"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	res := <-done
+	if res == nil {
+		return
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("in-flight request = %d, want 200", res.StatusCode)
+	}
+	<-p.exited
+	if p.exitCode != 0 {
+		t.Errorf("exit code %d, want 0", p.exitCode)
+	}
+}
+
+func TestCheckCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := writeFile(t, dir, "sluice.yaml", e2eConfig)
+	code, out, _ := runCLI(t, "check", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 0 || !strings.Contains(out, `"allowed":true`) {
+		t.Errorf("check = %d %s", code, out)
+	}
+	code, _, _ = runCLI(t, "check", "--config", file, "--policy", "notify", "--attr", "category=errors", "--cost", "11")
+	if code != 2 {
+		t.Errorf("check with a cost over the limit = %d, want 2", code)
+	}
+	code, _, errOut := runCLI(t, "check", "--config", file, "--policy", "nope")
+	if code != 2 || !strings.Contains(errOut, "unknown policy") {
+		t.Errorf("check of an unknown policy = %d %s", code, errOut)
+	}
+	bad := writeFile(t, dir, "bad.yaml", "policies:\n  - name: p\n    limits: [{name: r, limit: 5, window: 30}]\n")
+	code, _, errOut = runCLI(t, "check", "--config", bad, "--policy", "p")
+	if code != 2 || !strings.Contains(errOut, filepath.Base(bad)+":3:") || !strings.Contains(errOut, "has no unit") {
+		t.Errorf("check of a bad file = %d %s", code, errOut)
+	}
+	code, _, _ = runCLI(t, "check", "--policy", "p")
+	if code != 2 {
+		t.Errorf("check without --config = %d, want 2", code)
+	}
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// openedStore is the store a command runs on, with what it needs besides
+// the sluice.Store interface.
+type openedStore struct {
+	sluice.Store
+
+	// Redis is the Redis store, nil for the in-memory store.
+	Redis *redisstore.Store
+
+	// Where describes the store for messages.
+	Where string
+
+	// ping checks that the store answers; nil for the in-memory store.
+	ping func(ctx context.Context) error
+
+	// closeClient closes the Redis client after the store.
+	closeClient func()
+}
+
+// Ping reports whether the store answers.
+func (s *openedStore) Ping(ctx context.Context) error {
+	if s.ping == nil {
+		return nil
+	}
+	return s.ping(ctx)
+}
+
+// Close closes the store and its client.
+func (s *openedStore) Close() error {
+	err := s.Store.Close()
+	if s.closeClient != nil {
+		s.closeClient()
+	}
+	return err
+}
+
+// openConfiguredStore opens Redis at url when it is set, else the Redis of
+// the file's store section, else the in-memory store. The file's prefix
+// applies to both Redis cases.
+func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
+	prefix := "sluice"
+	if cfg != nil && cfg.Store != nil && cfg.Store.Prefix != "" {
+		prefix = cfg.Store.Prefix
+	}
+	var opt rueidis.ClientOption
+	var where string
+	switch {
+	case url != "":
+		var err error
+		if opt, err = rueidis.ParseURL(url); err != nil {
+			return nil, fmt.Errorf("--redis %q: %v; write it as redis://[user:password@]host:port[/db]", url, err)
+		}
+		where = "Redis at " + strings.Join(opt.InitAddress, ",")
+	case cfg != nil && cfg.Store != nil && cfg.Store.Redis != nil:
+		r := cfg.Store.Redis
+		opt = rueidis.ClientOption{InitAddress: r.Addrs, Username: r.Username, Password: r.Password, SelectDB: r.DB}
+		switch r.Mode {
+		case "sentinel":
+			opt.Sentinel = rueidis.SentinelOption{MasterSet: r.MasterName, Username: r.Username, Password: r.Password}
+		case "standalone", "":
+			opt.ForceSingleClient = true
+		}
+		if r.TLS != nil {
+			tc, err := tlsConfig(r.TLS)
+			if err != nil {
+				return nil, err
+			}
+			opt.TLSConfig = tc
+		}
+		where = fmt.Sprintf("Redis (%s) at %s", r.Mode, strings.Join(r.Addrs, ","))
+	default:
+		return &openedStore{Store: memstore.New(memstore.Config{}), Where: "the in-memory store"}, nil
+	}
+	opt.DisableCache = true
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", where, err)
+	}
+	rs, err := redisstore.NewFromClient(client, redisstore.Config{Prefix: prefix})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &openedStore{
+		Store: rs,
+		Redis: rs,
+		Where: where,
+		ping: func(ctx context.Context) error {
+			return client.Do(ctx, client.B().Ping().Build()).Error()
+		},
+		closeClient: client.Close,
+	}, nil
+}
+
+// tlsConfig builds the TLS configuration of a Redis connection.
+func tlsConfig(t *config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store.redis.tls.ca: %s holds no PEM certificate", t.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if t.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis.tls: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
