@@ -1,0 +1,244 @@
+// Command dialer places outbound calls to downstream carriers at the rate
+// each carrier accepts, from any number of worker goroutines in any number of
+// processes: every call reserves a slot on its carrier's schedule, waits for
+// it, and leaves. The schedules live in Redis with -redis, so every process
+// that points at the same server shares them; calls above a carrier's rate
+// are delayed, and a call that would wait longer than -max-delay is offered
+// to the other carrier instead (seed 003).
+//
+//	go run ./examples/dialer -carriers 45=4/s,46=10/s -workers 4 -for 5s
+//	go run ./examples/dialer -redis redis://127.0.0.1:6390/0 -name p1 &
+//	go run ./examples/dialer -redis redis://127.0.0.1:6390/0 -name p2
+//
+// Each call that leaves prints one line: when it left, its carrier, the
+// process and worker that placed it, and how long it waited; with -json,
+// one object per call.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// carrier is one downstream carrier and the schedule its calls go through:
+// one queue per carrier, at the carrier's own rate.
+type carrier struct {
+	id    string
+	sched *sluice.Schedule
+}
+
+// call is one call that left, as printed with -json.
+type call struct {
+	Process string `json:"process"`
+	Worker  int    `json:"worker"`
+	Carrier string `json:"carrier"`
+	// Slot is the slot the schedule gave, in µs since the epoch on the
+	// store's clock; Sent is when the call left, on this process's clock.
+	Slot     int64 `json:"slot_us"`
+	Sent     int64 `json:"sent_us"`
+	WaitedUS int64 `json:"waited_us"`
+
+	start time.Time // the run's start, set by the test
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dialer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	carriers := fs.String("carriers", "45=4/s,46=10/s", "the carriers and their rates, as `id=rate,...`")
+	workers := fs.Int("workers", 4, "worker goroutines placing calls")
+	length := fs.Duration("for", 5*time.Second, "how long to place calls")
+	startAt := fs.Int64("start", 0, "when to start, in `µs` since the epoch (default: now); lets processes start together")
+	maxDelay := fs.Duration("max-delay", 2*time.Second, "the longest a call may wait for its carrier")
+	redisURL := fs.String("redis", "", "share the schedules in Redis at this `URL` (redis://host:port/db); default: in memory")
+	prefix := fs.String("prefix", "dialer", "the Redis key prefix")
+	name := fs.String("name", fmt.Sprintf("pid%d", os.Getpid()), "this process's name in the output")
+	asJSON := fs.Bool("json", false, "print one JSON object per call")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cs, err := parseCarriers(*carriers, *maxDelay)
+	if err != nil {
+		fmt.Fprintln(stderr, "dialer:", err)
+		return 2
+	}
+	store, err := openStore(*redisURL, *prefix)
+	if err != nil {
+		fmt.Fprintln(stderr, "dialer:", err)
+		return 2
+	}
+	defer store.Close()
+	lim := sluice.NewLimiter(store, sluice.Config{})
+	if err := checkStore(ctx, lim, *name); err != nil {
+		fmt.Fprintln(stderr, "dialer: the store does not answer:", err)
+		return 1
+	}
+
+	start := time.Now()
+	if *startAt != 0 {
+		start = time.UnixMicro(*startAt)
+	}
+	ctx, cancel := context.WithDeadline(ctx, start.Add(*length))
+	defer cancel()
+	select {
+	case <-time.After(time.Until(start)):
+	case <-ctx.Done():
+		return 0
+	}
+
+	var (
+		mu   sync.Mutex
+		enc  = json.NewEncoder(stdout)
+		wg   sync.WaitGroup
+		errs = make(chan error, *workers)
+	)
+	report := func(c call) {
+		mu.Lock()
+		defer mu.Unlock()
+		if *asJSON {
+			_ = enc.Encode(c)
+			return
+		}
+		fmt.Fprintf(stdout, "%s  call to carrier %-4s left  (%s worker %d, waited %v)\n",
+			time.UnixMicro(c.Sent).Format("15:04:05.000000"), c.Carrier, c.Process, c.Worker,
+			time.Duration(c.WaitedUS)*time.Microsecond)
+	}
+	for w := range *workers {
+		wg.Go(func() {
+			if err := work(ctx, lim, cs, *name, w, report); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	code := 0
+	for err := range errs {
+		fmt.Fprintln(stderr, "dialer:", err)
+		code = 1
+	}
+	return code
+}
+
+// work places calls until ctx ends. Worker w starts with carrier w and goes
+// round the carriers; a call its carrier rejects (the wait would be longer
+// than MaxDelay) is offered to the next one, and when every carrier rejects
+// it the worker waits until the first one could take it.
+func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string, w int, report func(call)) error {
+	next := w % len(cs)
+	for {
+		var (
+			wait = time.Duration(-1)
+			done = 0
+		)
+		for try := range cs {
+			c := cs[(next+try)%len(cs)]
+			asked := time.Now()
+			r, err := lim.Wait(ctx, c.sched, nil, 1)
+			switch {
+			case err == nil:
+				sent := time.Now()
+				report(call{Process: process, Worker: w, Carrier: c.id, Slot: r.Slot.UnixMicro(),
+					Sent: sent.UnixMicro(), WaitedUS: sent.Sub(asked).Microseconds()})
+				next = (next + try + 1) % len(cs)
+				wait = 0
+			case errors.Is(err, sluice.ErrRejected):
+				// Full: try the next carrier.
+				if d := r.Delay - c.sched.MaxDelay; wait < 0 || d < wait {
+					wait = d
+				}
+				continue
+			case errors.Is(err, sluice.ErrDeadlineBeforeSlot):
+				done++
+				continue
+			case ctx.Err() != nil:
+				return nil
+			default:
+				return err
+			}
+			break
+		}
+		if done == len(cs) {
+			return nil // no carrier has a slot before the end
+		}
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// checkStore makes and cancels a reservation on a schedule of this process
+// alone, so that a store that does not answer is reported before any call
+// is placed (and Redis has the scripts loaded when calls start).
+func checkStore(ctx context.Context, lim *sluice.Limiter, process string) error {
+	check := &sluice.Schedule{Name: "dialer-check", By: []string{"process"}, Rate: sluice.Rate{Events: 1, Per: time.Millisecond}}
+	attrs := map[string]string{"process": process}
+	r, err := lim.Reserve(ctx, check, attrs, 1)
+	if err != nil {
+		return err
+	}
+	_, err = lim.Cancel(ctx, check, attrs, r.ID)
+	return err
+}
+
+// parseCarriers parses "45=4/s,46=10/s".
+func parseCarriers(s string, maxDelay time.Duration) ([]carrier, error) {
+	var cs []carrier
+	for part := range strings.SplitSeq(s, ",") {
+		id, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("carrier %q is not ID=RATE, as in 45=4/s", part)
+		}
+		r, err := sluice.ParseRate(rate)
+		if err != nil {
+			return nil, fmt.Errorf("carrier %s: %w", id, err)
+		}
+		sched := &sluice.Schedule{Name: "carrier-" + id, Rate: r, MaxDelay: maxDelay}
+		if err := sched.Validate(); err != nil {
+			return nil, err
+		}
+		cs = append(cs, carrier{id: id, sched: sched})
+	}
+	return cs, nil
+}
+
+// openStore opens Redis at url, or the in-memory store when url is empty.
+func openStore(url, prefix string) (sluice.Store, error) {
+	if url == "" {
+		return memstore.New(memstore.Config{}), nil
+	}
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", url, err)
+	}
+	return redisstore.New(redisstore.Config{Addrs: opt.InitAddress, Username: opt.Username,
+		Password: opt.Password, DB: opt.SelectDB, Prefix: prefix})
+}
