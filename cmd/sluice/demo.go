@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/internal/config"
 )
 
 // demoPolicy is seed 000's demo: a global cap of 10 over a cap of 3 per
@@ -101,10 +101,14 @@ func formatDemoLine(l demoLine) string {
 	return b.String()
 }
 
-// openDemoStore opens the in-memory store, or Redis when url is set.
+// openDemoStore opens the in-memory store, or Redis when url is set. On
+// Redis every run writes under a prefix of its own, so a run is not denied by
+// the windows an earlier run left behind (they expire with their window).
 func openDemoStore(url string) (sluice.Store, string, error) {
-	if url == "" {
-		return memstore.New(memstore.Config{}), "the in-memory store", nil
+	cfg := &config.Config{Store: &config.Store{Prefix: fmt.Sprintf("sluice-demo-%d", time.Now().UnixNano())}}
+	s, err := openConfiguredStore(cfg, url)
+	if err != nil {
+		return nil, "", err
 	}
-	return openRedis(url, fmt.Sprintf("sluice-demo-%d", time.Now().UnixNano()))
+	return s, s.Where, nil
 }

@@ -12,8 +12,6 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/memstore"
-	"github.com/sluicerate/sluice/redisstore"
 )
 
 // reserveLine is one reservation of `sluice reserve`, as printed with --json.
@@ -186,26 +184,9 @@ flags:`)
 // openReserveStore opens Redis at url if set, else the store of the
 // configuration file (nil for none), else the in-memory store.
 func openReserveStore(url string, cfg *config.Config) (sluice.Store, string, error) {
-	prefix := ""
-	if cfg != nil && cfg.Store != nil {
-		prefix = cfg.Store.Prefix
-	}
-	if url != "" {
-		if prefix == "" {
-			prefix = "sluice"
-		}
-		return openRedis(url, prefix)
-	}
-	if cfg == nil || cfg.Store == nil || cfg.Store.Redis == nil {
-		return memstore.New(memstore.Config{}), "the in-memory store", nil
-	}
-	r := cfg.Store.Redis
-	if r.Mode != "" && r.Mode != "standalone" {
-		return nil, "", fmt.Errorf("the file's Redis is in %s mode; pass --redis URL", r.Mode)
-	}
-	s, err := redisstore.New(redisstore.Config{Addrs: r.Addrs, Username: r.Username, Password: r.Password, DB: r.DB, Prefix: prefix})
+	s, err := openConfiguredStore(cfg, url)
 	if err != nil {
 		return nil, "", err
 	}
-	return s, "Redis at " + strings.Join(r.Addrs, ","), nil
+	return s, s.Where, nil
 }
