@@ -19,11 +19,12 @@ const (
 	headerForwardedURI    = "X-Forwarded-Uri"
 )
 
-// handleForwardAuth serves /v1/forward-auth?policy=NAME[&cost=N]: it
-// decides the forwarded request against the policy and answers 200 when
-// allowed, or 429 with Retry-After when denied, with the RateLimit headers
-// either way. Any method is accepted, as proxies forward the original one or
-// GET.
+// handleForwardAuth serves /v1/forward-auth?policy=NAME[&cost=N]
+// [&deny_status=S]: it decides the forwarded request against the policy and
+// answers 200 when allowed, or 429 (or S: 401 or 403, for nginx's
+// auth_request, which treats any other status as an error) with Retry-After
+// when denied, with the RateLimit headers either way. Any method is
+// accepted, as proxies forward the original one or GET.
 func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	const api = "forward_auth"
 	st := s.state.Load()
@@ -36,6 +37,15 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cost = n
+	}
+	denyStatus := http.StatusTooManyRequests
+	switch ds := q.Get("deny_status"); ds {
+	case "", "429":
+	case "401", "403":
+		denyStatus, _ = strconv.Atoi(ds)
+	default:
+		s.fail(w, api, badRequest("bad_request", "deny_status %q: use 429 (the default), 403 or 401", ds))
+		return
 	}
 	policy := q.Get("policy")
 	if policy == "" {
@@ -61,8 +71,10 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 		s.metrics.requests.WithLabelValues(api, "503").Inc()
 		httplimit.Unavailable().Write(w)
 	default:
-		s.metrics.requests.WithLabelValues(api, "429").Inc()
-		httplimit.QuotaExceeded(d).Write(w)
+		s.metrics.requests.WithLabelValues(api, strconv.Itoa(denyStatus)).Inc()
+		p := httplimit.QuotaExceeded(d)
+		p.Status = denyStatus
+		p.Write(w)
 	}
 }
 

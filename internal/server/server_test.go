@@ -251,6 +251,13 @@ func TestForwardAuth(t *testing.T) {
 	if w := fwd("203.0.113.8", "alice"); w.Code != 200 {
 		t.Errorf("another client = %d, want 200", w.Code)
 	}
+	w = ts.do("GET", "/v1/forward-auth?policy=edge&deny_status=403", "", "X-Forwarded-For", "203.0.113.7", "X-User-Id", "bob")
+	if w.Code != 403 || w.Header().Get("Retry-After") != "60" {
+		t.Errorf("deny_status=403: %d %v", w.Code, w.Header())
+	}
+	if w := ts.do("GET", "/v1/forward-auth?policy=edge&deny_status=500", ""); w.Code != 400 {
+		t.Errorf("deny_status=500: %d, want 400", w.Code)
+	}
 }
 
 func TestMetrics(t *testing.T) {
