@@ -140,12 +140,15 @@ flags:`)
 		return fail("give the schedule with --config FILE --schedule NAME, or with --rate")
 	}
 
-	store, where, err := openReserveStore(*redisURL, cfg)
+	store, err := openConfiguredStore(cfg, *redisURL)
 	if err != nil {
 		return fail("%v", err)
 	}
 	defer store.Close()
-	lim := sluice.NewLimiter(store, sluice.Config{})
+	where := store.Where
+	// The Limiter goes straight to the opened store, which keeps the
+	// schedules (sluice.Scheduler).
+	lim := sluice.NewLimiter(store.Store, sluice.Config{})
 
 	if !*asJSON {
 		fmt.Fprintf(stdout, "schedule %q on %s: %v (one every %v), max delay %v", sched.Name, where, sched.Rate, sched.Interval(), sched.MaxDelay)
@@ -179,14 +182,4 @@ flags:`)
 		}
 	}
 	return code
-}
-
-// openReserveStore opens Redis at url if set, else the store of the
-// configuration file (nil for none), else the in-memory store.
-func openReserveStore(url string, cfg *config.Config) (sluice.Store, string, error) {
-	s, err := openConfiguredStore(cfg, url)
-	if err != nil {
-		return nil, "", err
-	}
-	return s, s.Where, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicerate/sluice/internal/redistest"
 )
 
 const reserveConfig = `
@@ -131,5 +133,37 @@ func TestReserveUsageErrors(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("reserve %v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr.String(), exitUsage, tt.want)
 		}
+	}
+}
+
+func TestReserveOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	url := "redis://" + srv.Addr() + "/0"
+	args := []string{"--redis", url, "--rate", "4/s", "--max-delay", "1s", "--schedule", "shared", "--attr", "carrier=45"}
+	// Two invocations, as two processes would: the second finds the first's
+	// reservations in Redis and queues behind them.
+	first, code, stderr := runReserveJSON(t, append(args, "--n", "3")...)
+	if code != exitOK || len(first) != 3 {
+		t.Fatalf("first run: exit %d, %d lines; stderr: %s", code, len(first), stderr)
+	}
+	second, code, _ := runReserveJSON(t, append(args, "--n", "3")...)
+	if code != exitDenied || len(second) != 3 {
+		t.Fatalf("second run: exit %d with %d lines, want %d with 3", code, len(second), exitDenied)
+	}
+	// The slots, on Redis's clock, follow each other 250ms apart across the
+	// two runs: T0 to T0+1s, and the sixth would wait more than 1s.
+	all := append(first, second...)
+	t0, err := time.Parse(time.RFC3339Nano, all[0].Slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range all[:5] {
+		slot, err := time.Parse(time.RFC3339Nano, l.Slot)
+		if err != nil || !l.OK || slot.Sub(t0) != time.Duration(i)*250*time.Millisecond {
+			t.Errorf("reservation %d: %+v, want OK at T0+%v", i+1, l, time.Duration(i)*250*time.Millisecond)
+		}
+	}
+	if l := all[5]; l.OK || l.Reason != "delay" || l.DelayMS <= 1000 {
+		t.Errorf("reservation 6: %+v, want rejected for a delay over 1s", l)
 	}
 }
