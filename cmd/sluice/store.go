@@ -42,6 +42,27 @@ func (s *openedStore) Ping(ctx context.Context) error {
 	return s.ping(ctx)
 }
 
+// Reserve implements sluice.Scheduler over the opened store, so that a
+// Limiter over an openedStore can reserve.
+func (s *openedStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+	sc, ok := s.Store.(sluice.Scheduler)
+	if !ok {
+		return sluice.Reservation{}, fmt.Errorf("%s keeps no schedules", s.Where)
+	}
+	return sc.Reserve(ctx, req)
+}
+
+// Cancel implements sluice.Scheduler over the opened store.
+func (s *openedStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+	sc, ok := s.Store.(sluice.Scheduler)
+	if !ok {
+		return false, fmt.Errorf("%s keeps no schedules", s.Where)
+	}
+	return sc.Cancel(ctx, req)
+}
+
+var _ sluice.Scheduler = (*openedStore)(nil)
+
 // Close closes the store and its client.
 func (s *openedStore) Close() error {
 	err := s.Store.Close()
