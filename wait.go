@@ -68,7 +68,7 @@ func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string
 		}
 		// The store counts whole microseconds; accept only slots strictly
 		// before the deadline.
-		limit := (left+time.Microsecond-1).Truncate(time.Microsecond) - time.Microsecond
+		limit := (left + time.Microsecond - 1).Truncate(time.Microsecond) - time.Microsecond
 		if limit < req.MaxDelay {
 			req.MaxDelay, bounded = limit, true
 		}
