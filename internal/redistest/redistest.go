@@ -67,12 +67,18 @@ type Server struct {
 	addr    string
 	missing error // set when redis-server is not installed (outside CI)
 
+	mu      sync.Mutex // guards cmd, exited and log across Restart
 	cmd     *exec.Cmd
 	dir     string
 	exited  chan struct{} // closed when the process has exited
 	log     *tail
 	stopped sync.Once
 	stopErr error
+
+	// How the process was launched, for Restart.
+	bin        string
+	pre, extra []string
+	ready      string
 }
 
 // Start starts a server for one test and stops it when the test ends. When
@@ -148,12 +154,9 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.stopped.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.terminate() {
 			s.stopErr = fmt.Errorf("redistest: redis-server on %s did not stop on SIGTERM and was killed", s.addr)
 		}
 		if err := os.RemoveAll(s.dir); err != nil && s.stopErr == nil {
@@ -161,6 +164,28 @@ func (s *Server) Stop() error {
 		}
 	})
 	return s.stopErr
+}
+
+// terminate sends SIGTERM (and SIGCONT, in case the process is paused) and
+// waits for the process to exit, killing it after 10 seconds. It reports
+// whether SIGTERM was enough. The caller holds s.mu.
+func (s *Server) terminate() bool {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-s.exited:
+		return true
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return false
+	}
+}
+
+// kill kills the process and waits for it to exit.
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 // start starts one redis-server on a free port and waits until it answers
@@ -174,44 +199,64 @@ func start(bin string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
+	s, err := launch(bin, port, dir, nil, opts.Args, readyServer)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Lines a process logs once it accepts connections.
+const (
+	readyServer   = "Ready to accept connections"
+	readySentinel = "Sentinel ID is"
+)
+
+// launch runs redis-server on port with dir as its working directory: pre
+// are arguments placed before the harness's own (a configuration file),
+// extra after them. It waits for the log line ready and a PONG. On failure
+// the process is stopped; dir is left to the caller.
+func launch(bin string, port int, dir string, pre, extra []string, ready string) (*Server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{
+	args := append([]string(nil), pre...)
+	args = append(args,
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", dir,
 		"--daemonize", "no",
 		"--logfile", "",
+	)
+	if ready == readyServer {
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
-	args = append(args, opts.Args...)
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = sysProcAttr()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redistest: starting redis-server: %w", err)
 	}
-	s := &Server{addr: addr, cmd: cmd, dir: dir, exited: make(chan struct{}), log: &tail{}}
+	s := &Server{addr: addr, cmd: cmd, dir: dir, exited: make(chan struct{}), log: &tail{},
+		bin: bin, pre: pre, extra: extra, ready: ready}
 
-	// redis-server logs "Ready to accept connections" once it listens; the
-	// log is read to the end so that the server never blocks on its pipe.
-	ready := make(chan struct{})
+	// redis-server logs its ready line once it listens; the log is read to
+	// the end so that the server never blocks on its pipe.
+	readyc := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
 		signalled := false
 		for sc.Scan() {
 			line := sc.Text()
 			s.log.add(line)
-			if !signalled && strings.Contains(line, "Ready to accept connections") {
+			if !signalled && strings.Contains(line, ready) {
 				signalled = true
-				close(ready)
+				close(readyc)
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -222,20 +267,19 @@ func start(bin string, opts Options) (*Server, error) {
 	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
-	case <-ready:
+	case <-readyc:
 	case <-s.exited:
-		os.RemoveAll(dir)
 		log := s.log.String()
 		if strings.Contains(log, "Address already in use") {
 			return nil, fmt.Errorf("redistest: redis-server on %s: %w", addr, errPortTaken)
 		}
 		return nil, fmt.Errorf("redistest: redis-server %s exited before accepting connections:\n%s", strings.Join(args, " "), log)
 	case <-timer.C:
-		s.Stop()
+		s.kill()
 		return nil, fmt.Errorf("redistest: redis-server on %s not ready after %v:\n%s", addr, startTimeout, s.log)
 	}
 	if err := ping(addr); err != nil {
-		s.Stop()
+		s.kill()
 		return nil, fmt.Errorf("redistest: redis-server on %s: %w\n%s", addr, err, s.log)
 	}
 	return s, nil
