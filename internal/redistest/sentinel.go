@@ -220,7 +220,7 @@ func (st *Sentinel) Failover() (*Server, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-return next, at, nil
+	return next, at, nil
 }
 
 // Stop stops the sentinels, then the data servers. It is safe to call more
