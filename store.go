@@ -40,6 +40,27 @@ type Request struct {
 	Attributes map[string]string
 	Cost       int64
 	Mode       Mode
+
+	// Limits, when its capacity holds one status per rule, is the buffer a
+	// store writes the decision's statuses into: Decision.Limits then shares
+	// its backing array, and is overwritten by the next decision made with
+	// the same buffer. A caller that decides in a loop reuses one Request
+	// (and one buffer) to decide without allocating. Nil, or too small: the
+	// store allocates Decision.Limits.
+	Limits []LimitStatus
+}
+
+// LimitsBuffer returns r.Limits resliced to one status per rule of r's
+// policy, zeroed, when it is large enough, and a new slice otherwise.
+// Stores build Decision.Limits in it.
+func (r *Request) LimitsBuffer() []LimitStatus {
+	n := len(r.Policy.Rules)
+	if cap(r.Limits) < n {
+		return make([]LimitStatus, n)
+	}
+	b := r.Limits[:n]
+	clear(b)
+	return b
 }
 
 // Validate reports why r cannot be decided: an invalid policy, a cost below
