@@ -79,3 +79,58 @@ func BenchmarkDecideParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkStoreDecide measures one decision of a one-rule policy over
+// 100,000 keys made on the store directly, reusing one Request and its
+// Limits buffer: the allocation-free path.
+func BenchmarkStoreDecide(b *testing.B) {
+	const keys = 100_000
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "user-" + strconv.Itoa(i)
+	}
+	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{
+		{Name: "per-user", Limit: 100, Window: time.Minute, By: []string{"user"}},
+	}}
+	s := New(Config{})
+	ctx := context.Background()
+	attrs := map[string]string{"user": ""}
+	req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
+	for i := range names { // every key warm
+		attrs["user"] = names[i]
+		if _, err := s.Decide(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			attrs["user"] = names[i]
+			if _, err := s.Decide(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i == keys {
+				i = 0
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			attrs := map[string]string{"user": ""}
+			req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
+			i := int(time.Now().UnixNano() % keys)
+			for pb.Next() {
+				attrs["user"] = names[i]
+				if _, err := s.Decide(ctx, req); err != nil {
+					b.Error(err)
+					return
+				}
+				if i++; i == keys {
+					i = 0
+				}
+			}
+		})
+	})
+}

@@ -14,7 +14,6 @@ const evictPerWrite = 4
 
 // queued is a window waiting in an expiry FIFO.
 type queued struct {
-	k       key
 	w       *window
 	expires int64 // the window's expiry when it was queued, µs
 }
@@ -27,9 +26,9 @@ type fifo struct {
 }
 
 // enqueue adds a newly created window to the FIFO of its TTL.
-func (sh *shard) enqueue(k key, w *window, ttl int64) {
+func (sh *shard) enqueue(w *window, ttl int64) {
 	q := sh.fifo(ttl)
-	q.items = append(q.items, queued{k: k, w: w, expires: w.expires})
+	q.items = append(q.items, queued{w: w, expires: w.expires})
 }
 
 func (sh *shard) fifo(ttl int64) *fifo {
@@ -58,8 +57,8 @@ func (sh *shard) evict(now int64) {
 				// Written since it was queued: wait for its new expiry.
 				it.expires = it.w.expires
 				q.items = append(q.items, it)
-			case sh.windows[it.k] == it.w:
-				delete(sh.windows, it.k)
+			case it.w.live:
+				sh.remove(it.w)
 			}
 		}
 		if q.head > 64 && q.head*2 >= len(q.items) {
@@ -68,4 +67,45 @@ func (sh *shard) evict(now int64) {
 			q.items, q.head = q.items[:n], 0
 		}
 	}
+}
+
+// lookup returns the window of k, whose hash is h, or nil.
+func (sh *shard) lookup(h uint64, k *key) *window {
+	for w := sh.windows[h]; w != nil; w = w.next {
+		if w.k == *k {
+			return w
+		}
+	}
+	return nil
+}
+
+// insert adds w, which no table holds, to the shard's table.
+func (sh *shard) insert(w *window) {
+	w.next = sh.windows[w.h]
+	w.live = true
+	sh.windows[w.h] = w
+	sh.count++
+}
+
+// remove drops w from the shard's table.
+func (sh *shard) remove(w *window) {
+	w.live = false
+	sh.count--
+	first := sh.windows[w.h]
+	if first == w {
+		if w.next == nil {
+			delete(sh.windows, w.h)
+		} else {
+			sh.windows[w.h] = w.next
+		}
+		w.next = nil
+		return
+	}
+	for p := first; p != nil; p = p.next {
+		if p.next == w {
+			p.next = w.next
+			break
+		}
+	}
+	w.next = nil
 }

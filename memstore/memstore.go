@@ -37,6 +37,7 @@ type Config struct {
 // one with New; the zero value is not usable.
 type Store struct {
 	now    func() time.Time
+	micros func() int64 // now in µs
 	seed   maphash.Seed
 	shards []shard
 	mask   uint64
@@ -46,15 +47,12 @@ type Store struct {
 
 var _ sluice.Store = (*Store)(nil)
 
-// key names one rule's window: policy, rule and the encoded values of the
-// rule's By attributes.
-type key struct {
-	policy, rule, values string
-}
-
+// shard is one lock's share of the windows: a hash table from a key's hash
+// to the windows with that hash (see lookup), and the expiry queues.
 type shard struct {
 	mu      sync.Mutex
-	windows map[key]*window
+	windows map[uint64]*window
+	count   int    // windows in the table
 	fifos   []fifo // expiry queues, one per distinct TTL (see evict.go)
 	_       [64]byte
 }
@@ -73,10 +71,18 @@ func New(cfg Config) *Store {
 		mask:   uint64(n - 1),
 	}
 	if s.now == nil {
+		// The wall clock at start plus the monotonic time since: one clock
+		// read per decision, and immune to steps of the wall clock.
+		start := time.Now()
+		base := start.UnixMicro()
 		s.now = time.Now
+		s.micros = func() int64 { return base + time.Since(start).Microseconds() }
+	} else {
+		now := s.now
+		s.micros = func() int64 { return now().UnixMicro() }
 	}
 	for i := range s.shards {
-		s.shards[i].windows = make(map[key]*window)
+		s.shards[i].windows = make(map[uint64]*window)
 	}
 	return s
 }
@@ -88,6 +94,7 @@ func (s *Store) Close() error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		clear(sh.windows)
+		sh.count = 0
 		sh.fifos = nil
 		sh.mu.Unlock()
 	}
@@ -100,7 +107,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.windows)
+		n += sh.count
 		sh.mu.Unlock()
 	}
 	return n
@@ -110,7 +117,9 @@ func (s *Store) Len() int {
 // its bookkeeping.
 const maxInlineRules = 8
 
-// Decide implements sluice.Store.
+// Decide implements sluice.Store. It allocates nothing for a policy of up
+// to 8 rules when req.Limits holds a status per rule, except when a window
+// is created or its log grows.
 func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
@@ -121,41 +130,38 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 	rules := req.Policy.Rules
 	var (
 		keysBuf   [maxInlineRules]key
+		hashBuf   [maxInlineRules]uint64
 		shardsBuf [maxInlineRules]int
+		lockBuf   [maxInlineRules]int
+		winBuf    [maxInlineRules]*window
 	)
-	keys, shardIdx := keysBuf[:0], shardsBuf[:0]
+	keys, hashes, shardIdx, wins := keysBuf[:0], hashBuf[:0], shardsBuf[:0], winBuf[:0]
 	for i := range rules {
 		k := key{policy: req.Policy.Name, rule: rules[i].Name, values: encodeValues(rules[i].By, req.Attributes)}
+		h := k.hash(s.seed)
 		keys = append(keys, k)
-		shardIdx = append(shardIdx, int(maphash.Comparable(s.seed, k)&s.mask))
+		hashes = append(hashes, h)
+		shardIdx = append(shardIdx, int(h&s.mask))
 	}
-	var lockBuf [maxInlineRules]int
 	locked := lockOrder(lockBuf[:0], shardIdx)
 	for _, i := range locked {
 		s.shards[i].mu.Lock()
 	}
-	defer func() {
-		for _, i := range locked {
-			s.shards[i].mu.Unlock()
-		}
-	}()
 
-	now := s.now().UnixMicro()
+	now := s.micros()
 	cost := req.Cost
-	var winBuf [maxInlineRules]*window
-	wins := winBuf[:0]
-	limits := make([]sluice.LimitStatus, len(rules))
+	limits := req.LimitsBuffer()
 	allFit := true
 	for i := range rules {
 		r := &rules[i]
 		sh := &s.shards[shardIdx[i]]
-		w := sh.windows[keys[i]]
+		w := sh.lookup(hashes[i], &keys[i])
 		window := r.Window.Microseconds()
 		if w != nil {
 			w.trim(now - window)
-			if w.expires <= now && len(w.entries)-w.head == 0 {
+			if w.expires <= now && w.n == 0 {
 				// Idle past its window and gap: as good as absent.
-				delete(sh.windows, keys[i])
+				sh.remove(w)
 				w = nil
 			}
 		}
@@ -188,23 +194,26 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 			sh := &s.shards[shardIdx[i]]
 			ttl := r.TTL().Microseconds()
 			if w == nil {
-				w = &window{}
-				sh.windows[keys[i]] = w
-				w.add(now, cost, ttl)
-				sh.enqueue(keys[i], w, ttl)
+				w = &window{k: keys[i], h: hashes[i]}
+				w.add(now, cost, ttl, r.Limit)
+				sh.insert(w)
+				sh.enqueue(w, ttl)
 			} else {
-				w.add(now, cost, ttl)
+				w.add(now, cost, ttl, r.Limit)
 			}
 			sh.evict(now)
 		}
 		st := &limits[i]
 		if w != nil {
 			st.Used = w.used
-			if w.head < len(w.entries) {
-				st.ResetAfter = time.Duration(w.entries[len(w.entries)-1].ts+r.Window.Microseconds()-now) * time.Microsecond
+			if w.n > 0 {
+				st.ResetAfter = time.Duration(w.at(w.n-1).ts+r.Window.Microseconds()-now) * time.Microsecond
 			}
 		}
 		st.Remaining = max(0, r.Limit-st.Used)
+	}
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
 	}
 	return sluice.NewDecision(limits), nil
 }

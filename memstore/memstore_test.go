@@ -26,9 +26,11 @@ func (s *Store) ttls(now time.Time) map[string]time.Duration {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, w := range sh.windows {
-			name := k.policy + ":" + k.rule + ":" + k.values
-			out[name] = time.Duration(w.expires-now.UnixMicro()) * time.Microsecond
+		for _, first := range sh.windows {
+			for w := first; w != nil; w = w.next {
+				name := w.k.policy + ":" + w.k.rule + ":" + w.k.values
+				out[name] = time.Duration(w.expires-now.UnixMicro()) * time.Microsecond
+			}
 		}
 		sh.mu.Unlock()
 	}

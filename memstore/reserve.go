@@ -136,7 +136,7 @@ func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice
 	sh := s.lockQueue(k)
 	defer sh.mu.Unlock()
 
-	now := s.now().UnixMicro()
+	now := s.micros()
 	q := sh.live(k, now)
 	slot := now
 	if q != nil {
@@ -190,7 +190,7 @@ func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, er
 	sh := s.lockQueue(k)
 	defer sh.mu.Unlock()
 
-	now := s.now().UnixMicro()
+	now := s.micros()
 	q := sh.live(k, now)
 	if q == nil {
 		return false, nil

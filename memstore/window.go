@@ -6,48 +6,91 @@ type entry struct {
 	cost int64
 }
 
-// window is the log of one rule's key: its entries in time order, their total
-// cost, and the newest entry's time, kept after it leaves the window so the
-// minimum gap can still be enforced.
+// window is the log of one rule's key: its entries in time order in a ring
+// buffer, their total cost, and the newest entry's time, kept after it leaves
+// the window so the minimum gap can still be enforced.
+//
+// A window is also the node of its shard's hash table: it holds its key and
+// the key's hash, and chains to another window whose key hashes alike.
 type window struct {
-	entries []entry // entries[head:] are live, oldest first
-	head    int
-	used    int64 // total cost of entries[head:]
+	k    key
+	h    uint64
+	next *window // next window with the same hash
+	live bool    // in its shard's table
+
+	ring    []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
+	head, n int
+	used    int64 // total cost of the live entries
 	newest  int64 // time of the newest entry ever recorded, µs
 	expires int64 // µs after which the window can be dropped
 }
 
+// at returns the i-th live entry, oldest first.
+func (w *window) at(i int) *entry {
+	j := w.head + i
+	if j >= len(w.ring) {
+		j -= len(w.ring)
+	}
+	return &w.ring[j]
+}
+
 // trim drops entries at or before cutoff (timestamps <= T-W).
 func (w *window) trim(cutoff int64) {
-	for w.head < len(w.entries) && w.entries[w.head].ts <= cutoff {
-		w.used -= w.entries[w.head].cost
-		w.head++
+	for w.n > 0 {
+		e := &w.ring[w.head]
+		if e.ts > cutoff {
+			return
+		}
+		w.used -= e.cost
+		w.n--
+		if w.head++; w.head == len(w.ring) {
+			w.head = 0
+		}
 	}
-	if w.head == len(w.entries) {
-		w.entries, w.head = w.entries[:0], 0
-	} else if w.head > 32 && w.head*2 >= len(w.entries) {
-		n := copy(w.entries, w.entries[w.head:])
-		w.entries, w.head = w.entries[:n], 0
-	}
+	w.head = 0
 }
 
 // empty reports whether the window has never recorded anything.
-func (w *window) empty() bool { return w.newest == 0 && len(w.entries) == 0 }
+func (w *window) empty() bool { return w.newest == 0 && w.n == 0 }
 
-// add records an event at now, never earlier than the newest entry.
-func (w *window) add(now, cost, ttl int64) {
+// add records an event at now, never earlier than the newest entry. sizeHint
+// is the capacity the ring starts with (the rule's limit, at most
+// maxInitialRing): a window of cost-1 events that respects its limit never
+// grows past it.
+func (w *window) add(now, cost, ttl, sizeHint int64) {
+	if w.n == len(w.ring) {
+		w.grow(sizeHint)
+	}
 	ts := max(now, w.newest)
-	w.entries = append(w.entries, entry{ts: ts, cost: cost})
+	*w.at(w.n) = entry{ts: ts, cost: cost}
+	w.n++
 	w.used += cost
 	w.newest = ts
 	w.expires = ts + ttl
+}
+
+// maxInitialRing bounds a window's first allocation; larger windows double
+// from there as they fill.
+const maxInitialRing = 128
+
+func (w *window) grow(sizeHint int64) {
+	size := 2 * len(w.ring)
+	if size == 0 {
+		size = int(min(max(sizeHint, 1), maxInitialRing))
+	}
+	ring := make([]entry, size)
+	for i := range w.n {
+		ring[i] = *w.at(i)
+	}
+	w.ring, w.head = ring, 0
 }
 
 // freedAt returns the time at which enough of the oldest entries leave the
 // window (after lasting window µs) to free need units of cost.
 func (w *window) freedAt(need, window int64) int64 {
 	var freed int64
-	for _, e := range w.entries[w.head:] {
+	for i := range w.n {
+		e := w.at(i)
 		freed += e.cost
 		if freed >= need {
 			return e.ts + window
