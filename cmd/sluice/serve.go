@@ -102,7 +102,7 @@ flags:`)
 	go func() { errc <- hs.Serve(hl) }()
 	var gs *grpc.Server
 	if gl != nil {
-		gs = grpc.NewServer()
+		gs = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
 		srv.RegisterGRPC(gs)
 		go func() { errc <- gs.Serve(gl) }()
 	}

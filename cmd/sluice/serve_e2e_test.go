@@ -97,8 +97,8 @@ func exerciseEndpoints(t *testing.T, p *serveProc) {
 	type decision struct {
 		Allowed      bool
 		Remaining    int64
-		RetryAfterMS int64 `json:"retry_after_ms"`
-		ResetAfterMS int64 `json:"reset_after_ms"`
+		RetryAfterMS int64  `json:"retry_after_ms"`
+		ResetAfterMS int64  `json:"reset_after_ms"`
 		DeniedBy     string `json:"denied_by"`
 		Degraded     bool
 		Limits       []limit

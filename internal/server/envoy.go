@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -107,7 +108,8 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	httplimit.WriteHeaders(h, d, httplimit.HeaderOptions{})
 	for k, vs := range h {
 		for _, v := range vs {
-			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: k, Value: v})
+			// Envoy speaks HTTP/2 upstream, where header names are lower case.
+			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(k), Value: v})
 		}
 	}
 	slices.SortFunc(out.ResponseHeadersToAdd, func(a, b *corev3.HeaderValue) int {

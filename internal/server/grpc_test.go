@@ -90,7 +90,7 @@ func TestEnvoyAtomicDescriptors(t *testing.T) {
 	}
 	var retry bool
 	for _, h := range res.ResponseHeadersToAdd {
-		retry = retry || (h.Key == "Retry-After" && h.Value == "60")
+		retry = retry || (h.Key == "retry-after" && h.Value == "60")
 	}
 	if !retry {
 		t.Errorf("headers %v lack Retry-After: 60", res.ResponseHeadersToAdd)

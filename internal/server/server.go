@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -163,10 +164,7 @@ func storeChanged(a, b *config.Store) bool {
 	if (a == nil) != (b == nil) {
 		return true
 	}
-	if a == nil {
-		return false
-	}
-	return fmt.Sprintf("%+v|%+v", *a, a.Redis) != fmt.Sprintf("%+v|%+v", *b, b.Redis)
+	return !reflect.DeepEqual(a, b)
 }
 
 // Handler returns the HTTP handler of every endpoint: the /v1 API,
