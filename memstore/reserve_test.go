@@ -70,3 +70,20 @@ func TestReserveOnClosedStore(t *testing.T) {
 		t.Errorf("Cancel on a closed store: %v, %v; want ErrStoreClosed", ok, err)
 	}
 }
+
+func BenchmarkReserve(b *testing.B) {
+	clock := storetest.NewClock(storetest.T0)
+	s := New(Config{Clock: clock.Now})
+	lim := sluice.NewLimiter(s, sluice.Config{})
+	sched := &sluice.Schedule{Name: "calls", By: []string{"carrier"},
+		Rate: sluice.Rate{Events: 1000, Per: time.Second}, MaxDelay: time.Second}
+	attrs := map[string]string{"carrier": "45"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		clock.Advance(time.Millisecond) // one slot per reservation: the queue stays short
+		if _, err := lim.Reserve(ctx, sched, attrs, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
