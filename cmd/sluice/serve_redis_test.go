@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/internal/redistest"
+)
+
+// TestServeRedisCluster serves from a Redis Cluster (store.redis.mode:
+// cluster): seed 000's policy lands in one slot, per-user policies spread.
+func TestServeRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: cluster\n  prefix: cl\n  timeout: 2s\n", strings.Join(c.Addrs(), `", "`))
+	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	p := startServe(t, file)
+	type decision struct {
+		Allowed  bool
+		DeniedBy string `json:"denied_by"`
+		Degraded bool
+	}
+	for i := range 11 {
+		var d decision
+		p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
+		if d.Degraded || d.Allowed != (i < 10) {
+			t.Fatalf("decision %d = %+v", i, d)
+		}
+	}
+	for u := range 20 {
+		var d decision
+		p.post("/v1/decide", fmt.Sprintf(`{"policy":"api","attributes":{"user":"u%d","path":"/p%d"}}`, u, u), &d)
+		if !d.Allowed || d.Degraded {
+			t.Fatalf("user %d = %+v", u, d)
+		}
+	}
+	var r struct{ OK bool }
+	p.post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`, &r)
+	if !r.OK {
+		t.Error("reserve on the cluster failed")
+	}
+	if res := p.do("GET", "/readyz", ""); res.Status != 200 {
+		t.Errorf("/readyz = %d", res.Status)
+	}
+}
+
+// TestServeRedisDown pauses Redis under a running server: decisions are
+// degraded and denied (on_error: deny), /readyz answers 503, and both
+// recover when Redis does.
+func TestServeRedisDown(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: down\n  timeout: 200ms\n  on_error: deny\n", rs.Addr())
+	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	p := startServe(t, file)
+	body := `{"policy":"notify","attributes":{"category":"c"}}`
+	type decision struct{ Allowed, Degraded bool }
+	var d decision
+	p.post("/v1/decide", body, &d)
+	if !d.Allowed || d.Degraded {
+		t.Fatalf("before the pause: %+v", d)
+	}
+	if err := rs.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = rs.Resume()
+		}
+	}()
+	start := time.Now()
+	p.post("/v1/decide", body, &d)
+	if d.Allowed || !d.Degraded {
+		t.Errorf("while Redis is paused: %+v, want degraded and denied", d)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a degraded decision took %v; the store timeout is 200ms", took)
+	}
+	if res := p.do("GET", "/readyz", ""); res.Status != 503 {
+		t.Errorf("/readyz while Redis is paused = %d, want 503", res.Status)
+	}
+	if err := rs.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.post("/v1/decide", body, &d)
+		if d.Allowed && !d.Degraded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decisions did not recover after Redis resumed: %+v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res := p.do("GET", "/readyz", ""); res.Status != 200 {
+		t.Errorf("/readyz after the resume = %d", res.Status)
+	}
+	m := string(p.do("GET", "/metrics", "").Body)
+	if !strings.Contains(m, `sluice_degraded_decisions_total{outcome="denied",policy="notify"}`) || !strings.Contains(m, `sluice_store_errors_total{op="decide"}`) {
+		t.Errorf("/metrics lacks the degraded decision or the store error")
+	}
+}
