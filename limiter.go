@@ -2,7 +2,7 @@ package sluice
 
 import (
 	"context"
-	"errors"
+	"time"
 )
 
 // OnError is what a Limiter decides when its store fails.
@@ -16,14 +16,37 @@ const (
 	Allow
 )
 
-// Config configures a Limiter. The zero value is the default.
+// Config configures a Limiter. The zero value is the default: a 50 ms
+// deadline per store call, deny on failure, no fallback store, a circuit
+// breaker that opens after 5 consecutive failures for 1 s.
 type Config struct {
-	// OnError is the decision made when the store fails. Default Deny.
+	// OnError is the decision made when the store fails (and there is no
+	// Fallback, or it fails too). Default Deny.
 	OnError OnError
 
-	// Clock is the time Wait reads deadlines with and sleeps on. Default:
-	// the system clock.
+	// Clock is the time Wait reads deadlines with and sleeps on, and the
+	// circuit breaker's clock. Default: the system clock.
 	Clock Clock
+
+	// Timeout is the deadline of each store call (within the caller's
+	// context). Default DefaultTimeout (50 ms); negative: none but the
+	// caller's.
+	Timeout time.Duration
+
+	// Fallback, when set, decides instead of OnError when the store fails
+	// or the circuit is open: typically an in-memory store, local to the
+	// process. Its decisions are marked Degraded. Default nil.
+	Fallback Store
+
+	// FallbackShare divides every rule's limit (rounding down, at least 1)
+	// when Fallback decides: the number of processes that share the
+	// limits, so that together they admit about the limit while the store
+	// is down. Default 1.
+	FallbackShare int
+
+	// Breaker configures the circuit breaker. The zero value is the
+	// default.
+	Breaker Breaker
 }
 
 // Limiter decides requests against policies over a Store. It validates every
@@ -36,13 +59,14 @@ type Config struct {
 // A Limiter is safe for concurrent use. Its zero value is not usable; create
 // one with NewLimiter.
 type Limiter struct {
-	store Store
-	cfg   Config
+	store   Store
+	cfg     Config
+	breaker *breaker
 }
 
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, cfg Config) *Limiter {
-	return &Limiter{store: store, cfg: cfg}
+	return &Limiter{store: store, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
 }
 
 // Store returns the limiter's store.
@@ -61,7 +85,8 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Bad input (an invalid policy, cost, or missing attribute) returns an error
 // wrapping one of the sentinel errors and changes nothing. A store failure
 // returns the error together with a Degraded decision made by the failure
-// policy (Config.OnError), so a caller may log the error and act on the
+// policy (Config.Fallback or Config.OnError, see Config.Timeout and
+// Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	mode := ModeAllow
@@ -88,13 +113,9 @@ func (l *Limiter) do(ctx context.Context, req *Request) (Decision, error) {
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
-	d, err := l.store.Decide(ctx, req)
+	d, err := l.decide(ctx, req)
 	if err != nil {
-		if errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit) ||
-			errors.Is(err, ErrMissingAttribute) || errors.Is(err, ErrInvalidPolicy) || errors.Is(err, ErrEmptyPolicy) {
-			return Decision{}, err
-		}
-		return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}, err
+		return d, err
 	}
 	if req.Policy.Shadow && !d.Allowed {
 		d.Allowed = true

@@ -1,0 +1,273 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+// fakeStore fails or answers as told, and counts its calls.
+type fakeStore struct {
+	mu       sync.Mutex
+	err      error // returned by Decide when set
+	calls    int
+	deadline time.Duration // the deadline left in the last call's context
+}
+
+var errStoreDown = errors.New("store down")
+
+func (s *fakeStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.deadline = -1
+	if d, ok := ctx.Deadline(); ok {
+		s.deadline = time.Until(d)
+	}
+	if s.err != nil {
+		return sluice.Decision{}, s.err
+	}
+	return sluice.Decision{Allowed: true, Remaining: 1}, nil
+}
+
+func (s *fakeStore) Close() error { return nil }
+
+func (s *fakeStore) set(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+func (s *fakeStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// manualClock is a sluice.Clock that moves only when told.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now().Add(d)
+	return ch
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+var one = &sluice.Policy{Name: "p", Rules: []sluice.Rule{{Name: "r", Limit: 8, Window: time.Minute}}}
+
+func TestFailurePolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		onError sluice.OnError
+		allowed bool
+	}{
+		{"deny", sluice.Deny, false},
+		{"allow", sluice.Allow, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &fakeStore{err: errStoreDown}
+			l := sluice.NewLimiter(s, sluice.Config{OnError: tc.onError})
+			d, err := l.Allow(ctx, one, nil)
+			if !errors.Is(err, errStoreDown) {
+				t.Errorf("err = %v, want the store's", err)
+			}
+			if d.Allowed != tc.allowed || !d.Degraded {
+				t.Errorf("decision %+v, want allowed=%v degraded", d, tc.allowed)
+			}
+		})
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    time.Duration // -1: no deadline
+	}{
+		{0, sluice.DefaultTimeout},
+		{200 * time.Millisecond, 200 * time.Millisecond},
+		{-1, -1},
+	} {
+		s := &fakeStore{}
+		l := sluice.NewLimiter(s, sluice.Config{Timeout: tc.timeout})
+		if _, err := l.Allow(ctx, one, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := s.deadline
+		if tc.want < 0 && got != -1 || tc.want >= 0 && (got > tc.want || got < tc.want-20*time.Millisecond) {
+			t.Errorf("Timeout %v: store saw a deadline %v away, want %v", tc.timeout, got, tc.want)
+		}
+	}
+}
+
+func TestBadInputIsNotAFailure(t *testing.T) {
+	s := &fakeStore{err: errStoreDown}
+	l := sluice.NewLimiter(s, sluice.Config{OnError: sluice.Allow})
+	d, err := l.AllowN(context.Background(), one, nil, 9)
+	if !errors.Is(err, sluice.ErrCostExceedsLimit) || d.Allowed || d.Degraded || s.count() != 0 {
+		t.Errorf("AllowN over the limit = %+v, %v after %d store calls; want ErrCostExceedsLimit, no call", d, err, s.count())
+	}
+}
+
+func TestFallbackDividesLimits(t *testing.T) {
+	s := &fakeStore{err: errStoreDown}
+	fb := memstore.New(memstore.Config{})
+	defer fb.Close()
+	l := sluice.NewLimiter(s, sluice.Config{Fallback: fb, FallbackShare: 4})
+	ctx := context.Background()
+	var admitted int
+	for range 5 {
+		d, err := l.Allow(ctx, one, nil)
+		if !errors.Is(err, errStoreDown) && !errors.Is(err, sluice.ErrCircuitOpen) {
+			t.Fatalf("err = %v, want the store's or ErrCircuitOpen", err)
+		}
+		if !d.Degraded || len(d.Limits) != 1 || d.Limits[0].Limit != 2 {
+			t.Fatalf("decision %+v, want a degraded decision of the fallback, limit 8/4 = 2", d)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Errorf("fallback admitted %d of 5, want 2 (limit 8 shared by 4)", admitted)
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := &fakeStore{err: errStoreDown}
+	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
+
+	for i := range 3 {
+		if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
+			t.Fatalf("failure %d: err = %v", i+1, err)
+		}
+	}
+	// Open: answered at once, the store is not called.
+	for range 10 {
+		d, err := l.Allow(ctx, one, nil)
+		if !errors.Is(err, sluice.ErrCircuitOpen) || d.Allowed || !d.Degraded {
+			t.Fatalf("open circuit: %+v, %v; want a degraded denial with ErrCircuitOpen", d, err)
+		}
+	}
+	if got := s.count(); got != 3 {
+		t.Fatalf("store called %d times, want 3", got)
+	}
+	// A probe after the cool-down fails: open for another cool-down.
+	clock.advance(2 * time.Second)
+	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
+		t.Fatalf("probe: err = %v, want the store's", err)
+	}
+	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, sluice.ErrCircuitOpen) {
+		t.Fatalf("after a failed probe: err = %v, want ErrCircuitOpen", err)
+	}
+	if got := s.count(); got != 4 {
+		t.Fatalf("store called %d times, want 4", got)
+	}
+	// The store recovers: the next probe closes the circuit.
+	s.set(nil)
+	clock.advance(time.Second)
+	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, sluice.ErrCircuitOpen) {
+		t.Fatalf("mid cool-down: err = %v, want ErrCircuitOpen", err)
+	}
+	clock.advance(time.Second)
+	for i := range 3 {
+		if d, err := l.Allow(ctx, one, nil); err != nil || !d.Allowed || d.Degraded {
+			t.Fatalf("call %d after recovery: %+v, %v", i+1, d, err)
+		}
+	}
+	if got := s.count(); got != 7 {
+		t.Fatalf("store called %d times, want 7", got)
+	}
+}
+
+// blockingStore holds every call until its context ends or release is
+// closed.
+type blockingStore struct {
+	fakeStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return sluice.Decision{}, ctx.Err()
+	case <-s.release:
+		return s.fakeStore.Decide(ctx, req)
+	}
+}
+
+func TestBreakerOneProbe(t *testing.T) {
+	// While the probe is in flight, every other call is answered at once.
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := &blockingStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s.err = errStoreDown
+	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Timeout: -1, Breaker: sluice.Breaker{Failures: 1, CoolDown: time.Second}})
+	close(s.release)
+	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
+		t.Fatal(err)
+	}
+	<-s.entered
+	clock.advance(time.Second)
+	s.release = make(chan struct{})
+	s.set(nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, one, nil)
+		done <- err
+	}()
+	<-s.entered // the probe is in the store
+	for range 5 {
+		if _, err := l.Allow(ctx, one, nil); !errors.Is(err, sluice.ErrCircuitOpen) {
+			t.Fatalf("during the probe: err = %v, want ErrCircuitOpen", err)
+		}
+	}
+	close(s.release)
+	if err := <-done; err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if _, err := l.Allow(ctx, one, nil); err != nil {
+		t.Fatalf("after the probe: %v", err)
+	}
+}
+
+func TestCallerCancelIsNotAFailure(t *testing.T) {
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := &fakeStore{err: context.Canceled}
+	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 1}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		if _, err := l.Allow(ctx, one, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	}
+	if got := s.count(); got != 3 {
+		t.Errorf("store called %d times, want 3: a caller's cancellation must not open the circuit", got)
+	}
+}
