@@ -48,13 +48,15 @@ func open(t *testing.T, opener Opener) *env {
 	target := opener(t, clock.Now)
 	t.Cleanup(func() { _ = target.Store.Close() })
 	return &env{t: t, ctx: context.Background(), clock: clock, target: target,
-		lim: sluice.NewLimiter(target.Store, sluice.Config{})}
+		// A long deadline and no breaker: the suite checks decisions, not
+		// the failure policy, on machines that may be slow.
+		lim: sluice.NewLimiter(target.Store, sluice.Config{Timeout: 10 * time.Second, Breaker: sluice.Breaker{Failures: -1}})}
 }
 
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, opener Opener) {
 	t.Helper()
-	for _, c := range append(cases[:len(cases):len(cases)], scheduleCases...) {
+	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), scheduleCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener))
 		})
