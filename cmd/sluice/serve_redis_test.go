@@ -105,3 +105,26 @@ func TestServeRedisDown(t *testing.T) {
 		t.Errorf("/metrics lacks the degraded decision or the store error")
 	}
 }
+
+// TestServeRedisSentinel serves through Sentinel (store.redis.mode:
+// sentinel): the sentinels' addresses and the master's name find the
+// master.
+func TestServeRedisSentinel(t *testing.T) {
+	t.Parallel()
+	st := redistest.StartSentinel(t)
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: sentinel\n    master_name: %s\n  prefix: st\n  timeout: 2s\n",
+		strings.Join(st.Addrs(), `", "`), redistest.SentinelMaster)
+	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	p := startServe(t, file)
+	for i := range 11 {
+		var d struct{ Allowed, Degraded bool }
+		p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
+		if d.Degraded || d.Allowed != (i < 10) {
+			t.Fatalf("decision %d = %+v", i, d)
+		}
+	}
+	keys, err := st.Master().Do("KEYS", "st:*")
+	if err != nil || !strings.Contains(keys, "st:{notify}:notify:category:c") {
+		t.Errorf("the master holds %q, %v; want the notify keys", keys, err)
+	}
+}
