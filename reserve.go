@@ -139,10 +139,12 @@ type Scheduler interface {
 // changes nothing and says why in Reason.
 //
 // Bad input (an invalid schedule, cost, or missing attribute) returns an
-// error wrapping one of the sentinel errors. A store failure returns the
-// error together with a Degraded reservation made by the failure policy
-// (Config.OnError): with Allow it is OK with no delay, so a caller may log
-// the error and go at once.
+// error wrapping one of the sentinel errors. Store calls follow the failure
+// policy of decisions (Config.Timeout, Breaker, Fallback, OnError): a store
+// failure returns the error together with a Degraded reservation, from the
+// fallback store when it keeps schedules (at the schedule's rate divided by
+// FallbackShare), otherwise by OnError: with Allow it is OK with no delay,
+// so a caller may log the error and go at once.
 func (l *Limiter) Reserve(ctx context.Context, s *Schedule, attrs map[string]string, cost int64) (Reservation, error) {
 	req := &ReserveRequest{Schedule: s, Attributes: attrs, Cost: cost}
 	if s != nil {
@@ -159,14 +161,64 @@ func (l *Limiter) reserve(ctx context.Context, req *ReserveRequest) (Reservation
 	if err != nil {
 		return Reservation{}, err
 	}
-	r, err := sc.Reserve(ctx, req)
-	if err != nil {
-		if isBadInput(err) {
-			return Reservation{}, err
-		}
-		return Reservation{OK: l.cfg.OnError == Allow, Degraded: true}, err
+	if !l.breaker.admit(l.clock().Now()) {
+		return l.degradedReservation(ctx, req, ErrCircuitOpen)
 	}
-	return r, nil
+	sctx, cancel := l.storeContext(ctx)
+	r, err := sc.Reserve(sctx, req)
+	cancel()
+	switch {
+	case err == nil:
+		l.breaker.record(l.clock().Now(), true)
+		return r, nil
+	case isBadInput(err):
+		l.breaker.release()
+		return Reservation{}, err
+	case ctx.Err() != nil:
+		l.breaker.release()
+	default:
+		l.breaker.record(l.clock().Now(), false)
+	}
+	return l.degradedReservation(ctx, req, err)
+}
+
+// degradedReservation answers req without the store: from the fallback
+// store if it keeps schedules, at the schedule's rate divided by
+// Config.FallbackShare, or by Config.OnError. It returns cause with the
+// reservation.
+func (l *Limiter) degradedReservation(ctx context.Context, req *ReserveRequest, cause error) (Reservation, error) {
+	if fb, ok := l.cfg.Fallback.(Scheduler); ok && ctx.Err() == nil {
+		freq := *req
+		freq.Schedule = l.fallbackSchedule(req.Schedule)
+		if err := freq.Validate(); err == nil {
+			if r, err := fb.Reserve(ctx, &freq); err == nil {
+				r.Degraded = true
+				return r, cause
+			}
+		}
+	}
+	return Reservation{OK: l.cfg.OnError == Allow, Degraded: true}, cause
+}
+
+// fallbackSchedule returns s with its rate divided by the fallback share:
+// the period multiplied, so that the processes sharing the schedule
+// together keep about its rate.
+func (l *Limiter) fallbackSchedule(s *Schedule) *Schedule {
+	share := time.Duration(l.cfg.FallbackShare)
+	if share <= 1 {
+		return s
+	}
+	q := *s
+	q.Rate.Per *= share
+	return &q
+}
+
+// storeContext returns ctx bounded by Config.Timeout.
+func (l *Limiter) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if t := l.timeout(); t > 0 {
+		return context.WithTimeout(ctx, t)
+	}
+	return ctx, func() {}
 }
 
 // Cancel gives back the pending reservation id of s's queue for attrs, so
@@ -177,6 +229,11 @@ func (l *Limiter) reserve(ctx context.Context, req *ReserveRequest) (Reservation
 // Only the latest reservation's slot is reused: cancelling it moves the
 // next free slot back; cancelling an earlier one leaves a hole that later
 // reservations do not fill (see Scheduler).
+//
+// The store call has Config.Timeout's deadline. When the store fails, or
+// the circuit is open, and the fallback store keeps schedules, the
+// reservation may have come from the fallback: Cancel is tried there, and
+// its result is returned with the store's error.
 func (l *Limiter) Cancel(ctx context.Context, s *Schedule, attrs map[string]string, id string) (bool, error) {
 	req := &CancelRequest{Schedule: s, Attributes: attrs, ID: id}
 	if err := req.Validate(); err != nil {
@@ -189,7 +246,32 @@ func (l *Limiter) Cancel(ctx context.Context, s *Schedule, attrs map[string]stri
 	if err != nil {
 		return false, err
 	}
-	return sc.Cancel(ctx, req)
+	if l.breaker.admit(l.clock().Now()) {
+		sctx, cancel := l.storeContext(ctx)
+		var ok bool
+		ok, err = sc.Cancel(sctx, req)
+		cancel()
+		switch {
+		case err == nil:
+			l.breaker.record(l.clock().Now(), true)
+			return ok, nil
+		case isBadInput(err), ctx.Err() != nil:
+			l.breaker.release()
+			return false, err
+		default:
+			l.breaker.record(l.clock().Now(), false)
+		}
+	} else {
+		err = ErrCircuitOpen
+	}
+	if fb, ok := l.cfg.Fallback.(Scheduler); ok {
+		freq := *req
+		freq.Schedule = l.fallbackSchedule(s)
+		if ok, ferr := fb.Cancel(ctx, &freq); ferr == nil {
+			return ok, err
+		}
+	}
+	return false, err
 }
 
 // scheduler returns the store's Scheduler.

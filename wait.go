@@ -40,8 +40,10 @@ const cancelTimeout = 5 * time.Second
 //     so that the slot can be used by another, and returns the context's
 //     error (joined with Cancel's error if that failed).
 //
-// Bad input and store failures are handled as by Reserve: a Degraded
-// reservation is returned with the store's error, without sleeping.
+// Bad input and store failures are handled as by Reserve. A Degraded
+// reservation is returned with the store's error: at once when it is not
+// OK or has no delay (OnError), after sleeping until its slot when it came
+// from the fallback store.
 //
 // Wait sleeps on Config.Clock.
 func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string, cost int64) (Reservation, error) {
@@ -74,9 +76,11 @@ func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string
 		}
 	}
 	r, err := l.reserve(ctx, req)
-	if err != nil {
+	if err != nil && (!r.Degraded || !r.OK) {
 		return r, err
 	}
+	// From here err is nil, or the store's error with an OK reservation
+	// from the fallback store or the failure policy, which Wait keeps.
 	if !r.OK {
 		if bounded && r.Reason == ReasonDelay && r.Delay <= s.MaxDelay {
 			r.Reason = ReasonDeadline
@@ -86,17 +90,20 @@ func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string
 		return r, fmt.Errorf("%w: schedule %q: reason %s, delay %v, queue %d", ErrRejected, s.Name, r.Reason, r.Delay, r.Queue)
 	}
 	if r.Delay <= 0 {
-		return r, nil
+		return r, err
 	}
 	select {
 	case <-clock.After(r.Delay):
-		return r, nil
+		return r, err
 	case <-ctx.Done():
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	defer cancel()
-	if _, err := l.Cancel(cctx, s, attrs, r.ID); err != nil {
-		return r, errors.Join(ctx.Err(), fmt.Errorf("sluice: cancelling reservation %s of schedule %q: %w", r.ID, s.Name, err))
+	if _, cerr := l.Cancel(cctx, s, attrs, r.ID); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("sluice: cancelling reservation %s of schedule %q: %w", r.ID, s.Name, cerr))
 	}
-	return r, ctx.Err()
+	if err == nil {
+		return r, ctx.Err()
+	}
+	return r, errors.Join(ctx.Err(), err)
 }
