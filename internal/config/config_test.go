@@ -181,6 +181,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad header", okPolicy + "forward_auth:\n  headers: {user: \"X User\"}\n", 6, "not valid"},
 		{"merge key", "base: &b {limit: 1, window: 1s}\n" + okPolicy, 1, `unknown field "base"`},
 		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n", 1, "unknown field"},
+		{"too many rules", "policies:\n  - name: p\n    limits:\n" + strings.Repeat("      - {name: r, limit: 1, window: 1s}\n", 40), 36, "more than 32 limits"},
+		{"too many attributes", "policies:\n  - name: p\n    limits:\n      - name: r\n        limit: 1\n        window: 1s\n        by:\n" + strings.Repeat("          - a\n", 40), 40, "more than 32 attributes"},
 		{"empty value", "policies:\n  - name:\n    limits: [{name: r, limit: 1, window: 1s}]\n", 2, "policy name is empty"},
 	}
 	for _, tt := range tests {

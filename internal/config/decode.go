@@ -21,6 +21,13 @@ import (
 // that a file of nested aliases cannot make loading explode.
 const maxNodes = 200_000
 
+// maxRules bounds the rules of one policy and maxAttrs the attributes of
+// one by or attributes list: every decision checks them all.
+const (
+	maxRules = 32
+	maxAttrs = 32
+)
+
 // maxLimit is the largest limit a rule may have: scores and counts stay
 // exact in a Redis double up to 2^53.
 const maxLimit = 1 << 53
@@ -319,6 +326,12 @@ func (d *decoder) attrList(n *yaml.Node, what string) ([]string, []*yaml.Node) {
 	var names []string
 	var nodes []*yaml.Node
 	d.list(n, what, "[user] or [tenant, user]", func(i int, v *yaml.Node) {
+		if i == maxAttrs {
+			d.errorf(d.resolve(v), "%s lists more than %d attributes; key rules by fewer", what, maxAttrs)
+		}
+		if i >= maxAttrs {
+			return
+		}
 		a, ok := d.name(v, "attribute name")
 		if !ok {
 			return
@@ -380,6 +393,12 @@ func (d *decoder) policy(n *yaml.Node, i int) (sluice.Policy, bool) {
 	if limitsNode != nil {
 		rules := map[string]int{}
 		d.list(limitsNode, what+" limits", "[{name: global, limit: 100, window: 30m}]", func(j int, v *yaml.Node) {
+			if j == maxRules {
+				d.errorf(d.resolve(v), "%s has more than %d limits; split it into several policies", what, maxRules)
+			}
+			if j >= maxRules {
+				return
+			}
 			r, nodes, ok := d.rule(v, j, what)
 			if !ok {
 				return
