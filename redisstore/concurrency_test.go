@@ -175,7 +175,9 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lim := sluice.NewLimiter(s, sluice.Config{})
+	// 256 goroutines on a small machine: a deadline well past the default
+	// 50 ms, so that every decision is Redis's, not the failure policy's.
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 10 * time.Second})
 	p := hierarchy()
 	ctx := context.Background()
 

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 	}
 	server = s
 	code := m.Run()
+	stopTopologies()
 	if err := s.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}

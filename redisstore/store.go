@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,9 +16,27 @@ import (
 // Config configures a Store. The zero value is the default: a standalone
 // Redis on 127.0.0.1:6379, keys under "sluice", time from Redis.
 type Config struct {
-	// Addrs are the addresses (host:port) of the Redis server. Default
-	// ["127.0.0.1:6379"]. Used by New only.
+	// URL, when set, gives the connection fields in one string (see
+	// ParseURL); fields set in the Config as well override the URL's.
+	// Used by New only.
+	URL string
+
+	// Mode is the topology: Standalone (the default), Cluster or Sentinel.
+	// Used by New only.
+	Mode Mode
+
+	// Addrs are the addresses (host:port) of the Redis server, of several
+	// cluster nodes to discover the cluster from (Cluster), or of the
+	// sentinels (Sentinel). Default ["127.0.0.1:6379"]. Used by New only.
 	Addrs []string
+
+	// MasterName is the name the sentinels monitor the master under.
+	// Required in Sentinel mode. Used by New only.
+	MasterName string
+
+	// TLS, when set, is the TLS configuration of every connection (to the
+	// sentinels too); default nil: plain TCP. Used by New only.
+	TLS *tls.Config
 
 	// Username and Password authenticate with AUTH; default none. A
 	// Password without a Username authenticates as the default user. Used
@@ -40,6 +59,11 @@ type Config struct {
 	// only in tests (the conformance suite drives a manual clock); keys
 	// still expire on Redis's clock.
 	Clock func() time.Time
+
+	// Slots says how a policy's keys are grouped into hash tags: SlotsAuto
+	// (the default) is SlotsPerRule on a Redis Cluster and SlotsShared
+	// otherwise. See the package documentation.
+	Slots Slots
 }
 
 // defaultPrefix is Config.Prefix's default.
@@ -55,8 +79,11 @@ type Store struct {
 	ev     Evaler
 	prefix string
 	clock  func() time.Time
-	close  func() // closes the client if the store created it
-	closed atomic.Bool
+	// perRule reports SlotsPerRule: each rule's keys get their own hash
+	// tag, and policies spanning several tags are decided by crossslot.go.
+	perRule bool
+	close   func() // closes the client if the store created it
+	closed  atomic.Bool
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -68,19 +95,16 @@ var decideScript = newScript("decide.lua", decideLua)
 // connection. It returns an error when no address answers. Close closes the
 // connection.
 func New(cfg Config) (*Store, error) {
-	addrs := cfg.Addrs
-	if len(addrs) == 0 {
-		addrs = []string{"127.0.0.1:6379"}
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:  addrs,
-		Username:     cfg.Username,
-		Password:     cfg.Password,
-		SelectDB:     cfg.DB,
-		DisableCache: true, // every command is a script; nothing to cache
-	})
+	opt, err := clientOption(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(addrs, ","), err)
+		return nil, err
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	if cfg.Slots == SlotsAuto && modeOf(cfg) == Cluster {
+		cfg.Slots = SlotsPerRule
 	}
 	s, err := NewFromClient(client, cfg)
 	if err != nil {
@@ -97,6 +121,9 @@ func New(cfg Config) (*Store, error) {
 func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
+	}
+	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
+		cfg.Slots = SlotsPerRule
 	}
 	return NewFromEvaler(rueidisEvaler{client: client}, cfg)
 }
@@ -115,7 +142,10 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains '{' or '}'; keys' hash tags are derived by the store", prefix)
 	}
-	return &Store{ev: ev, prefix: prefix, clock: cfg.Clock}, nil
+	if cfg.Slots > SlotsPerRule {
+		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
+	}
+	return &Store{ev: ev, prefix: prefix, clock: cfg.Clock, perRule: cfg.Slots == SlotsPerRule}, nil
 }
 
 // Close stops the store: later calls return sluice.ErrStoreClosed. It closes
@@ -138,6 +168,9 @@ func (s *Store) Keys(p *sluice.Policy, attrs map[string]string) ([]string, error
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	if s.perRule {
+		return ruleKeys(s.prefix, p, attrs).keys, nil
+	}
 	return keys(s.prefix, p, attrs), nil
 }
 
@@ -157,6 +190,9 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 	}
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
+	}
+	if s.perRule {
+		return s.decideGroups(ctx, req)
 	}
 	return s.decide(ctx, req)
 }

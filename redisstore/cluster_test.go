@@ -1,0 +1,391 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// The package's Redis Cluster, started by the first test that needs it and
+// stopped by TestMain.
+var (
+	clusterOnce sync.Once
+	cluster     *redistest.Cluster
+	clusterErr  error
+)
+
+// sharedCluster returns the package's cluster, starting it on first use.
+func sharedCluster(t testing.TB) *redistest.Cluster {
+	t.Helper()
+	clusterOnce.Do(func() { cluster, clusterErr = redistest.StartClusterMain() })
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
+	}
+	cluster.Require(t)
+	return cluster
+}
+
+// stopTopologies stops what sharedCluster started.
+func stopTopologies() {
+	if cluster != nil {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+}
+
+// openCluster opens a store in Cluster mode on the package's cluster.
+func openCluster(t testing.TB, cfg redisstore.Config) *redisstore.Store {
+	t.Helper()
+	c := sharedCluster(t)
+	cfg.Mode = redisstore.Cluster
+	cfg.Addrs = c.Addrs()[:2]
+	s, err := redisstore.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// clusterTTLs returns every key under prefix on the cluster's masters with
+// its remaining time to live.
+func clusterTTLs(c *redistest.Cluster, prefix string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, m := range c.Masters() {
+		cursor := "0"
+		for {
+			r, err := m.Do("SCAN", cursor, "MATCH", prefix+":*", "COUNT", "1000")
+			if err != nil {
+				return nil, err
+			}
+			lines := strings.Split(r, "\n")
+			cursor = lines[0]
+			for _, k := range lines[1:] {
+				if k == "" {
+					continue
+				}
+				ms, err := m.Do("PTTL", k)
+				if err != nil {
+					return nil, err
+				}
+				n, _ := strconv.ParseInt(ms, 10, 64)
+				if n == -2 {
+					continue
+				}
+				out[k] = time.Duration(n) * time.Millisecond
+			}
+			if cursor == "0" {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestClusterConformance runs the conformance suite over the Cluster store,
+// whose default is SlotsPerRule: the cases with a global cap over per-key
+// caps are cross-slot decisions.
+func TestClusterConformance(t *testing.T) {
+	c := sharedCluster(t)
+	storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Target {
+		prefix := newPrefix()
+		s := openCluster(t, redisstore.Config{Prefix: prefix, Clock: now})
+		return storetest.Target{
+			Store: s,
+			TTLs: func(ctx context.Context) (map[string]time.Duration, error) {
+				return clusterTTLs(c, prefix)
+			},
+		}
+	})
+}
+
+// TestClusterKeysSpread checks the SlotsPerRule layout: per-user keys of
+// one policy land on every master, and the global cap has a slot of its own.
+func TestClusterKeysSpread(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{
+		{Name: "global", Limit: 100, Window: time.Minute},
+		{Name: "per-user", Limit: 10, Window: time.Minute, By: []string{"user"}},
+	}}
+	masters := map[string]int{}
+	var global string
+	for i := range 30 {
+		ks, err := s.Keys(p, map[string]string{"user": fmt.Sprintf("u%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if global == "" {
+			global = ks[0]
+		} else if ks[0] != global {
+			t.Fatalf("global key %q, then %q", global, ks[0])
+		}
+		if !strings.Contains(ks[1], fmt.Sprintf("{api,u%d}", i)) {
+			t.Errorf("per-user key %q, want hash tag {api,u%d}", ks[1], i)
+		}
+		m, _, err := c.MasterOf(ks[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Addr()]++
+	}
+	if !strings.Contains(global, "{api}") {
+		t.Errorf("global key %q, want hash tag {api}", global)
+	}
+	if len(masters) != 3 {
+		t.Errorf("30 users' keys on %d masters (%v), want all 3", len(masters), masters)
+	}
+	t.Logf("30 users' per-user keys over the masters: %v", masters)
+}
+
+// crossSlotEvaler runs every script with two more keys, in other slots, so
+// that Redis answers CROSSSLOT.
+type crossSlotEvaler struct{ c rueidis.Client }
+
+func (e crossSlotEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
+	return nil, redisstore.ErrNoScript
+}
+
+func (e crossSlotEvaler) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
+	keys = append(keys, "{elsewhere}:x", "{another}:y")
+	cmd := e.c.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	return e.c.Do(ctx, cmd).AsIntSlice()
+}
+
+// TestClusterCrossSlotIsError: a CROSSSLOT reply is an error from the store
+// and a denial from a Limiter that fails closed, never an admission.
+func TestClusterCrossSlotIsError(t *testing.T) {
+	c := sharedCluster(t)
+	// A plain connection to one node: the cluster client refuses to build
+	// a cross-slot command at all, so only a node can answer CROSSSLOT.
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs()[:1], ForceSingleClient: true, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	s, err := redisstore.NewFromEvaler(crossSlotEvaler{client}, redisstore.Config{Prefix: newPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &sluice.Policy{Name: "x", Rules: []sluice.Rule{{Name: "r", Limit: 10, Window: time.Minute}}}
+	req := &sluice.Request{Policy: p, Cost: 1}
+	d, err := s.Decide(context.Background(), req)
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") || d.Allowed {
+		t.Fatalf("Decide = %+v, %v; want a CROSSSLOT error and no admission", d, err)
+	}
+	d, err = sluice.NewLimiter(s, sluice.Config{}).Allow(context.Background(), p, nil)
+	if err == nil || d.Allowed || !d.Degraded {
+		t.Fatalf("Limiter.Allow = %+v, %v; want a degraded denial with the error", d, err)
+	}
+	t.Logf("CROSSSLOT: store error %q; limiter decision allowed=%v degraded=%v", err, d.Allowed, d.Degraded)
+}
+
+// Environment of a TestClusterHelperProcess child, besides helperEnv (the
+// seed addresses, comma-separated) and helperPrefixEnv.
+const clusterPolicyEnv = "SLUICE_REDISSTORE_HELPER_POLICY"
+
+// clusterPolicies are the policies the multi-process cluster test hammers:
+// one spread over slots by user, and a global cap over it (cross-slot).
+var clusterPolicies = map[string]*sluice.Policy{
+	"per-user": {Name: "per-user", Rules: []sluice.Rule{
+		{Name: "user", Limit: 5, Window: time.Hour, By: []string{"user"}},
+	}},
+	"global-per-user": {Name: "global-per-user", Rules: []sluice.Rule{
+		{Name: "global", Limit: 100, Window: time.Hour},
+		{Name: "user", Limit: 10, Window: time.Hour, By: []string{"user"}},
+	}},
+}
+
+const clusterUsers = 30
+
+// TestClusterMultiProcess runs 8 processes of 32 goroutines against the
+// cluster for each policy of clusterPolicies, on Redis's clocks: exactly the
+// limits must be admitted, and each user's window must hold exactly its
+// admissions (every rollback removed its entry).
+func TestClusterMultiProcess(t *testing.T) {
+	c := sharedCluster(t)
+	for _, name := range []string{"per-user", "global-per-user"} {
+		t.Run(name, func(t *testing.T) {
+			p := clusterPolicies[name]
+			prefix := newPrefix()
+			perUser := runClusterChildren(t, c, prefix, name)
+			total := 0
+			for u, n := range perUser {
+				total += n
+				if lim := p.Rules[len(p.Rules)-1].Limit; int64(n) > lim {
+					t.Errorf("user %s: %d admitted, limit %d", u, n, lim)
+				}
+			}
+			want := clusterUsers * 5
+			if name == "global-per-user" {
+				want = 100
+			}
+			if total != want {
+				t.Errorf("admitted %d, want exactly %d", total, want)
+			}
+			// What the cluster holds.
+			s := openCluster(t, redisstore.Config{Prefix: prefix})
+			rc := clusterClient(t, c)
+			stored := 0
+			for i := range clusterUsers {
+				u := fmt.Sprintf("u%d", i)
+				ks, err := s.Keys(p, map[string]string{"user": u})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := len(entries(t, rc, ks[len(ks)-1]))
+				if n != perUser[u] {
+					t.Errorf("user %s: window holds %d entries, %d admitted", u, n, perUser[u])
+				}
+				stored += n
+				if len(ks) == 2 && i == 0 {
+					if g := len(entries(t, rc, ks[0])); g != 100 {
+						t.Errorf("global window holds %d entries, want 100", g)
+					}
+				}
+			}
+			checkClusterKeys(t, c, prefix)
+			t.Logf("cluster, %s: %d processes x %d goroutines admitted %d (want %d) over %d users; windows hold %d",
+				name, helperProcs, helperGoroutines, total, want, len(perUser), stored)
+		})
+	}
+}
+
+// checkClusterKeys fails t if a key under prefix has no TTL.
+func checkClusterKeys(t *testing.T, c *redistest.Cluster, prefix string) {
+	t.Helper()
+	m, err := clusterTTLs(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, ttl := range m {
+		if ttl < 0 {
+			t.Errorf("key %s has no TTL", k)
+		}
+	}
+}
+
+// clusterClient returns a rueidis cluster client for inspection.
+func clusterClient(t testing.TB, c *redistest.Cluster) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// runClusterChildren runs the child processes for policy and returns the
+// admissions per user.
+func runClusterChildren(t *testing.T, c *redistest.Cluster, prefix, policy string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type child struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Scanner
+	}
+	children := make([]*child, helperProcs)
+	for i := range children {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestClusterHelperProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(c.Addrs(), ","),
+			helperPrefixEnv+"="+prefix, clusterPolicyEnv+"="+policy)
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		children[i] = &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	}
+	for i, c := range children {
+		if !c.out.Scan() || c.out.Text() != "ready" {
+			t.Fatalf("child %d: got %q before ready (%v)", i, c.out.Text(), c.out.Err())
+		}
+	}
+	for _, c := range children {
+		c.stdin.Close()
+	}
+	perUser := map[string]int{}
+	for i, c := range children {
+		for c.out.Scan() {
+			if u, ok := strings.CutPrefix(c.out.Text(), "admit "); ok {
+				perUser[u]++
+			}
+		}
+		if err := c.cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v", i, err)
+		}
+	}
+	return perUser
+}
+
+// TestClusterHelperProcess is a child of TestClusterMultiProcess; run
+// directly, it does nothing.
+func TestClusterHelperProcess(t *testing.T) {
+	addrs := os.Getenv(helperEnv)
+	p := clusterPolicies[os.Getenv(clusterPolicyEnv)]
+	if addrs == "" || p == nil {
+		return
+	}
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: strings.Split(addrs, ","),
+		Prefix: os.Getenv(helperPrefixEnv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 5 * time.Second})
+	ctx := context.Background()
+	fmt.Println("ready")
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		lines []string
+	)
+	for range helperGoroutines {
+		wg.Go(func() {
+			for range helperAttempts {
+				u := fmt.Sprintf("u%d", rand.IntN(clusterUsers))
+				d, err := lim.Allow(ctx, p, map[string]string{"user": u})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					mu.Lock()
+					lines = append(lines, "admit "+u)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(strings.Join(lines, "\n"))
+}

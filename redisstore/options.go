@@ -1,0 +1,215 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// Mode is the Redis topology a Store connects to.
+type Mode uint8
+
+const (
+	// Standalone is one Redis server (with replicas or not, the store only
+	// talks to the one in Config.Addrs). The default.
+	Standalone Mode = iota
+
+	// Cluster is a Redis Cluster discovered from any of Config.Addrs; the
+	// client follows MOVED and ASK redirections and slot changes.
+	Cluster
+
+	// Sentinel is a master found through the sentinels at Config.Addrs
+	// under Config.MasterName; the client follows failovers.
+	Sentinel
+)
+
+// String returns the mode's name as ParseMode reads it.
+func (m Mode) String() string {
+	switch m {
+	case Standalone:
+		return "standalone"
+	case Cluster:
+		return "cluster"
+	case Sentinel:
+		return "sentinel"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode returns the Mode named s: "standalone" (or ""), "cluster" or
+// "sentinel".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "standalone":
+		return Standalone, nil
+	case "cluster":
+		return Cluster, nil
+	case "sentinel":
+		return Sentinel, nil
+	}
+	return 0, fmt.Errorf("redisstore: unknown mode %q; use standalone, cluster or sentinel", s)
+}
+
+// Slots says how a Store groups a policy's keys into Redis Cluster hash
+// tags, and so how many script calls a decision takes.
+type Slots uint8
+
+const (
+	// SlotsAuto is SlotsPerRule on a Redis Cluster (Config.Mode Cluster, or
+	// a rueidis cluster client given to NewFromClient) and SlotsShared
+	// otherwise. The default.
+	SlotsAuto Slots = iota
+
+	// SlotsShared gives every key of a decision one hash tag: the policy
+	// name and the values of the attributes that all its rules share. A
+	// decision is one atomic script call, but a policy with a rule without
+	// By (a global cap) keeps all its keys in one slot.
+	SlotsShared
+
+	// SlotsPerRule gives each rule's keys their own hash tag: the policy
+	// name and the values of the rule's own By attributes. Per-user keys
+	// spread over the cluster while a global cap has its own slot; a
+	// decision over several tags is a reserve / commit / rollback sequence
+	// of script calls (see the package documentation).
+	SlotsPerRule
+)
+
+// ParseURL reads a Redis URL into the connection fields of a Config:
+//
+//	redis://[[user]:password@]host:port[/db][?addr=host:port...][&mode=cluster|sentinel][&master=name]
+//
+// "rediss://" connects with TLS (server name from the host). Further
+// addresses are given with addr= (cluster seeds, or sentinels); mode=
+// selects the topology (default standalone) and master= (or master_set=)
+// names a Sentinel master.
+func ParseURL(s string) (Config, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return Config{}, fmt.Errorf("redisstore: URL: %w", err)
+	}
+	var cfg Config
+	switch u.Scheme {
+	case "redis":
+	case "rediss":
+		cfg.TLS = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
+	default:
+		return Config{}, fmt.Errorf("redisstore: URL %q: scheme %q, want redis or rediss", redact(u), u.Scheme)
+	}
+	if u.Host != "" {
+		host, port := u.Hostname(), u.Port()
+		if port == "" {
+			port = "6379"
+		}
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		cfg.Addrs = []string{net.JoinHostPort(host, port)}
+	}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		if cfg.DB, err = strconv.Atoi(db); err != nil || cfg.DB < 0 {
+			return Config{}, fmt.Errorf("redisstore: URL %q: database %q is not a number", redact(u), db)
+		}
+	}
+	q := u.Query()
+	cfg.Addrs = append(cfg.Addrs, q["addr"]...)
+	if cfg.Mode, err = ParseMode(q.Get("mode")); err != nil {
+		return Config{}, err
+	}
+	cfg.MasterName = q.Get("master")
+	if cfg.MasterName == "" {
+		cfg.MasterName = q.Get("master_set")
+	}
+	if cfg.MasterName != "" && q.Get("mode") == "" {
+		cfg.Mode = Sentinel
+	}
+	return cfg, nil
+}
+
+// redact returns u without its password, for messages.
+func redact(u *url.URL) string { return u.Redacted() }
+
+// clientOption builds the rueidis options for cfg's connection fields,
+// starting from cfg.URL when it is set.
+func clientOption(cfg Config) (rueidis.ClientOption, error) {
+	c := cfg
+	if cfg.URL != "" {
+		u, err := ParseURL(cfg.URL)
+		if err != nil {
+			return rueidis.ClientOption{}, err
+		}
+		c = u
+		if cfg.Mode != Standalone {
+			c.Mode = cfg.Mode
+		}
+		if len(cfg.Addrs) > 0 {
+			c.Addrs = cfg.Addrs
+		}
+		if cfg.MasterName != "" {
+			c.MasterName = cfg.MasterName
+		}
+		if cfg.TLS != nil {
+			c.TLS = cfg.TLS
+		}
+		if cfg.Username != "" {
+			c.Username = cfg.Username
+		}
+		if cfg.Password != "" {
+			c.Password = cfg.Password
+		}
+		if cfg.DB != 0 {
+			c.DB = cfg.DB
+		}
+	}
+	addrs := c.Addrs
+	if len(addrs) == 0 {
+		addrs = []string{"127.0.0.1:6379"}
+	}
+	opt := rueidis.ClientOption{
+		InitAddress:  addrs,
+		Username:     c.Username,
+		Password:     c.Password,
+		SelectDB:     c.DB,
+		TLSConfig:    c.TLS,
+		DisableCache: true, // every command is a script; nothing to cache
+	}
+	switch c.Mode {
+	case Standalone:
+	case Cluster:
+		if c.DB != 0 {
+			return opt, errors.New("redisstore: a Redis Cluster has only database 0")
+		}
+	case Sentinel:
+		if c.MasterName == "" {
+			return opt, errors.New("redisstore: Sentinel mode needs MasterName, the name the sentinels monitor the master under")
+		}
+		opt.Sentinel = rueidis.SentinelOption{
+			MasterSet: c.MasterName,
+			Username:  c.Username,
+			Password:  c.Password,
+			TLSConfig: c.TLS,
+		}
+	default:
+		return opt, fmt.Errorf("redisstore: unknown mode %v", c.Mode)
+	}
+	return opt, nil
+}
+
+// modeOf returns the mode cfg connects in, URL included.
+func modeOf(cfg Config) Mode {
+	if cfg.Mode == Standalone && cfg.URL != "" {
+		if u, err := ParseURL(cfg.URL); err == nil {
+			return u.Mode
+		}
+	}
+	return cfg.Mode
+}
