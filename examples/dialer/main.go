@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prefix := fs.String("prefix", "dialer", "the Redis key prefix")
 	name := fs.String("name", fmt.Sprintf("pid%d", os.Getpid()), "this process's name in the output")
 	asJSON := fs.Bool("json", false, "print one JSON object per call")
+	timeout := fs.Duration("timeout", time.Second, "the deadline of each store call")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -92,7 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer store.Close()
-	lim := sluice.NewLimiter(store, sluice.Config{})
+	// A call may wait seconds for its slot: a store call may take longer
+	// than the default deadline, made for request paths, before it counts
+	// as a failure.
+	lim := sluice.NewLimiter(store, sluice.Config{Timeout: *timeout})
 	if err := checkStore(ctx, lim, *name); err != nil {
 		fmt.Fprintln(stderr, "dialer: the store does not answer:", err)
 		return 1
@@ -111,10 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var (
-		mu   sync.Mutex
-		enc  = json.NewEncoder(stdout)
-		wg   sync.WaitGroup
-		errs = make(chan error, *workers)
+		mu  sync.Mutex
+		enc = json.NewEncoder(stdout)
+		wg  sync.WaitGroup
 	)
 	report := func(c call) {
 		mu.Lock()
@@ -127,28 +130,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			time.UnixMicro(c.Sent).Format("15:04:05.000000"), c.Carrier, c.Process, c.Worker,
 			time.Duration(c.WaitedUS)*time.Microsecond)
 	}
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stderr, "dialer: "+format+"\n", args...)
+	}
 	for w := range *workers {
-		wg.Go(func() {
-			if err := work(ctx, lim, cs, *name, w, report); err != nil {
-				errs <- err
-			}
-		})
+		wg.Go(func() { work(ctx, lim, cs, *name, w, report, logf) })
 	}
 	wg.Wait()
-	close(errs)
-	code := 0
-	for err := range errs {
-		fmt.Fprintln(stderr, "dialer:", err)
-		code = 1
-	}
-	return code
+	return 0
 }
 
 // work places calls until ctx ends. Worker w starts with carrier w and goes
 // round the carriers; a call its carrier rejects (the wait would be longer
 // than MaxDelay) is offered to the next one, and when every carrier rejects
-// it the worker waits until the first one could take it.
-func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string, w int, report func(call)) error {
+// it the worker waits until the first one could take it. A store failure is
+// logged, and the call tried again an interval later.
+func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string, w int, report func(call), logf func(string, ...any)) {
 	next := w % len(cs)
 	for {
 		var (
@@ -176,20 +175,26 @@ func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string
 				done++
 				continue
 			case ctx.Err() != nil:
-				return nil
+				return
 			default:
-				return err
+				// The store failed: the call was not placed. A slot the
+				// store may have reserved all the same is left unused.
+				logf("worker %d: %v; trying again in %v", w, err, c.sched.Interval())
+				if wait < 0 || c.sched.Interval() < wait {
+					wait = c.sched.Interval()
+				}
+				continue
 			}
 			break
 		}
 		if done == len(cs) {
-			return nil // no carrier has a slot before the end
+			return // no carrier has a slot before the end
 		}
 		if wait > 0 {
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
-				return nil
+				return
 			}
 		}
 	}
