@@ -147,8 +147,16 @@ flags:`)
 	defer store.Close()
 	where := store.Where
 	// The Limiter goes straight to the opened store, which keeps the
-	// schedules (sluice.Scheduler).
-	lim := sluice.NewLimiter(store.Store, sluice.Config{})
+	// schedules (sluice.Scheduler). A command line is not a request path: a
+	// store call has a second unless the file says otherwise.
+	lc := sluice.Config{Timeout: time.Second}
+	if cfg != nil && cfg.Store != nil {
+		lc.OnError = cfg.Store.OnError
+		if cfg.Store.Timeout > 0 {
+			lc.Timeout = cfg.Store.Timeout
+		}
+	}
+	lim := sluice.NewLimiter(store.Store, lc)
 
 	if !*asJSON {
 		fmt.Fprintf(stdout, "schedule %q on %s: %v (one every %v), max delay %v", sched.Name, where, sched.Rate, sched.Interval(), sched.MaxDelay)
