@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -47,6 +49,92 @@ func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]
 	if err != nil {
 		return nil, time.Time{}, err
 	}
+	windows, now, err := s.inspect(ctx, ks)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	for i := range windows {
+		windows[i].Rule = p.Rules[i].Name
+	}
+	return windows, now, nil
+}
+
+// InspectKey reads, changing nothing, one window key found without the
+// policy's definition (by SCAN with PolicyPattern, say): its rule is the
+// one its name gives, and its entries, TTL and the server's time are read
+// as by Inspect.
+func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, error) {
+	windows, now, err := s.inspect(ctx, []string{key})
+	if err != nil {
+		return Window{}, time.Time{}, err
+	}
+	w := windows[0]
+	if i := strings.LastIndex(key, "}:"); i >= 0 {
+		parts := strings.SplitN(key[i+2:], ":", 3)
+		if len(parts) >= 2 {
+			w.Rule, _ = url.PathUnescape(parts[1])
+		}
+	}
+	return w, now, nil
+}
+
+// PolicyPattern returns the SCAN MATCH pattern of every key of the policy
+// named policy, and a function that reports whether such a key is a window
+// for the attribute values given: every value in its name (in the hash tag
+// and after the rule) is one of values. A rule without attributes matches
+// any values.
+func (s *Store) PolicyPattern(policy string, values []string) (pattern string, match func(key string) bool) {
+	enc := string(appendPart(nil, policy))
+	head := s.prefix + ":{" + enc
+	var b strings.Builder
+	for _, c := range head {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	b.WriteByte('*')
+	encoded := make(map[string]bool, len(values))
+	for _, v := range values {
+		encoded[string(appendPart(nil, v))] = true
+	}
+	return b.String(), func(key string) bool {
+		if !strings.HasPrefix(key, head) {
+			return false
+		}
+		rest := key[len(head):]
+		end := strings.Index(rest, "}:")
+		if end < 0 {
+			return false
+		}
+		tag, tail := rest[:end], rest[end+2:]
+		if tag != "" && !strings.HasPrefix(tag, ",") {
+			return false // another policy whose name starts with this one
+		}
+		if !strings.HasPrefix(tail, enc+":") {
+			return false
+		}
+		var parts []string
+		if tag != "" {
+			parts = strings.Split(tag[1:], ",")
+		}
+		if _, vals, ok := strings.Cut(tail[len(enc)+1:], ":"); ok {
+			parts = append(parts, strings.Split(vals, ",")...)
+		}
+		for _, p := range parts {
+			if !encoded[p] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// inspect runs inspect.lua over keys, which share one slot.
+func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, error) {
+	if s.closed.Load() {
+		return nil, time.Time{}, sluice.ErrStoreClosed
+	}
 	reply, err := run(ctx, s.ev, inspectScript, ks, nil)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -64,7 +152,7 @@ func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]
 		if i+2 > len(reply) {
 			return bad()
 		}
-		w := Window{Rule: p.Rules[k].Name, Key: ks[k]}
+		w := Window{Key: ks[k]}
 		switch pttl := reply[i]; {
 		case pttl == -1:
 			w.TTL = -1

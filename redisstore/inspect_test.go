@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +56,63 @@ func TestInspect(t *testing.T) {
 	}
 	if _, _, err := s.Inspect(ctx, p, nil); err == nil {
 		t.Error("Inspect without the category attribute succeeded")
+	}
+}
+
+func TestPolicyPatternAndInspectKey(t *testing.T) {
+	server.Require(t)
+	ctx := context.Background()
+	prefix := newPrefix()
+	s := openRueidis(t, redisstore.Config{Addrs: []string{server.Addr()}, Prefix: prefix})
+	lim := sluice.NewLimiter(s, sluice.Config{})
+	notify := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 10, Window: time.Minute},
+		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
+	}}
+	perUser := &sluice.Policy{Name: "notify2", Rules: []sluice.Rule{
+		{Name: "per user", Limit: 3, Window: time.Minute, By: []string{"user"}},
+	}}
+	for _, c := range []string{"errors", "errors", "info", "a:b{c}"} {
+		if _, err := lim.Allow(ctx, notify, map[string]string{"category": c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := lim.Allow(ctx, perUser, map[string]string{"user": "errors"}); err != nil {
+		t.Fatal(err)
+	}
+	find := func(p string, values ...string) map[string]redisstore.Window {
+		t.Helper()
+		pattern, match := s.PolicyPattern(p, values)
+		reply, err := server.Do("KEYS", pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]redisstore.Window{}
+		for _, k := range strings.Split(reply, "\n") {
+			if k == "" || !match(k) {
+				continue
+			}
+			w, _, err := s.InspectKey(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[w.Rule+" "+strconv.Itoa(len(w.Entries))] = w
+		}
+		return out
+	}
+	got := find("notify", "errors")
+	if len(got) != 2 || got["global 4"].Key == "" || got["category 2"].Key == "" {
+		t.Errorf("notify errors: %v, want the global window (4 entries) and the errors window (2)", got)
+	}
+	got = find("notify", "a:b{c}")
+	if len(got) != 2 || got["category 1"].Key == "" {
+		t.Errorf("notify a:b{c}: %v", got)
+	}
+	got = find("notify2", "errors")
+	if len(got) != 1 || got["per user 1"].Key == "" || got["per user 1"].TTL <= 0 {
+		t.Errorf("notify2 errors: %v, want the per user window", got)
+	}
+	if got := find("notify2", "nobody"); len(got) != 0 {
+		t.Errorf("notify2 nobody: %v, want none", got)
 	}
 }

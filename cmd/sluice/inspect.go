@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/redisstore"
 )
 
 // inspectOutput is what `sluice inspect --json` prints.
@@ -21,12 +23,14 @@ type inspectOutput struct {
 	Windows []inspectWindow `json:"windows"`
 }
 
+// inspectWindow is one rule's window. Limit, WindowMS, Used and Counts
+// are known only with --config, which gives the rules.
 type inspectWindow struct {
 	Rule     string         `json:"rule"`
 	Key      string         `json:"key"`
-	Limit    int64          `json:"limit"`
-	WindowMS int64          `json:"window_ms"`
-	Used     int64          `json:"used"`
+	Limit    int64          `json:"limit,omitempty"`
+	WindowMS int64          `json:"window_ms,omitempty"`
+	Used     *int64         `json:"used,omitempty"`
 	TTLMS    int64          `json:"ttl_ms"` // -1: no expiry; 0: no key
 	Entries  []inspectEntry `json:"entries"`
 }
@@ -35,30 +39,33 @@ type inspectEntry struct {
 	Time   time.Time `json:"time"`
 	AgeMS  int64     `json:"age_ms"`
 	Cost   int64     `json:"cost"`
-	Counts bool      `json:"counts"` // inside the window now
+	Counts *bool     `json:"counts,omitempty"` // inside the window now
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sluice inspect --config FILE --policy P --attr k=v ... [--redis URL] [--json]
+		fmt.Fprintln(stderr, `usage: sluice inspect --redis URL --policy P --attr k=v ... [--config FILE] [--prefix P] [--json]
 
-Shows, changing nothing, the Redis windows that policy P's rules keep for
-the given attributes: each key, its entries with their ages and costs, and
-its time to live. The policy's rules come from FILE; Redis is --redis, else
-the file's store.
+Shows, changing nothing, the Redis windows that policy P keeps for the
+given attributes: each key, its entries with their ages and costs, and its
+time to live. With --config, the policy's rules name the keys exactly and
+the counts in each window are shown; without it, the keys are found with
+SCAN (every window of P whose attribute values are among those given).
+Redis is --redis, else the file's store.
 Exit status: 0 ok, 2 usage, configuration or store error.
 
 flags:`)
 		fs.PrintDefaults()
 	}
 	var attrs reserveAttrs
-	file := fs.String("config", "", "the configuration `file` that defines the policy (required)")
+	file := fs.String("config", "", "the configuration `file` that defines the policy")
 	policy := fs.String("policy", "", "the policy's `name` (required)")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
 	redisURL := fs.String("redis", "", "Redis at this `URL` (redis://host:port/db), instead of the file's store")
 	asJSON := fs.Bool("json", false, "print JSON")
+	prefix := fs.String("prefix", "", "the key `prefix` (default: the file's, else sluice)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -72,19 +79,31 @@ flags:`)
 	switch {
 	case fs.NArg() > 0:
 		return fail("unexpected argument %q", fs.Arg(0))
-	case *file == "":
-		return fail("--config FILE is required: the rules of the policy name the keys")
+	case *file == "" && *redisURL == "":
+		return fail("--redis URL is required (or --config FILE with a Redis store)")
 	case *policy == "":
 		return fail("--policy NAME is required")
 	}
-	cfg, err := config.Load(*file)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
+	var cfg *config.Config
+	var p *sluice.Policy
+	if *file != "" {
+		var err error
+		if cfg, err = config.Load(*file); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		if p = cfg.Policy(*policy); p == nil {
+			return fail("%v: %q is not in %s", sluice.ErrUnknownPolicy, *policy, *file)
+		}
 	}
-	p := cfg.Policy(*policy)
-	if p == nil {
-		return fail("%v: %q is not in %s", sluice.ErrUnknownPolicy, *policy, *file)
+	if *prefix != "" {
+		if cfg == nil {
+			cfg = &config.Config{}
+		}
+		if cfg.Store == nil {
+			cfg.Store = &config.Store{}
+		}
+		cfg.Store.Prefix = *prefix
 	}
 	store, err := openConfiguredStore(cfg, *redisURL)
 	if err != nil {
@@ -94,25 +113,38 @@ flags:`)
 	if store.Redis == nil {
 		return fail("the file has no Redis store and --redis is not set; inspect reads Redis")
 	}
-	windows, now, err := store.Redis.Inspect(ctx, p, attrs.values)
+	var windows []redisstore.Window
+	var now time.Time
+	if p != nil {
+		windows, now, err = store.Redis.Inspect(ctx, p, attrs.values)
+	} else {
+		windows, now, err = scanWindows(ctx, store, *policy, attrs.values)
+	}
 	if err != nil {
 		return fail("%v", err)
 	}
-	out := inspectOutput{Policy: p.Name, Store: store.Where, Now: now.UTC(), Windows: []inspectWindow{}}
+	out := inspectOutput{Policy: *policy, Store: store.Where, Now: now.UTC(), Windows: []inspectWindow{}}
 	for i, w := range windows {
-		r := &p.Rules[i]
-		iw := inspectWindow{Rule: w.Rule, Key: w.Key, Limit: r.Limit, WindowMS: r.Window.Milliseconds(),
-			TTLMS: w.TTL.Milliseconds(), Entries: []inspectEntry{}}
+		iw := inspectWindow{Rule: w.Rule, Key: w.Key, TTLMS: w.TTL.Milliseconds(), Entries: []inspectEntry{}}
 		if w.TTL < 0 {
 			iw.TTLMS = -1
 		}
+		var r *sluice.Rule
+		if p != nil {
+			r = &p.Rules[i]
+			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
+		}
 		for _, e := range w.Entries {
 			age := now.Sub(e.Time)
-			counts := age < r.Window
-			if counts {
-				iw.Used += e.Cost
+			ie := inspectEntry{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost}
+			if r != nil {
+				counts := age < r.Window
+				if counts {
+					*iw.Used += e.Cost
+				}
+				ie.Counts = &counts
 			}
-			iw.Entries = append(iw.Entries, inspectEntry{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost, Counts: counts})
+			iw.Entries = append(iw.Entries, ie)
 		}
 		out.Windows = append(out.Windows, iw)
 	}
@@ -122,7 +154,10 @@ flags:`)
 		}
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "policy %q on %s, server time %s\n", p.Name, store.Where, now.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(stdout, "policy %q on %s, server time %s\n", *policy, store.Where, now.UTC().Format(time.RFC3339Nano))
+	if len(out.Windows) == 0 {
+		fmt.Fprintln(stdout, "no windows")
+	}
 	for _, w := range out.Windows {
 		ttl := "no key"
 		switch {
@@ -131,15 +166,68 @@ flags:`)
 		case w.TTLMS > 0:
 			ttl = "expires in " + (time.Duration(w.TTLMS) * time.Millisecond).String()
 		}
-		fmt.Fprintf(stdout, "\nrule %s: %d/%d used per %v; %d entries; %s\n  key %s\n", w.Rule, w.Used, w.Limit,
-			time.Duration(w.WindowMS)*time.Millisecond, len(w.Entries), ttl, w.Key)
+		if w.Used != nil {
+			fmt.Fprintf(stdout, "\nrule %s: %d/%d used per %v; %d entries; %s\n  key %s\n", w.Rule, *w.Used, w.Limit,
+				time.Duration(w.WindowMS)*time.Millisecond, len(w.Entries), ttl, w.Key)
+		} else {
+			fmt.Fprintf(stdout, "\nrule %s: %d entries; %s\n  key %s\n", w.Rule, len(w.Entries), ttl, w.Key)
+		}
 		for j, e := range w.Entries {
 			note := ""
-			if !e.Counts {
+			if e.Counts != nil && !*e.Counts {
 				note = "  (outside the window; kept for the min gap)"
 			}
 			fmt.Fprintf(stdout, "  #%-4d age %-12v cost %d%s\n", j+1, (time.Duration(e.AgeMS) * time.Millisecond).String(), e.Cost, note)
 		}
 	}
 	return exitOK
+}
+
+// scanWindows finds, with SCAN on every node, the windows of the policy
+// named policy whose attribute values are among attrs' values, and reads
+// them, sorted by key.
+func scanWindows(ctx context.Context, store *openedStore, policy string, attrs map[string]string) ([]redisstore.Window, time.Time, error) {
+	values := make([]string, 0, len(attrs))
+	for _, v := range attrs {
+		values = append(values, v)
+	}
+	pattern, match := store.Redis.PolicyPattern(policy, values)
+	nodes := store.Client.Nodes()
+	seen := map[string]bool{}
+	var keys []string
+	for _, node := range nodes {
+		var cursor uint64
+		for {
+			entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return nil, time.Time{}, fmt.Errorf("scanning for %s: %w", pattern, err)
+			}
+			for _, k := range entry.Elements {
+				if match(k) && !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+			if cursor = entry.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	slices.Sort(keys)
+	var out []redisstore.Window
+	var now time.Time
+	for _, k := range keys {
+		w, t, err := store.Redis.InspectKey(ctx, k)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		if w.TTL == 0 {
+			continue // expired since the scan
+		}
+		out, now = append(out, w), t
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return out, now, nil
 }

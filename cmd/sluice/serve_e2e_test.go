@@ -72,7 +72,7 @@ func TestServeRedis(t *testing.T) {
 	}
 	var in inspectOutput
 	(&response{Body: []byte(out)}).JSON(t, &in)
-	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Used != 10 || len(in.Windows[1].Entries) != 10 ||
+	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Used == nil || *in.Windows[1].Used != 10 || len(in.Windows[1].Entries) != 10 ||
 		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}:notify:category") {
 		t.Errorf("inspect = %+v", in)
 	}
@@ -80,6 +80,28 @@ func TestServeRedis(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "rule category: 10/10 used per 30m0s; 10 entries; expires in") || !strings.Contains(out, "age ") {
 		t.Errorf("inspect text = %d\n%s", code, out)
 	}
+	// Without the file, inspect finds the windows with SCAN.
+	code, out, errOut = runCLI(t, "inspect", "--redis", "redis://"+rs.Addr(), "--prefix", "e2e", "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 0 {
+		t.Fatalf("inspect --redis = %d\n%s", code, errOut)
+	}
+	in = inspectOutput{}
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	rules := map[string]int{}
+	for _, w := range in.Windows {
+		rules[w.Rule] = len(w.Entries)
+		if w.Used != nil || w.TTLMS <= 0 {
+			t.Errorf("window %+v: want no count without the file, and a TTL", w)
+		}
+	}
+	if len(in.Windows) != 2 || rules["category"] != 10 || rules["global"] != 11 {
+		t.Errorf("inspect --redis found %v, want category (10 entries) and global (11)", rules)
+	}
+	code, out, errOut = runCLI(t, "inspect", "--redis", "redis://"+rs.Addr(), "--policy", "notify", "--attr", "category=errors")
+	if code != 0 || !strings.Contains(out, "no windows") {
+		t.Errorf("inspect under the default prefix = %d %s %s, want no windows", code, out, errOut)
+	}
+
 	// sluice check reads the same store: the category is full.
 	code, out, _ = runCLI(t, "check", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")
 	if code != 1 || !strings.Contains(out, `"denied_by":"category"`) {

@@ -36,6 +36,16 @@ func TestServeRedisCluster(t *testing.T) {
 			t.Fatalf("user %d = %+v", u, d)
 		}
 	}
+	// inspect finds the windows with SCAN over the cluster's nodes.
+	code, out, errOut := runCLI(t, "inspect", "--redis", "redis://"+c.Addrs()[0], "--prefix", "cl", "--policy", "notify", "--attr", "category=c", "--json")
+	var in inspectOutput
+	if code != 0 {
+		t.Fatalf("inspect = %d %s", code, errOut)
+	}
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || len(in.Windows[0].Entries) != 10 || len(in.Windows[1].Entries) != 10 {
+		t.Errorf("inspect on the cluster = %+v, want two windows of 10 entries", in.Windows)
+	}
 	var r struct{ OK bool }
 	p.post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`, &r)
 	if !r.OK {

@@ -21,8 +21,10 @@ import (
 type openedStore struct {
 	sluice.Store
 
-	// Redis is the Redis store, nil for the in-memory store.
-	Redis *redisstore.Store
+	// Redis is the Redis store and Client its client; nil for the
+	// in-memory store.
+	Redis  *redisstore.Store
+	Client rueidis.Client
 
 	// Where describes the store for messages.
 	Where string
@@ -120,9 +122,10 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 		return nil, err
 	}
 	return &openedStore{
-		Store: rs,
-		Redis: rs,
-		Where: where,
+		Store:  rs,
+		Redis:  rs,
+		Client: client,
+		Where:  where,
 		ping: func(ctx context.Context) error {
 			return client.Do(ctx, client.B().Ping().Build()).Error()
 		},
