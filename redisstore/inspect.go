@@ -41,7 +41,8 @@ type Entry struct {
 }
 
 // Inspect reads, changing nothing, the windows of every rule of p for
-// attrs, in policy order, and the Redis server's time. It is for operators
+// attrs, in policy order, and the Redis server's time (read with the last
+// window; each window is read on its own). It is for operators
 // looking at a store (sluice inspect), not for deciding: the windows may
 // change between Inspect and any later call.
 func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]string) ([]Window, time.Time, error) {
@@ -49,11 +50,16 @@ func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	windows, now, err := s.inspect(ctx, ks)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	for i := range windows {
+	// One call per key: with SlotsPerRule the keys of a policy may lie in
+	// several cluster slots.
+	windows := make([]Window, len(ks))
+	var now time.Time
+	for i, k := range ks {
+		w, t, err := s.inspect(ctx, []string{k})
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		windows[i], now = w[0], t
 		windows[i].Rule = p.Rules[i].Name
 	}
 	return windows, now, nil

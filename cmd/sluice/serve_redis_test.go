@@ -46,6 +46,16 @@ func TestServeRedisCluster(t *testing.T) {
 	if len(in.Windows) != 2 || len(in.Windows[0].Entries) != 10 || len(in.Windows[1].Entries) != 10 {
 		t.Errorf("inspect on the cluster = %+v, want two windows of 10 entries", in.Windows)
 	}
+	// With the file, inspect names the keys, which lie in several slots.
+	code, out, errOut = runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=c", "--json")
+	if code != 0 {
+		t.Fatalf("inspect --config = %d %s", code, errOut)
+	}
+	in = inspectOutput{}
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || in.Windows[1].Used == nil || *in.Windows[1].Used != 10 {
+		t.Errorf("inspect --config on the cluster = %+v", in.Windows)
+	}
 	var r struct{ OK bool }
 	p.post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`, &r)
 	if !r.OK {

@@ -109,21 +109,4 @@ func (s *instrumentedStore) Decide(ctx context.Context, req *sluice.Request) (sl
 	return d, err
 }
 
-// timeoutStore bounds each store call by a timeout; one is made per
-// configuration, as the timeout is configured.
-type timeoutStore struct {
-	*instrumentedStore
-	timeout time.Duration
-}
-
-// Decide implements sluice.Store.
-func (s *timeoutStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.instrumentedStore.Decide(ctx, req)
-}
-
-var (
-	_ sluice.Store = (*instrumentedStore)(nil)
-	_ sluice.Store = (*timeoutStore)(nil)
-)
+var _ sluice.Store = (*instrumentedStore)(nil)

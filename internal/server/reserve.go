@@ -185,21 +185,4 @@ func (s *instrumentedStore) scheduler() (sluice.Scheduler, error) {
 	return sc, nil
 }
 
-// Reserve implements sluice.Scheduler with the store timeout.
-func (s *timeoutStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.instrumentedStore.Reserve(ctx, req)
-}
-
-// Cancel implements sluice.Scheduler with the store timeout.
-func (s *timeoutStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.instrumentedStore.Cancel(ctx, req)
-}
-
-var (
-	_ sluice.Scheduler = (*instrumentedStore)(nil)
-	_ sluice.Scheduler = (*timeoutStore)(nil)
-)
+var _ sluice.Scheduler = (*instrumentedStore)(nil)

@@ -40,7 +40,7 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// StoreTimeout bounds one store call when the configuration sets no
-	// store timeout. Default 1s.
+	// store timeout. Default: the Limiter's (sluice.DefaultTimeout).
 	StoreTimeout time.Duration
 
 	// Ping checks that the store answers, for /readyz. Default: the
@@ -100,9 +100,6 @@ func New(store sluice.Store, cfg *config.Config, opts Options) (*Server, error) 
 	if s.maxBody <= 0 {
 		s.maxBody = 64 << 10
 	}
-	if s.timeout <= 0 {
-		s.timeout = time.Second
-	}
 	s.metrics = newMetrics(s.reg)
 	s.store = &instrumentedStore{Store: store, m: s.metrics}
 	if err := s.Swap(cfg); err != nil {
@@ -135,12 +132,11 @@ func (s *Server) Swap(cfg *config.Config) error {
 func (s *Server) Config() *config.Config { return s.state.Load().cfg }
 
 func (s *Server) newState(cfg *config.Config) (*state, error) {
-	lc := sluice.Config{}
-	timeout := s.timeout
+	lc := sluice.Config{Timeout: s.timeout}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
-			timeout = cfg.Store.Timeout
+			lc.Timeout = cfg.Store.Timeout
 		}
 	}
 	ip, err := httplimit.NewIPResolver(httplimit.IPConfig{TrustedProxies: cfg.ForwardAuth.TrustedProxies})
@@ -149,7 +145,7 @@ func (s *Server) newState(cfg *config.Config) (*state, error) {
 	}
 	st := &state{
 		cfg:    cfg,
-		lim:    sluice.NewLimiter(&timeoutStore{instrumentedStore: s.store, timeout: timeout}, lc),
+		lim:    sluice.NewLimiter(s.store, lc),
 		ip:     ip,
 		loaded: time.Now(),
 	}
