@@ -14,6 +14,8 @@
 //   - A Store keeps the windows and decides atomically. memstore keeps them in
 //     this process; redisstore keeps them in Redis, where every instance of a
 //     service shares them and Redis's own clock orders events.
+//   - A Schedule is a leaky-bucket queue: each Reservation gets the next free
+//     slot at a fixed rate, or is rejected when its wait would be too long.
 //   - A Limiter validates requests, applies a policy's modes and the failure
 //     policy, and asks its Store.
 //
