@@ -181,6 +181,12 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 		SelectDB:     c.DB,
 		TLSConfig:    c.TLS,
 		DisableCache: true, // every command is a script; nothing to cache
+		// Every command goes through the pipeline queue, where a call
+		// returns when its context ends and the connection stays open; a
+		// call made alone would otherwise set its deadline on the
+		// connection, which closes on timeout, and every call waits for
+		// the new connection's handshake regardless of its context.
+		AlwaysPipelining: true,
 	}
 	switch c.Mode {
 	case Standalone:

@@ -1,0 +1,462 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// Fault tests: real servers are flushed, restarted, failed over and frozen
+// while goroutines decide, and each test prints its figures.
+
+// outcome is one decision made under load.
+type outcome struct {
+	start   time.Time
+	latency time.Duration
+	user    string
+	d       sluice.Decision
+	err     error
+}
+
+// runLoad decides p for users u0..u(users-1) from goroutines goroutines,
+// round robin, until stop is closed, and returns every outcome.
+func runLoad(lim *sluice.Limiter, p *sluice.Policy, users, goroutines int, stop <-chan struct{}) []outcome {
+	var (
+		mu  sync.Mutex
+		out []outcome
+		wg  sync.WaitGroup
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			var mine []outcome
+			for i := g; ; i += goroutines {
+				select {
+				case <-stop:
+					mu.Lock()
+					out = append(out, mine...)
+					mu.Unlock()
+					return
+				default:
+				}
+				u := fmt.Sprintf("u%d", i%users)
+				start := time.Now()
+				d, err := lim.Allow(context.Background(), p, map[string]string{"user": u})
+				mine = append(mine, outcome{start: start, latency: time.Since(start), user: u, d: d, err: err})
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b outcome) int { return a.start.Compare(b.start) })
+	return out
+}
+
+// loadFor runs runLoad while during runs, plus lead before and tail after.
+func loadFor(lim *sluice.Limiter, p *sluice.Policy, users, goroutines int, lead, tail time.Duration, during func()) []outcome {
+	stop := make(chan struct{})
+	done := make(chan []outcome)
+	go func() { done <- runLoad(lim, p, users, goroutines, stop) }()
+	time.Sleep(lead)
+	during()
+	time.Sleep(tail)
+	close(stop)
+	return <-done
+}
+
+// tally counts outcomes: errors, NOSCRIPT errors, admissions per user.
+type tally struct {
+	total, errs, noscript int
+	admitted             map[string]int
+	firstErr, lastErr    time.Time
+	sample               error
+}
+
+func count(out []outcome) tally {
+	t := tally{admitted: map[string]int{}}
+	for _, o := range out {
+		t.total++
+		if o.err != nil {
+			t.errs++
+			if errors.Is(o.err, redisstore.ErrNoScript) || strings.Contains(o.err.Error(), "NOSCRIPT") {
+				t.noscript++
+			}
+			if t.firstErr.IsZero() {
+				t.firstErr = o.start
+				t.sample = o.err
+			}
+			t.lastErr = o.start.Add(o.latency)
+			continue
+		}
+		if o.d.Allowed {
+			t.admitted[o.user]++
+		}
+	}
+	return t
+}
+
+// checkWindows fails t if a key under prefix on any of nodes has no TTL or
+// holds more entries than limit (every test policy's rules have a window
+// of an hour and cost 1).
+func checkStored(t *testing.T, nodes []*redistest.Server, prefix string, limit int) (keys int) {
+	t.Helper()
+	for _, n := range nodes {
+		if role, _ := n.Do("ROLE"); !strings.HasPrefix(role, "master") {
+			continue
+		}
+		r, err := n.Do("KEYS", prefix+":*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range strings.Fields(r) {
+			ttl, err := n.Do("PTTL", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(ttl, "-") && ttl != "-2" {
+				t.Errorf("%s: key %s has no TTL (PTTL %s)", n.Addr(), k, ttl)
+			}
+			card, err := n.Do("ZCARD", k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c int
+			fmt.Sscan(card, &c)
+			if c > limit {
+				t.Errorf("%s: key %s holds %d entries, limit %d", n.Addr(), k, c, limit)
+			}
+			keys++
+		}
+	}
+	return keys
+}
+
+func perUserPolicy(limit int64) *sluice.Policy {
+	return &sluice.Policy{Name: "fault", Rules: []sluice.Rule{
+		{Name: "user", Limit: limit, Window: time.Hour, By: []string{"user"}},
+	}}
+}
+
+// TestFaultScriptFlush flushes the script cache five times under load: the
+// store reloads the script on NOSCRIPT, so no caller sees it.
+func TestFaultScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 5 * time.Second})
+	p := perUserPolicy(1000)
+	out := loadFor(lim, p, 50, 16, 200*time.Millisecond, 300*time.Millisecond, func() {
+		for range 5 {
+			if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	tl := count(out)
+	if tl.noscript != 0 || tl.errs != 0 {
+		t.Errorf("%d errors (%d NOSCRIPT) of %d decisions, want 0; first: %v", tl.errs, tl.noscript, tl.total, tl.sample)
+	}
+	keys := checkStored(t, []*redistest.Server{srv}, prefix, 1000)
+	t.Logf("SCRIPT FLUSH x5 under load: %d decisions, %d errors, %d NOSCRIPT errors reached callers; %d keys, all with TTL, none over its limit",
+		tl.total, tl.errs, tl.noscript, keys)
+}
+
+// TestFaultRestart restarts Redis (empty, scripts gone) under load: calls
+// fail while it is down, none with NOSCRIPT, and service resumes.
+func TestFaultRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(1000)
+	var down, up time.Time
+	out := loadFor(lim, p, 50, 16, 300*time.Millisecond, time.Second, func() {
+		down = time.Now()
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		up = time.Now()
+	})
+	tl := count(out)
+	if tl.noscript != 0 {
+		t.Errorf("%d NOSCRIPT errors reached callers, want 0", tl.noscript)
+	}
+	var afterUp, okAfterUp int
+	for _, o := range out {
+		if o.start.After(up.Add(500 * time.Millisecond)) {
+			afterUp++
+			if o.err == nil {
+				okAfterUp++
+			}
+		}
+	}
+	if afterUp == 0 || okAfterUp != afterUp {
+		t.Errorf("%d of %d decisions made from 500ms after the restart succeeded, want all", okAfterUp, afterUp)
+	}
+	if tl.errs > 0 && (tl.firstErr.Before(down.Add(-50*time.Millisecond)) || tl.lastErr.After(up.Add(500*time.Millisecond))) {
+		t.Errorf("errors from %v to %v, outside the restart (%v to %v)", tl.firstErr, tl.lastErr, down, up)
+	}
+	keys := checkStored(t, []*redistest.Server{srv}, prefix, 1000)
+	t.Logf("restart under load: down for %v; %d decisions, %d errors while down, %d NOSCRIPT errors reached callers; %d of %d decisions after it succeeded; %d keys, all with TTL",
+		up.Sub(down).Round(time.Millisecond), tl.total, tl.errs, tl.noscript, okAfterUp, afterUp, keys)
+}
+
+// failoverFigures checks and prints the figures of a failover under load:
+// errors only from the start of the failover to 2 s after the new master
+// answered, and the entries lost by asynchronous replication (admitted but
+// not held by the new master: each one is an admission the limit will
+// allow again, an excess admission once the limit is reached).
+func failoverFigures(t *testing.T, what string, out []outcome, start, newMaster time.Time, stored func(user string) int) {
+	t.Helper()
+	tl := count(out)
+	if tl.noscript != 0 {
+		t.Errorf("%d NOSCRIPT errors reached callers, want 0", tl.noscript)
+	}
+	back := time.Duration(0)
+	if tl.errs > 0 {
+		if tl.firstErr.Before(start) {
+			t.Errorf("an error at %v, before the failover started at %v: %v", tl.firstErr, start, tl.sample)
+		}
+		back = max(0, tl.lastErr.Sub(newMaster))
+		if back > 2*time.Second {
+			t.Errorf("last error %v after the new master answered, want within 2s", back)
+		}
+	}
+	admitted, held := 0, 0
+	for u, a := range tl.admitted {
+		admitted += a
+		held += stored(u)
+	}
+	t.Logf("%s: %d decisions, %d admitted; %d errors (first %v after the failover started; service back %v after the new master answered); the new master holds %d entries: %d admissions lost to asynchronous replication (excess admissions they allow: %d)",
+		what, tl.total, admitted, tl.errs, max(0, tl.firstErr.Sub(start)).Round(time.Millisecond), back.Round(time.Millisecond),
+		held, admitted-held, max(0, admitted-held))
+}
+
+// failoverLimit is high enough that nothing is denied during a failover
+// test, so that every admission must be held by the new master.
+const failoverLimit = 1_000_000
+
+// TestFaultClusterFailover promotes a replica with CLUSTER FAILOVER while
+// goroutines decide a per-user policy spread over every master.
+func TestFaultClusterFailover(t *testing.T) {
+	c := sharedCluster(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(failoverLimit)
+	ks, _ := s.Keys(p, map[string]string{"user": "u0"})
+	_, replica, err := c.MasterOf(ks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, newMaster time.Time
+	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
+		start = time.Now()
+		if newMaster, err = c.Failover(replica); err != nil {
+			t.Error(err)
+		}
+	})
+	rc := clusterClient(t, c)
+	failoverFigures(t, "CLUSTER FAILOVER under load", out, start, newMaster, func(u string) int {
+		ks, _ := s.Keys(p, map[string]string{"user": u})
+		return len(entries(t, rc, ks[0]))
+	})
+	checkStored(t, c.Nodes(), prefix, failoverLimit)
+}
+
+// TestFaultSentinelFailover fails the master over with SENTINEL FAILOVER
+// while goroutines decide.
+func TestFaultSentinelFailover(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
+		MasterName: redistest.SentinelMaster, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(failoverLimit)
+	var (
+		start, newMaster time.Time
+		next             *redistest.Server
+	)
+	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
+		start = time.Now()
+		if next, newMaster, err = st.Failover(); err != nil {
+			t.Error(err)
+		}
+	})
+	if next == nil {
+		t.Fatal("no new master")
+	}
+	failoverFigures(t, "SENTINEL FAILOVER under load", out, start, newMaster, func(u string) int {
+		ks, _ := s.Keys(p, map[string]string{"user": u})
+		n, _ := next.Do("ZCARD", ks[0])
+		var c int
+		fmt.Sscan(n, &c)
+		return c
+	})
+	checkStored(t, []*redistest.Server{next}, prefix, failoverLimit)
+}
+
+// percentile returns the q-th quantile of ds.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+// TestFaultFrozen freezes Redis with SIGSTOP under load: every decision
+// returns within the deadline (50 ms) + 5 ms, denied under Deny and allowed
+// under Allow, the number of goroutines stays bounded, the circuit breaker
+// then answers without waiting, and after SIGCONT service resumes.
+func TestFaultFrozen(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := perUserPolicy(1_000_000)
+	const goroutines = 8
+	// Warm up the connection and the script.
+	if _, err := sluice.NewLimiter(s, sluice.Config{Timeout: 5 * time.Second}).Allow(context.Background(), p, map[string]string{"user": "u0"}); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	// With the default circuit breaker first (the number of goroutines is
+	// bounded: after 5 failures no call reaches the client), then without
+	// it, so that every call waits for its deadline.
+	for _, tc := range []struct {
+		name    string
+		onError sluice.OnError
+		breaker sluice.Breaker
+	}{
+		{"deny", sluice.Deny, sluice.Breaker{}},
+		{"allow", sluice.Allow, sluice.Breaker{}},
+		{"deny, no breaker", sluice.Deny, sluice.Breaker{Failures: -1}},
+		{"allow, no breaker", sluice.Allow, sluice.Breaker{Failures: -1}},
+	} {
+		lim := sluice.NewLimiter(s, sluice.Config{OnError: tc.onError, Breaker: tc.breaker})
+		stop := make(chan struct{})
+		done := make(chan []outcome)
+		before := runtime.NumGoroutine()
+		go func() { done <- runLoad(lim, p, 50, goroutines, stop) }()
+		// The control: how late a bare 50 ms timer fires on this machine
+		// meanwhile, so that a loaded machine's scheduling delays are not
+		// counted against the store.
+		maxG := 0
+		var control []time.Duration
+		for range 12 {
+			start := time.Now()
+			time.Sleep(sluice.DefaultTimeout)
+			control = append(control, time.Since(start))
+			maxG = max(maxG, runtime.NumGoroutine())
+		}
+		close(stop)
+		out := <-done
+		slack := max(0, percentile(control, 0.99)-sluice.DefaultTimeout)
+		var lat []time.Duration
+		wrong, open := 0, 0
+		for _, o := range out {
+			lat = append(lat, o.latency)
+			if o.err == nil || !o.d.Degraded || o.d.Allowed != (tc.onError == sluice.Allow) {
+				wrong++
+			}
+			if errors.Is(o.err, sluice.ErrCircuitOpen) {
+				open++
+			}
+		}
+		p99, worst := percentile(lat, 0.99), percentile(lat, 1)
+		if want := sluice.DefaultTimeout + 5*time.Millisecond + slack; p99 > want {
+			t.Errorf("%s: p99 latency %v, want at most %v (50ms + 5ms + %v by which a bare timer was late)", tc.name, p99, want, slack)
+		}
+		if wrong != 0 {
+			t.Errorf("%s: %d of %d decisions were not degraded %s decisions with an error", tc.name, wrong, len(out), tc.name)
+		}
+		// Each call that timed out leaves the client a goroutine waiting
+		// for its reply; with the breaker, only the calls in flight when it
+		// opens (and the probes) do.
+		if bound := before + 2*goroutines + 8; tc.breaker.Failures == 0 && maxG > bound {
+			t.Errorf("%s: goroutines peaked at %d (%d before), want at most %d", tc.name, maxG, before, bound)
+		}
+		t.Logf("SIGSTOP, on error %s: %d decisions (%d by the open circuit), p50 %v, p99 %v, max %v (deadline 50ms; a bare 50ms timer's p99 lateness %v); all degraded and %s; goroutines peaked at %d (%d before, %d deciders)",
+			tc.name, len(out), open, percentile(lat, 0.5).Round(100*time.Microsecond), p99.Round(100*time.Microsecond), worst.Round(100*time.Microsecond), slack.Round(100*time.Microsecond),
+			map[bool]string{true: "allowed", false: "denied"}[tc.onError == sluice.Allow], maxG, before, goroutines)
+	}
+
+	// With the breaker: after 5 failures the answer comes without waiting.
+	lim := sluice.NewLimiter(s, sluice.Config{Breaker: sluice.Breaker{CoolDown: 200 * time.Millisecond}})
+	for range 5 {
+		lim.Allow(context.Background(), p, map[string]string{"user": "u1"})
+	}
+	var fast []time.Duration
+	for range 1000 {
+		start := time.Now()
+		_, err := lim.Allow(context.Background(), p, map[string]string{"user": "u1"})
+		fast = append(fast, time.Since(start))
+		if !errors.Is(err, sluice.ErrCircuitOpen) {
+			break
+		}
+	}
+	if p99 := percentile(fast, 0.99); p99 > time.Millisecond {
+		t.Errorf("open circuit: p99 latency %v, want under 1ms", p99)
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	resumed := time.Now()
+	var back time.Duration
+	for {
+		d, err := lim.Allow(context.Background(), p, map[string]string{"user": "u2"})
+		if err == nil && d.Allowed && !d.Degraded {
+			back = time.Since(resumed)
+			break
+		}
+		if time.Since(resumed) > 5*time.Second {
+			t.Fatalf("no decision from Redis 5s after SIGCONT: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	keys := checkStored(t, []*redistest.Server{srv}, prefix, 1_000_000)
+	t.Logf("SIGSTOP: goroutines %d before freezing; open circuit answered %d calls with p99 %v; after SIGCONT Redis decided again after %v; %d keys, all with TTL",
+		base, len(fast), percentile(fast, 0.99), back.Round(time.Millisecond), keys)
+}
