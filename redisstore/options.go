@@ -138,9 +138,11 @@ func ParseURL(s string) (Config, error) {
 // redact returns u without its password, for messages.
 func redact(u *url.URL) string { return u.Redacted() }
 
-// clientOption builds the rueidis options for cfg's connection fields,
-// starting from cfg.URL when it is set.
-func clientOption(cfg Config) (rueidis.ClientOption, error) {
+// ClientOption returns the rueidis options New connects with for cfg's
+// connection fields (URL, Mode, Addrs, MasterName, TLS, Username, Password,
+// DB): for a caller that builds its own client for NewFromClient. Fields
+// set in cfg override those of cfg.URL.
+func ClientOption(cfg Config) (rueidis.ClientOption, error) {
 	c := cfg
 	if cfg.URL != "" {
 		u, err := ParseURL(cfg.URL)

@@ -95,7 +95,7 @@ var decideScript = newScript("decide.lua", decideLua)
 // connection. It returns an error when no address answers. Close closes the
 // connection.
 func New(cfg Config) (*Store, error) {
-	opt, err := clientOption(cfg)
+	opt, err := ClientOption(cfg)
 	if err != nil {
 		return nil, err
 	}
