@@ -56,9 +56,11 @@
 // When the store fails, the Limiter returns its error with a degraded
 // decision made by its failure policy (sluice.Config.OnError). Under the
 // default, deny, the middleware answers 503 with a problem body that says
-// nothing about the failure; under allow the request is served. Either way
-// the response carries Sluice-Degraded: 1 and the error is logged to
-// Config.Logger.
+// nothing about the failure; under allow the request is served. A Limiter
+// with a fallback store (sluice.Config.Fallback) decides from it instead,
+// and its denials are answered 429 like any other. Every degraded response
+// carries Sluice-Degraded: 1, and the error is logged to Config.Logger. A
+// shadow policy never denies, even then.
 //
 // WriteHeaders writes the same fields for a decision made outside the
 // middleware, for an endpoint that answers for a proxy, for example.

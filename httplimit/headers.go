@@ -114,8 +114,9 @@ func writeHeaders(h http.Header, ds []sluice.Decision, policyField string, legac
 		policyField = string(p)
 	}
 	if len(rl) > 0 {
-		h[keyPolicy] = []string{policyField}
-		h[keyRateLimit] = []string{string(rl)}
+		v := []string{policyField, string(rl)} // one allocation for both fields
+		h[keyPolicy] = v[0:1:1]
+		h[keyRateLimit] = v[1:2:2]
 	}
 	if denied && retry > 0 {
 		h[keyRetry] = []string{strconv.FormatInt(Seconds(retry), 10)}

@@ -190,33 +190,50 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	ds := buf[:0]
 	for _, p := range m.policies {
 		d, err := m.lim.Allow(r.Context(), p, attrs)
-		switch {
-		case err != nil && d.Degraded:
-			m.log.WarnContext(r.Context(), "httplimit: rate limiter store failed; failure policy applied",
-				"policy", p.Name, "allowed", d.Allowed, "err", err)
-			if !d.Allowed {
-				ds = append(ds, d)
-				writeHeaders(w.Header(), ds, m.policyField, m.legacy)
-				m.fail(w, r, fmt.Errorf("%w: %w", ErrUnavailable, err))
+		if err != nil {
+			if !d.Degraded {
+				m.log.ErrorContext(r.Context(), "httplimit: rate limiter rejected the request", "policy", p.Name, "err", err)
+				m.fail(w, r, err)
 				return
 			}
-		case err != nil:
-			m.log.ErrorContext(r.Context(), "httplimit: rate limiter rejected the request", "policy", p.Name, "err", err)
-			m.fail(w, r, err)
-			return
-		case d.Shadowed:
+			m.log.WarnContext(r.Context(), "httplimit: rate limiter store failed; failure policy applied",
+				"policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
+		}
+		if p.Shadow && !d.Allowed {
+			// A shadow policy never denies, not even when the store
+			// failed and the failure policy or fallback store would.
+			d.Allowed, d.Shadowed = true, d.DeniedBy != ""
+		}
+		if d.Shadowed {
 			m.log.InfoContext(r.Context(), "httplimit: shadow policy would deny", "policy", p.Name,
 				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
 		}
 		ds = append(ds, d)
-		if !d.Allowed {
-			writeHeaders(w.Header(), ds, m.policyField, m.legacy)
-			m.deny(w, r, Denial{Policy: p, Decision: d})
-			return
+		if d.Allowed {
+			continue
 		}
+		writeHeaders(w.Header(), ds, m.policyField, m.legacy)
+		if unavailable(d) {
+			if err != nil {
+				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			} else {
+				err = ErrUnavailable
+			}
+			m.fail(w, r, err)
+		} else {
+			m.deny(w, r, Denial{Policy: p, Decision: d})
+		}
+		return
 	}
 	writeHeaders(w.Header(), ds, m.policyField, m.legacy)
 	next.ServeHTTP(w, r)
+}
+
+// unavailable reports whether the denial d was made by the failure policy
+// alone: degraded and without rule statuses. A degraded decision from a
+// fallback store has them, and its denial is a quota denial like any other.
+func unavailable(d sluice.Decision) bool {
+	return d.Degraded && len(d.Limits) == 0
 }
 
 // defaultDeny answers 429 with the quota-exceeded problem.

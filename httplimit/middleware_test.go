@@ -272,6 +272,40 @@ func TestMiddlewareStoreFailure(t *testing.T) {
 	}
 }
 
+func TestMiddlewareFallbackDenialIsQuota(t *testing.T) {
+	t.Parallel()
+	fallback := memstore.New(memstore.Config{Clock: storetest.NewClock(storetest.T0).Now})
+	lim := sluice.NewLimiter(failingStore{}, sluice.Config{Fallback: fallback, Breaker: sluice.Breaker{Failures: -1}})
+	h := mustNew(t, Config{Limiter: lim, Policies: []*sluice.Policy{perIP(1, time.Minute)},
+		Keys: map[string]KeyFunc{"ip": mustResolver(t, IPConfig{}).Key}}).Handler(ok)
+	if resp := do(h, "203.0.113.7:1", nil); resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderDegraded) != "1" {
+		t.Fatalf("first: status %d, Sluice-Degraded %q; want 200 and 1", resp.StatusCode, resp.Header.Get(HeaderDegraded))
+	}
+	resp := do(h, "203.0.113.7:1", nil)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second: status %d, want 429 from the fallback store's denial", resp.StatusCode)
+	}
+	if resp.Header.Get(HeaderDegraded) != "1" || resp.Header.Get(HeaderRetryAfter) != "60" {
+		t.Errorf("Sluice-Degraded %q, Retry-After %q; want 1 and 60", resp.Header.Get(HeaderDegraded), resp.Header.Get(HeaderRetryAfter))
+	}
+	if p := problem(t, resp); p.Type != QuotaExceededType {
+		t.Errorf("problem type %q, want quota-exceeded", p.Type)
+	}
+}
+
+func TestMiddlewareShadowSurvivesStoreFailure(t *testing.T) {
+	t.Parallel()
+	shadow := perIP(1, time.Minute)
+	shadow.Shadow = true
+	lim := sluice.NewLimiter(failingStore{}, sluice.Config{OnError: sluice.Deny})
+	h := mustNew(t, Config{Limiter: lim, Policies: []*sluice.Policy{shadow},
+		Keys: map[string]KeyFunc{"ip": mustResolver(t, IPConfig{}).Key}}).Handler(ok)
+	resp := do(h, "203.0.113.7:1", nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(HeaderDegraded) != "1" {
+		t.Errorf("status %d, Sluice-Degraded %q; want 200 and 1: a shadow policy never denies", resp.StatusCode, resp.Header.Get(HeaderDegraded))
+	}
+}
+
 func TestMiddlewareKeyError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

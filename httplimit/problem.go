@@ -14,7 +14,8 @@ import (
 const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
 // Problem is an RFC 9457 problem details object, written as
-// application/problem+json.
+// application/problem+json. It is a plain value: build one with
+// QuotaExceeded or Unavailable, or fill in the fields.
 type Problem struct {
 	// Type is a URI naming the kind of problem; "about:blank" when the
 	// status code says it all.
