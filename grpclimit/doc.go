@@ -18,7 +18,9 @@
 //
 // When the store fails, the Limiter's failure policy decides: under deny
 // (the default) the call fails with codes.Unavailable, under allow it
-// proceeds; the error is logged either way. A key function that cannot read
+// proceeds; the error is logged either way. A Limiter with a fallback store
+// decides from it instead, and its denials are ResourceExhausted like any
+// other. A shadow policy never denies, even then. A key function that cannot read
 // its attribute fails the call with codes.InvalidArgument.
 //
 // Client addresses come from the peer, or, behind trusted proxies, from the

@@ -134,22 +134,29 @@ func (ic *Interceptor) decide(ctx context.Context, method string) error {
 	}
 	for _, p := range ic.policies {
 		d, err := ic.lim.Allow(ctx, p, attrs)
-		switch {
-		case err != nil && d.Degraded:
-			ic.log.WarnContext(ctx, "grpclimit: rate limiter store failed; failure policy applied",
-				"method", method, "policy", p.Name, "allowed", d.Allowed, "err", err)
-			if !d.Allowed {
-				return status.Error(codes.Unavailable, "rate limiter unavailable; retry later")
+		if err != nil {
+			if !d.Degraded {
+				ic.log.ErrorContext(ctx, "grpclimit: rate limiter rejected the call", "method", method, "policy", p.Name, "err", err)
+				return status.Error(codes.Internal, "rate limiter error")
 			}
-			continue
-		case err != nil:
-			ic.log.ErrorContext(ctx, "grpclimit: rate limiter rejected the call", "method", method, "policy", p.Name, "err", err)
-			return status.Error(codes.Internal, "rate limiter error")
-		case d.Shadowed:
+			ic.log.WarnContext(ctx, "grpclimit: rate limiter store failed; failure policy applied",
+				"method", method, "policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
+		}
+		if p.Shadow && !d.Allowed {
+			// A shadow policy never denies, not even when the store
+			// failed and the failure policy or fallback store would.
+			d.Allowed, d.Shadowed = true, d.DeniedBy != ""
+		}
+		if d.Shadowed {
 			ic.log.InfoContext(ctx, "grpclimit: shadow policy would deny", "method", method, "policy", p.Name,
 				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
 		}
-		if !d.Allowed {
+		switch {
+		case d.Allowed:
+		case d.Degraded && len(d.Limits) == 0:
+			// Denied by the failure policy alone, not by a quota.
+			return status.Error(codes.Unavailable, "rate limiter unavailable; retry later")
+		default:
 			return Denied(p, d)
 		}
 	}

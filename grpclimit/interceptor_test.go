@@ -195,6 +195,32 @@ func TestStoreFailure(t *testing.T) {
 	}
 }
 
+func TestFallbackDenialIsQuota(t *testing.T) {
+	t.Parallel()
+	fallback := memstore.New(memstore.Config{Clock: storetest.NewClock(storetest.T0).Now})
+	lim := sluice.NewLimiter(failingStore{}, sluice.Config{Fallback: fallback, Breaker: sluice.Breaker{Failures: -1}})
+	client := serve(t, Config{Limiter: lim, Policies: []*sluice.Policy{perKey(1)},
+		Keys: map[string]KeyFunc{"key": Metadata("x-api-key")}})
+	if _, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("first call through the fallback store: %v", err)
+	}
+	_, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{})
+	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || len(st.Details()) == 0 {
+		t.Errorf("second call: %v, want ResourceExhausted with details from the fallback store's denial", err)
+	}
+}
+
+func TestShadowSurvivesStoreFailure(t *testing.T) {
+	t.Parallel()
+	p := perKey(1)
+	p.Shadow = true
+	client := serve(t, Config{Limiter: sluice.NewLimiter(failingStore{}, sluice.Config{}), Policies: []*sluice.Policy{p},
+		Keys: map[string]KeyFunc{"key": Metadata("x-api-key")}})
+	if _, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("shadow policy with a failing store: %v, want the call to proceed", err)
+	}
+}
+
 func TestShadowNeverDenies(t *testing.T) {
 	t.Parallel()
 	lim, _ := newLimiter(t)
