@@ -130,15 +130,18 @@ func newServer(lim *sluice.Limiter, s sender, logger *slog.Logger) (http.Handler
 			httplimit.Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError}.Write(w)
 			return
 		}
+		if err != nil {
+			logger.WarnContext(r.Context(), "push: limiter store failed; failure policy applied",
+				"user", user, "allowed", d.Allowed, "err", err)
+		}
 		httplimit.WriteHeaders(w.Header(), d, httplimit.HeaderOptions{})
 		switch {
-		case err != nil && !d.Allowed:
-			logger.WarnContext(r.Context(), "push: limiter store failed; refusing", "user", user, "err", err)
+		case d.Allowed:
+		case d.Degraded && len(d.Limits) == 0:
+			// Refused by the failure policy alone: the store is down.
 			httplimit.Unavailable().Write(w)
 			return
-		case err != nil:
-			logger.WarnContext(r.Context(), "push: limiter store failed; delivering anyway", "user", user, "err", err)
-		case !d.Allowed:
+		default:
 			httplimit.QuotaExceeded(d).Write(w)
 			return
 		}

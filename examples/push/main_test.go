@@ -203,3 +203,24 @@ func TestPushProviderDown(t *testing.T) {
 		t.Errorf("status %d, want 502", resp.StatusCode)
 	}
 }
+
+// downStore is a store whose every decision fails.
+type downStore struct{}
+
+func (downStore) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
+	return sluice.Decision{}, errors.New("connection refused")
+}
+
+func (downStore) Close() error { return nil }
+
+func TestPushStoreDown(t *testing.T) {
+	t.Parallel()
+	f := startWith(t, downStore{}, nil)
+	resp := f.push(t, "ann", hi)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Sluice-Degraded") != "1" {
+		t.Errorf("status %d, Sluice-Degraded %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Sluice-Degraded"))
+	}
+	if f.sent.count() != 0 {
+		t.Error("a notification was delivered while the limiter was down")
+	}
+}
