@@ -44,6 +44,18 @@
 // policy whose rules all go by user spreads its users over the cluster. A
 // decision therefore never spans slots; the price is that a policy with a
 // rule that has no By (a global cap) keeps all of its keys in one slot.
+//
+// That is Config.Slots' SlotsShared, the default on a standalone server and
+// under Sentinel. On a Redis Cluster the default is SlotsPerRule: each
+// rule's hash tag is the policy name followed by the values of the rule's
+// own By attributes, so per-user keys spread over the cluster and a global
+// cap has a slot of its own. Rules whose tags are equal for a request form a
+// slot group, decided by one script call; a policy of several groups is
+// decided group by group by group.lua, and when a later group denies,
+// rollback.lua removes the entries the earlier groups wrote (crossslot.go
+// and docs/topologies.md say what this guarantees and what a failure
+// between the steps costs: over-counting until the window passes, never
+// over-admitting).
 // <values> are the rule's By attribute values in order, joined by ','; a rule
 // without By has no values part. Names and values are percent-encoded (every
 // byte outside A-Z a-z 0-9 . - _ ~ becomes %XX), so no input can add '{',
@@ -62,6 +74,9 @@
 // loads it, once. A script that was sent and whose reply was lost is never
 // sent again, since it may have recorded its request: the error is returned,
 // and the sluice.Limiter applies its failure policy.
+//
+// Config.Mode selects a standalone server, a Redis Cluster or a master found
+// through Redis Sentinel; ParseURL reads the same from a URL.
 //
 // The store needs Redis 5 or later (scripts that read TIME and then write
 // rely on effect replication).
