@@ -75,9 +75,9 @@ func loadFor(lim *sluice.Limiter, p *sluice.Policy, users, goroutines int, lead,
 // tally counts outcomes: errors, NOSCRIPT errors, admissions per user.
 type tally struct {
 	total, errs, noscript int
-	admitted             map[string]int
-	firstErr, lastErr    time.Time
-	sample               error
+	admitted              map[string]int
+	firstErr, lastErr     time.Time
+	sample                error
 }
 
 func count(out []outcome) tally {
