@@ -103,7 +103,7 @@ func count(out []outcome) tally {
 	return t
 }
 
-// checkWindows fails t if a key under prefix on any of nodes has no TTL or
+// checkStored fails t if a key under prefix on any of nodes has no TTL or
 // holds more entries than limit (every test policy's rules have a window
 // of an hour and cost 1).
 func checkStored(t *testing.T, nodes []*redistest.Server, prefix string, limit int) (keys int) {

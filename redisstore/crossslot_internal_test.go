@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+func TestRuleKeysGroups(t *testing.T) {
+	p := &sluice.Policy{Name: "tiers", Rules: []sluice.Rule{
+		{Name: "global", Limit: 4, Window: time.Minute},
+		{Name: "tenant", Limit: 3, Window: time.Minute, By: []string{"tenant"}},
+		{Name: "user", Limit: 2, Window: time.Minute, By: []string{"tenant", "user"}},
+		{Name: "user-hour", Limit: 9, Window: time.Hour, By: []string{"tenant", "user"}},
+		{Name: "org", Limit: 9, Window: time.Hour, By: []string{"org"}},
+	}}
+	l := ruleKeys("s", p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"})
+	wantKeys := []string{
+		"s:{tiers}:tiers:global",
+		"s:{tiers,t%7B1%7D}:tiers:tenant:t%7B1%7D",
+		"s:{tiers,t%7B1%7D,u%3A2}:tiers:user:t%7B1%7D,u%3A2",
+		"s:{tiers,t%7B1%7D,u%3A2}:tiers:user-hour:t%7B1%7D,u%3A2",
+		"s:{tiers,t%7B1%7D}:tiers:org:t%7B1%7D",
+	}
+	if !reflect.DeepEqual(l.keys, wantKeys) {
+		t.Errorf("keys:\n got %q\nwant %q", l.keys, wantKeys)
+	}
+	// Most attributes first, ties in policy order; equal tags (tenant and
+	// org have the same value) are one group.
+	if want := [][]int{{2, 3}, {1, 4}, {0}}; !reflect.DeepEqual(l.groups, want) {
+		t.Errorf("groups %v, want %v", l.groups, want)
+	}
+}
+
+// FuzzRuleKeys checks that no attribute value can add hash-tag structure
+// or make a key long: every key has one '{' and one '}', and its tag holds
+// the policy and the rule's values only.
+func FuzzRuleKeys(f *testing.F) {
+	f.Add("alice", "t1")
+	f.Add("}{:,", "{x}")
+	f.Add(strings.Repeat("ü", 100), "")
+	p := &sluice.Policy{Name: "p", Rules: []sluice.Rule{
+		{Name: "global", Limit: 1, Window: time.Second},
+		{Name: "user", Limit: 1, Window: time.Second, By: []string{"tenant", "user"}},
+	}}
+	f.Fuzz(func(t *testing.T, user, tenant string) {
+		l := ruleKeys("s", p, map[string]string{"user": user, "tenant": tenant})
+		for _, k := range l.keys {
+			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > 256 {
+				t.Fatalf("key %q", k)
+			}
+			tag := k[strings.Index(k, "{")+1 : strings.Index(k, "}")]
+			if n := strings.Count(tag, ","); n != 0 && n != 2 {
+				t.Fatalf("key %q: tag %q", k, tag)
+			}
+		}
+		if l.keys[0] != "s:{p}:p:global" || len(l.groups) != 2 {
+			t.Fatalf("keys %q, groups %v", l.keys, l.groups)
+		}
+	})
+}
