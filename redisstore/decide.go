@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -21,7 +23,7 @@ var scriptMode = [...]string{
 }
 
 // decide runs decide.lua for a validated request and builds the decision
-// from its reply.
+// from its reply, in req.Limits when it is large enough.
 func (s *Store) decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
 	rules := req.Policy.Rules
 	args := make([]string, 3, 3+3*len(rules))
@@ -31,30 +33,62 @@ func (s *Store) decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		args[2] = strconv.FormatInt(s.clock().UnixMicro(), 10)
 	}
 	for i := range rules {
-		r := &rules[i]
-		args = append(args,
-			strconv.FormatInt(r.Window.Microseconds(), 10),
-			strconv.FormatInt(r.Limit, 10),
-			strconv.FormatInt(r.MinGap.Microseconds(), 10))
+		a := argsOf(&rules[i])
+		args = append(args, a[:]...)
 	}
 	reply, err := run(ctx, s.ev, decideScript, keys(s.prefix, req.Policy, req.Attributes), args)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	limits, err := parseDecision(reply, rules)
+	limits, err := parseDecisionInto(req.LimitsBuffer(), reply, rules)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
 	return sluice.NewDecision(limits), nil
 }
 
+// ruleShape is what decide.lua needs of a rule.
+type ruleShape struct {
+	window, limit, gap int64
+}
+
+// ruleArgs caches the decimal arguments of the rule shapes seen, so that a
+// decision formats none of them; at most maxRuleArgs shapes are kept.
+var (
+	ruleArgs     sync.Map // ruleShape -> *[3]string
+	ruleArgsSize atomic.Int64
+)
+
+const maxRuleArgs = 4096
+
+// argsOf returns decide.lua's three arguments for r: window µs, limit and
+// min gap µs.
+func argsOf(r *sluice.Rule) *[3]string {
+	k := ruleShape{r.Window.Microseconds(), r.Limit, r.MinGap.Microseconds()}
+	if v, ok := ruleArgs.Load(k); ok {
+		return v.(*[3]string)
+	}
+	a := &[3]string{strconv.FormatInt(k.window, 10), strconv.FormatInt(k.limit, 10), strconv.FormatInt(k.gap, 10)}
+	if ruleArgsSize.Load() < maxRuleArgs {
+		if _, loaded := ruleArgs.LoadOrStore(k, a); !loaded {
+			ruleArgsSize.Add(1)
+		}
+	}
+	return a
+}
+
 // parseDecision reads decide.lua's reply: the time, then fits, used,
 // retry-after and reset-after for every rule.
 func parseDecision(reply []int64, rules []sluice.Rule) ([]sluice.LimitStatus, error) {
+	return parseDecisionInto(make([]sluice.LimitStatus, len(rules)), reply, rules)
+}
+
+// parseDecisionInto is parseDecision writing into limits, which holds one
+// status per rule.
+func parseDecisionInto(limits []sluice.LimitStatus, reply []int64, rules []sluice.Rule) ([]sluice.LimitStatus, error) {
 	if want := 1 + 4*len(rules); len(reply) != want {
 		return nil, fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), len(rules), want)
 	}
-	limits := make([]sluice.LimitStatus, len(rules))
 	for i := range rules {
 		r := &rules[i]
 		v := reply[1+4*i : 5+4*i]

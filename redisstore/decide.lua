@@ -27,120 +27,141 @@
 
 local mode = ARGV[1]
 local cost = tonumber(ARGV[2])
+local call = redis.call
 local now
 if ARGV[3] == '' then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
   now = tonumber(ARGV[3])
 end
 
+local format, byte, sub, char = string.format, string.byte, string.sub, string.char
+
 -- Numbers are passed to Redis formatted as integers: Lua's own conversion
--- would write large ones in exponent form.
+-- would write large ones in exponent form, and Redis's conversion of a Lua
+-- number is slower than string.format's of an integer.
 local function int(n)
-  return string.format('%d', n)
+  return format('%d', n)
 end
 
 -- enc writes an end as a letter giving its digit count followed by its
 -- digits (5 -> "a5", 42 -> "b42"), so ends sort as numbers.
 local function enc(n)
   local s = int(n)
-  return string.char(96 + #s) .. s
+  return char(96 + #s) .. s
 end
 
--- member returns the member of an entry; parse returns its end and cost.
-local function member(e, c)
-  return enc(e) .. ':' .. int(c)
-end
-
+-- parse returns the end and cost of a member.
 local function parse(m)
-  local len = string.byte(m, 1) - 96
-  return tonumber(string.sub(m, 2, 1 + len)), tonumber(string.sub(m, 3 + len))
+  local len = byte(m, 1) - 96
+  return tonumber(sub(m, 2, 1 + len)), tonumber(sub(m, 3 + len))
 end
 
+local floor = math.floor
+
+-- TRIM is how many units of cost a key records between two trims.
+local TRIM = 8
+
+-- Per rule, in KEYS order: the newest entry's end and time (topts nil when
+-- the key holds no entry), whether it is in the window, the cost counted,
+-- whether the request fits and the retry-after.
 local n = #KEYS
-local rules = {}
+local window, gap, top, topts, live, used, fits, retry = {}, {}, {}, {}, {}, {}, {}, {}
 local allfit = true
 for i = 1, n do
   local key = KEYS[i]
   local j = 3 * i + 1
-  local r = {window = tonumber(ARGV[j]), limit = tonumber(ARGV[j + 1]), gap = tonumber(ARGV[j + 2])}
-  r.cutoff = now - r.window
-  r.top, r.used = 0, 0
+  local w, limit, g = tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+  local cutoff = now - w
+  local t, ts, lv, u = 0, nil, false, 0
+  local firstts, firstcost
 
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #top == 2 then
-    r.top = parse(top[1])
-    r.topts = tonumber(top[2])
-    r.live = r.topts > r.cutoff
+  local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if newest[1] then
+    t = parse(newest[1])
+    ts = tonumber(newest[2])
+    lv = ts > cutoff
   end
-  if r.live then
-    local first = redis.call('ZRANGEBYSCORE', key, '(' .. int(r.cutoff), '+inf', 'LIMIT', 0, 1)
+  if lv then
+    -- The oldest counted entry, with its time: enough for the retry-after
+    -- of a request that its cost alone makes room for.
+    local first = call('ZRANGEBYSCORE', key, '(' .. int(cutoff), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
     local e, c = parse(first[1])
-    r.used = r.top - (e - c)
+    u = t - (e - c)
+    firstts, firstcost = tonumber(first[2]), c
   end
 
-  r.fits, r.retry = true, 0
-  if r.used + cost > r.limit then
-    -- Walk the counted entries, oldest first, until enough cost has been
-    -- freed; each entry frees at least 1, so at most need are read.
-    r.fits = false
-    local need = r.used + cost - r.limit
-    local entries = redis.call('ZRANGEBYSCORE', key, '(' .. int(r.cutoff), '+inf', 'WITHSCORES', 'LIMIT', 0, int(need))
-    local freed, at = 0, r.topts or now
-    for k = 1, #entries, 2 do
-      local _, c = parse(entries[k])
-      freed = freed + c
-      if freed >= need then
-        at = tonumber(entries[k + 1])
-        break
+  local ok, rt = true, 0
+  if u + cost > limit then
+    ok = false
+    local need = u + cost - limit
+    local at = ts or now
+    if firstcost and firstcost >= need then
+      at = firstts
+    else
+      -- Walk the counted entries, oldest first, until enough cost has
+      -- been freed; each entry frees at least 1, so at most need are read.
+      local entries = call('ZRANGEBYSCORE', key, '(' .. int(cutoff), '+inf', 'WITHSCORES', 'LIMIT', '0', int(need))
+      local freed = 0
+      for k = 1, #entries, 2 do
+        local _, c = parse(entries[k])
+        freed = freed + c
+        if freed >= need then
+          at = tonumber(entries[k + 1])
+          break
+        end
       end
     end
-    r.retry = at + r.window - now
+    rt = at + w - now
   end
-  if r.gap > 0 and r.topts and now - r.topts < r.gap then
-    r.fits = false
-    r.retry = math.max(r.retry, r.topts + r.gap - now)
+  if g > 0 and ts and now - ts < g then
+    ok = false
+    rt = math.max(rt, ts + g - now)
   end
-  allfit = allfit and r.fits
-  rules[i] = r
+  allfit = allfit and ok
+  window[i], gap[i], top[i], topts[i], live[i], used[i], fits[i], retry[i] = w, g, t, ts, lv, u, ok, rt
 end
 
 local record = mode == 'record' or (mode == 'allow' and allfit)
 local reply = {now}
 for i = 1, n do
-  local key, r = KEYS[i], rules[i]
+  local key, w, ts = KEYS[i], window[i], topts[i]
   local reset = 0
   if record then
     -- Never let a key's time go backwards.
-    local ts = now
-    if r.topts and r.topts > ts then
-      ts = r.topts
+    local at = now
+    if ts and ts > at then
+      at = ts
     end
-    if not r.live then
+    local t = top[i]
+    if not live[i] then
       -- Nothing counts any more: restart the key's ends at 0.
-      if r.topts then
-        redis.call('DEL', key)
+      if ts then
+        call('DEL', key)
       end
-      r.top = 0
-    else
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(r.cutoff))
+      t = 0
+    elseif floor(t / TRIM) ~= floor((t + cost) / TRIM) then
+      -- Trim the entries that left the window once per TRIM units of cost
+      -- recorded: they no longer count, and a few more kept for a while
+      -- save a command on most writes.
+      call('ZREMRANGEBYSCORE', key, '-inf', int(now - w))
     end
-    r.top = r.top + cost
-    r.used = r.used + cost
-    redis.call('ZADD', key, int(ts), member(r.top, cost))
-    redis.call('PEXPIRE', key, int(math.ceil((r.window + r.gap) / 1000)))
-    reset = ts + r.window - now
-  elseif r.live then
-    reset = r.topts + r.window - now
+    t = t + cost
+    used[i] = used[i] + cost
+    call('ZADD', key, int(at), enc(t) .. ':' .. int(cost))
+    call('PEXPIRE', key, int(math.ceil((w + gap[i]) / 1000)))
+    reset = at + w - now
+  elseif live[i] then
+    reset = ts + w - now
   end
-  local fits = 0
-  if r.fits then
-    fits = 1
+  local f = 0
+  if fits[i] then
+    f = 1
   end
-  reply[#reply + 1] = fits
-  reply[#reply + 1] = r.used
-  reply[#reply + 1] = r.retry
-  reply[#reply + 1] = reset
+  reply[4 * i - 2] = f
+  reply[4 * i - 1] = used[i]
+  reply[4 * i] = retry[i]
+  reply[4 * i + 1] = reset
 end
 return reply
