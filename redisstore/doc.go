@@ -20,16 +20,19 @@
 // a request of cost N is one entry. The count in a window is the newest
 // entry's end minus the oldest counted entry's end less its cost: two reads,
 // however many entries the window holds. Recording trims the entries that
-// left the window but keeps the newest one, for the minimum gap. A key's ends
+// left the window, once per 8 units of cost recorded in the key (they no
+// longer count; keeping a few a little longer saves a command on most
+// writes), but keeps the newest one, for the minimum gap. A key's ends
 // restart at zero whenever its window is empty; they must stay below 2^53
 // (Lua numbers are doubles), which a window that is never empty reaches only
 // after recording 2^53 units of cost.
 //
-// Per rule, an allowed request costs the script five Redis commands on a key
-// whose window holds entries (ZRANGE, ZRANGEBYSCORE, ZREMRANGEBYSCORE, ZADD,
-// PEXPIRE) and three on an empty one; a denied request or a peek reads two,
-// plus one ZRANGEBYSCORE of at most used+cost-limit entries to compute
-// RetryAfter when the rule is over its limit.
+// Per rule, an allowed request costs the script four Redis commands on a key
+// whose window holds entries (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIRE, and
+// ZREMRANGEBYSCORE once per 8 units of cost) and three on an empty one; a
+// denied request or a peek reads two. RetryAfter comes from the oldest
+// counted entry, read with its time; only when freeing its cost is not
+// enough does one more ZRANGEBYSCORE read at most used+cost-limit entries.
 //
 // Every written key expires its rule's Window plus MinGap after the write.
 //
@@ -74,6 +77,20 @@
 // loads it, once. A script that was sent and whose reply was lost is never
 // sent again, since it may have recorded its request: the error is returned,
 // and the sluice.Limiter applies its failure policy.
+//
+// # Batching
+//
+// A store made by New or NewFromClient on a single server (standalone or
+// Sentinel) batches its decisions: while two script calls are in flight,
+// the decisions that arrive wait and then go out together as one call of
+// batch.lua, which runs decide.lua for each of them in turn, so each is as
+// atomic and exact as alone. Under light load a decision goes out at once,
+// alone; under heavy load the server runs one script per batch instead of
+// one per decision. A failed batch fails each of its decisions, an error
+// raised by one decision fails that one only, and a batch is never sent
+// again. A caller whose context ends while its decision waits gets the
+// context's error and its decision is not sent. On a Redis Cluster, and
+// through an Evaler of another client, every decision is its own call.
 //
 // Config.Mode selects a standalone server, a Redis Cluster or a master found
 // through Redis Sentinel; ParseURL reads the same from a URL.

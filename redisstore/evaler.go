@@ -59,12 +59,27 @@ func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not
-// read-only, such as EVALSHA and EVAL, are never retried by rueidis.
+// read-only, such as EVALSHA and EVAL, are never retried by rueidis. With a
+// batcher, decide.lua calls go through it (see batch.go).
 type rueidisEvaler struct {
 	client rueidis.Client
+	batch  *batcher
+}
+
+// newRueidisEvaler returns the Evaler of a Store over client: it batches
+// decisions unless client talks to a Redis Cluster.
+func newRueidisEvaler(client rueidis.Client) rueidisEvaler {
+	e := rueidisEvaler{client: client}
+	if client.Mode() != rueidis.ClientModeCluster {
+		e.batch = newBatcher(client)
+	}
+	return e
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
+	if e.batch != nil && sha1 == decideScript.sha1 {
+		return e.batch.decide(ctx, keys, args)
+	}
 	cmd := e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	return intsReply(e.client.Do(ctx, cmd))
 }

@@ -125,7 +125,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	return NewFromEvaler(rueidisEvaler{client: client}, cfg)
+	return NewFromEvaler(newRueidisEvaler(client), cfg)
 }
 
 // NewFromEvaler returns a Store that runs its scripts through ev: the way to

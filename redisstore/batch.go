@@ -1,0 +1,258 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed batch.lua
+var batchTemplate string
+
+// batchScript runs decide.lua for several requests in one call.
+var batchScript = newScript("batch.lua", strings.Replace(batchTemplate, "--DECIDE--", decideLua, 1))
+
+// Batching. Decisions bound for one Redis server are queued while earlier
+// calls are in flight and sent together, as one batch.lua call, when a call
+// returns: under light load each decision goes out at once, alone; under
+// heavy load the batches grow with the load, and the server runs one script
+// per batch instead of one per decision. Each decision in a batch is still
+// decided atomically and exactly (batch.lua runs them one after the other),
+// a failed batch fails each of its decisions, and nothing is ever sent twice.
+//
+// Only a client talking to one server batches: on a Redis Cluster every
+// decision goes out alone, since a batch's keys would span slots.
+
+const (
+	// maxInflight is how many batches may wait for their reply at once.
+	// rueidis pipelines them on one connection, so the server always has
+	// the next batch to run while a reply travels back.
+	maxInflight = 2
+
+	// maxBatch bounds the requests in one batch, so that one script call
+	// never holds the server for long.
+	maxBatch = 256
+)
+
+// batchCall is one decision waiting in a batcher.
+type batchCall struct {
+	ctx        context.Context
+	keys, args []string
+	done       chan struct{} // receives once reply or err is set
+	reply      []int64
+	err        error
+	sent       bool // in a batch that was sent; guarded by the batcher's mu
+	left       bool // its caller stopped waiting before it was sent
+}
+
+// calls recycles the batchCalls whose callers got their reply.
+var calls = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
+
+// finish returns the call's result and recycles it.
+func (c *batchCall) finish() ([]int64, error) {
+	reply, err := c.reply, c.err
+	*c = batchCall{done: c.done}
+	calls.Put(c)
+	return reply, err
+}
+
+// batcher sends decide.lua calls over a rueidis client, batching the calls
+// that arrive while others are in flight.
+type batcher struct {
+	client   rueidis.Client
+	mu       sync.Mutex
+	inflight int
+	queue    []*batchCall
+}
+
+func newBatcher(client rueidis.Client) *batcher {
+	return &batcher{client: client}
+}
+
+// decide runs decide.lua with keys and args, alone or in a batch, and
+// returns its reply. Its errors are the client's or the server's, never
+// ErrNoScript (a batcher loads its scripts itself).
+func (b *batcher) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+	c := calls.Get().(*batchCall)
+	c.ctx, c.keys, c.args = ctx, keys, args
+	b.mu.Lock()
+	if b.inflight < maxInflight {
+		b.inflight++
+		c.sent = true
+		b.mu.Unlock()
+		go b.send([]*batchCall{c})
+	} else {
+		b.queue = append(b.queue, c)
+		b.mu.Unlock()
+	}
+	select {
+	case <-c.done:
+		return c.finish()
+	case <-ctx.Done():
+	}
+	select {
+	case <-c.done: // the reply came as the context ended
+		return c.finish()
+	default:
+	}
+	// The call is dropped, not recycled: the batcher may still hold it.
+	b.mu.Lock()
+	if !c.sent {
+		c.left = true
+	}
+	b.mu.Unlock()
+	// Sent or not, the caller gets the context's error, as it would from a
+	// call of its own: a sent request may have been recorded.
+	return nil, ctx.Err()
+}
+
+// send runs one batch, delivers its replies, then sends the calls that
+// queued meanwhile, if any. It runs in a goroutine of its own, so that no
+// caller waits longer than its context allows.
+func (b *batcher) send(calls []*batchCall) {
+	b.run(calls)
+	b.mu.Lock()
+	next := b.take()
+	if next == nil {
+		b.inflight--
+	}
+	b.mu.Unlock()
+	if next != nil {
+		go b.send(next)
+	}
+}
+
+// take removes and returns up to maxBatch queued calls whose callers still
+// wait, marked sent; nil when none do. The caller holds mu.
+func (b *batcher) take() []*batchCall {
+	var out []*batchCall
+	n := 0
+	for n < len(b.queue) && len(out) < maxBatch {
+		c := b.queue[n]
+		n++
+		if c.left {
+			continue
+		}
+		c.sent = true
+		out = append(out, c)
+	}
+	clear(b.queue[:n])
+	b.queue = b.queue[n:]
+	if len(b.queue) == 0 {
+		b.queue = nil
+	}
+	return out
+}
+
+// run sends calls as one script call, sets each call's reply or error and
+// signals its caller.
+func (b *batcher) run(calls []*batchCall) {
+	b.exec(calls)
+	for _, c := range calls {
+		c.done <- struct{}{}
+	}
+}
+
+// exec sends calls as one script call and sets each call's reply or error.
+func (b *batcher) exec(calls []*batchCall) {
+	// The batch waits as long as its most patient caller: a server that
+	// stops answering releases the batch's place when every caller has
+	// given up on it.
+	ctx, cancel := batchContext(calls)
+	defer cancel()
+	if len(calls) == 1 {
+		c := calls[0]
+		ev := rueidisEvaler{client: b.client}
+		c.reply, c.err = ev.EvalSHA(ctx, decideScript.sha1, c.keys, c.args)
+		if errors.Is(c.err, ErrNoScript) {
+			c.reply, c.err = ev.Eval(ctx, decideScript.src, c.keys, c.args)
+		}
+		return
+	}
+	nkeys, nargs := 0, 1
+	for _, c := range calls {
+		nkeys += len(c.keys)
+		nargs += 2 + len(c.args)
+	}
+	keys := make([]string, 0, nkeys)
+	args := make([]string, 1, nargs)
+	args[0] = strconv.Itoa(len(calls))
+	for _, c := range calls {
+		keys = append(keys, c.keys...)
+		args = append(args, strconv.Itoa(len(c.keys)), strconv.Itoa(len(c.args)))
+		args = append(args, c.args...)
+	}
+	replies, err := b.eval(ctx, keys, args)
+	if err == nil && len(replies) != len(calls) {
+		err = fmt.Errorf("batch.lua replied %d elements for %d requests", len(replies), len(calls))
+	}
+	if err != nil {
+		err = fmt.Errorf("in a batch of %d requests: %w", len(calls), err)
+		for _, c := range calls {
+			c.err = err
+		}
+		return
+	}
+	for i, c := range calls {
+		c.reply, c.err = ints(&replies[i])
+	}
+}
+
+// eval runs batch.lua with EVALSHA and, on NOSCRIPT (nothing ran), with
+// EVAL, which loads it.
+func (b *batcher) eval(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, error) {
+	cmd := b.client.B().Evalsha().Sha1(batchScript.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	res := b.client.Do(ctx, cmd)
+	if err := res.Error(); err != nil {
+		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
+			cmd = b.client.B().Eval().Script(batchScript.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			res = b.client.Do(ctx, cmd)
+		}
+	}
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.ToArray()
+}
+
+// ints reads one request's element of batch.lua's reply: an array of
+// integers, or the error deciding it raised.
+func ints(m *rueidis.RedisMessage) ([]int64, error) {
+	if err := m.Error(); err != nil {
+		return nil, err
+	}
+	values, err := m.ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("reply is not an array: %w", err)
+	}
+	out := make([]int64, len(values))
+	for i := range values {
+		if out[i], err = values[i].ToInt64(); err != nil {
+			return nil, fmt.Errorf("reply element %d is not an integer: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// batchContext returns a context that ends at the latest deadline of the
+// calls' contexts, and never when one of them has none.
+func batchContext(calls []*batchCall) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}

@@ -1,0 +1,56 @@
+-- batch.lua runs decide.lua for several requests in one script call: each
+-- request is decided exactly as decide.lua alone would decide it, one after
+-- the other, so each stays atomic and exact, and the call saves the per-call
+-- cost of a script (parsing, lookup, reply) for all but the first.
+--
+-- The store builds this script by putting decide.lua's source in place of
+-- the DECIDE line below, as the body of a function of KEYS and ARGV.
+--
+-- KEYS     every request's keys, one request after the other.
+-- ARGV[1]  the number of requests n.
+-- ARGV[2..] per request: its number of keys, its number of arguments, then
+--          its arguments (decide.lua's ARGV).
+--
+-- Reply: n elements, each decide.lua's reply for that request or, when
+-- deciding it raised an error, that error. An error leaves the other
+-- requests' decisions as they are.
+
+local function decide(KEYS, ARGV)
+--DECIDE--
+end
+
+-- One TIME for the whole call: the requests run back to back, atomically,
+-- so they are decided at one instant, as requests arriving within one
+-- microsecond would be.
+local now
+local n = tonumber(ARGV[1])
+local out = {}
+local k, a = 1, 2
+for d = 1, n do
+  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+  local keys, args = {}, {}
+  for i = 1, nk do
+    keys[i] = KEYS[k + i - 1]
+  end
+  for i = 1, na do
+    args[i] = ARGV[a + i - 1]
+  end
+  k, a = k + nk, a + na
+  if args[3] == '' then
+    if not now then
+      local t = redis.call('TIME')
+      now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+    end
+    args[3] = now
+  end
+  local ok, reply = pcall(decide, keys, args)
+  if ok then
+    out[d] = reply
+  elseif type(reply) == 'table' and reply.err then
+    out[d] = reply
+  else
+    out[d] = {err = tostring(reply)}
+  end
+end
+return out
