@@ -41,6 +41,7 @@ func commands() []command {
 		{"check", "decide one request against a configured policy without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
+		{"bench", "drive a store or a server with a workload; print throughput and a latency histogram", runBench},
 	}
 }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestBenchMemory(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--duration", "300ms", "--goroutines", "4", "--keys", "50", "--limit", "3", "--rules", "2"}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"the in-memory store: 4 goroutines, 50 keys, 2 rule(s) of 3 per 1m0s", "decisions/s", "latency: p50", "latency histogram:", "%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// 50 keys of 3: at most 150 admitted however long it runs.
+	if strings.Contains(out, " 100.0% allowed") {
+		t.Errorf("every decision allowed with 50 keys of 3 over 300ms:\n%s", out)
+	}
+}
+
+func TestBenchServer(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Policy     string            `json:"policy"`
+			Attributes map[string]string `json:"attributes"`
+			Cost       int64             `json:"cost"`
+		}
+		if r.URL.Path != "/v1/decide" || json.NewDecoder(r.Body).Decode(&req) != nil || req.Policy != "api" || req.Attributes["user"] == "" || req.Cost != 1 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		n := calls.Add(1)
+		json.NewEncoder(w).Encode(map[string]any{"allowed": n%2 == 0})
+	}))
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--server", srv.URL, "--policy", "api", "--attr", "user", "--duration", "200ms", "--goroutines", "2"}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	if calls.Load() == 0 || !strings.Contains(stdout.String(), " 0 errors") {
+		t.Errorf("%d calls; output:\n%s", calls.Load(), stdout.String())
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--redis", "redis://x", "--server", "http://y"},
+		{"bench", "--goroutines", "0"},
+		{"bench", "--duration", "-1s"},
+		{"bench", "--server", "y:80"},
+		{"bench", "extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+func TestLatencyBuckets(t *testing.T) {
+	var h latencies
+	for _, d := range []time.Duration{time.Microsecond, 3 * time.Microsecond, 40 * time.Microsecond, 900 * time.Microsecond, 7 * time.Millisecond} {
+		h.add(d)
+		if up := latencyUpper(latencyBucket(d)); up < d || float64(up) > 1.25*float64(d) {
+			t.Errorf("%v lands in a bucket ending at %v", d, up)
+		}
+	}
+	if got := h.quantile(1); got != 7*time.Millisecond {
+		t.Errorf("max quantile %v, want 7ms", got)
+	}
+	var buf bytes.Buffer
+	h.draw(&buf)
+	if n := strings.Count(buf.String(), "\n"); n < 5 {
+		t.Errorf("histogram of five spread latencies has %d lines:\n%s", n, buf.String())
+	}
+}
