@@ -56,7 +56,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer store.Close()
-	lim := sluice.NewLimiter(store, sluice.Config{})
+	// A demo waits for a cold connection rather than showing degraded answers.
+	lim := sluice.NewLimiter(store, sluice.Config{Timeout: 2 * time.Second})
 
 	if !*asJSON {
 		fmt.Fprintf(stdout, "policy %q on %s: global %d, category %d, per %v\n\n",

@@ -82,41 +82,44 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	if cfg != nil && cfg.Store != nil && cfg.Store.Prefix != "" {
 		prefix = cfg.Store.Prefix
 	}
-	var opt rueidis.ClientOption
-	var where string
+	var (
+		rcfg  redisstore.Config
+		where string
+	)
 	switch {
 	case url != "":
 		var err error
-		if opt, err = rueidis.ParseURL(url); err != nil {
-			return nil, fmt.Errorf("--redis %q: %v; write it as redis://[user:password@]host:port[/db]", url, err)
+		if rcfg, err = redisstore.ParseURL(url); err != nil {
+			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name]", err)
 		}
-		where = "Redis at " + strings.Join(opt.InitAddress, ",")
+		where = fmt.Sprintf("Redis (%s) at %s", rcfg.Mode, strings.Join(rcfg.Addrs, ","))
 	case cfg != nil && cfg.Store != nil && cfg.Store.Redis != nil:
 		r := cfg.Store.Redis
-		opt = rueidis.ClientOption{InitAddress: r.Addrs, Username: r.Username, Password: r.Password, SelectDB: r.DB}
-		switch r.Mode {
-		case "sentinel":
-			opt.Sentinel = rueidis.SentinelOption{MasterSet: r.MasterName, Username: r.Username, Password: r.Password}
-		case "standalone", "":
-			opt.ForceSingleClient = true
+		mode, err := redisstore.ParseMode(r.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("store.redis.mode: %w", err)
 		}
+		rcfg = redisstore.Config{Mode: mode, Addrs: r.Addrs, MasterName: r.MasterName,
+			Username: r.Username, Password: r.Password, DB: r.DB}
 		if r.TLS != nil {
-			tc, err := tlsConfig(r.TLS)
-			if err != nil {
+			if rcfg.TLS, err = tlsConfig(r.TLS); err != nil {
 				return nil, err
 			}
-			opt.TLSConfig = tc
 		}
-		where = fmt.Sprintf("Redis (%s) at %s", r.Mode, strings.Join(r.Addrs, ","))
+		where = fmt.Sprintf("Redis (%s) at %s", mode, strings.Join(r.Addrs, ","))
 	default:
 		return &openedStore{Store: memstore.New(memstore.Config{}), Where: "the in-memory store"}, nil
 	}
-	opt.DisableCache = true
+	rcfg.Prefix = prefix
+	opt, err := redisstore.ClientOption(rcfg)
+	if err != nil {
+		return nil, err
+	}
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", where, err)
 	}
-	rs, err := redisstore.NewFromClient(client, redisstore.Config{Prefix: prefix})
+	rs, err := redisstore.NewFromClient(client, rcfg)
 	if err != nil {
 		client.Close()
 		return nil, err
