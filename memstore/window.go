@@ -13,16 +13,19 @@ type entry struct {
 // A window is also the node of its shard's hash table: it holds its key and
 // the key's hash, and chains to another window whose key hashes alike.
 type window struct {
-	k    key
-	h    uint64
-	next *window // next window with the same hash
-	live bool    // in its shard's table
-
-	ring    []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
-	head, n int
+	// The fields a decision reads first, together.
+	h       uint64
+	oldest  int64 // time of the oldest live entry, when n > 0
+	first   int64 // cost of the oldest live entry, when n > 0
 	used    int64 // total cost of the live entries
 	newest  int64 // time of the newest entry ever recorded, µs
 	expires int64 // µs after which the window can be dropped
+	head, n int
+
+	ring []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
+	next *window // next window with the same hash
+	k    key
+	live bool // in its shard's table
 }
 
 // at returns the i-th live entry, oldest first.
@@ -36,6 +39,9 @@ func (w *window) at(i int) *entry {
 
 // trim drops entries at or before cutoff (timestamps <= T-W).
 func (w *window) trim(cutoff int64) {
+	if w.n == 0 || w.oldest > cutoff {
+		return // nothing left the window: the ring is not touched
+	}
 	for w.n > 0 {
 		e := &w.ring[w.head]
 		if e.ts > cutoff {
@@ -45,6 +51,9 @@ func (w *window) trim(cutoff int64) {
 		w.n--
 		if w.head++; w.head == len(w.ring) {
 			w.head = 0
+		}
+		if w.n > 0 {
+			w.oldest, w.first = w.ring[w.head].ts, w.ring[w.head].cost
 		}
 	}
 	w.head = 0
@@ -62,6 +71,9 @@ func (w *window) add(now, cost, ttl, sizeHint int64) {
 		w.grow(sizeHint)
 	}
 	ts := max(now, w.newest)
+	if w.n == 0 {
+		w.oldest, w.first = ts, cost
+	}
 	*w.at(w.n) = entry{ts: ts, cost: cost}
 	w.n++
 	w.used += cost
@@ -88,6 +100,9 @@ func (w *window) grow(sizeHint int64) {
 // freedAt returns the time at which enough of the oldest entries leave the
 // window (after lasting window µs) to free need units of cost.
 func (w *window) freedAt(need, window int64) int64 {
+	if w.n > 0 && w.first >= need {
+		return w.oldest + window // the oldest entry alone: the ring is not touched
+	}
 	var freed int64
 	for i := range w.n {
 		e := w.at(i)
