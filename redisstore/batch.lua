@@ -26,17 +26,25 @@ local now
 local n = tonumber(ARGV[1])
 local out = {}
 local k, a = 1, 2
+-- One keys and one args table serve every request in turn: entries past a
+-- request's own are cleared, so # counts its keys alone.
+local keys, args, lastk, lasta = {}, {}, 0, 0
 for d = 1, n do
   local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   a = a + 2
-  local keys, args = {}, {}
   for i = 1, nk do
     keys[i] = KEYS[k + i - 1]
+  end
+  for i = nk + 1, lastk do
+    keys[i] = nil
   end
   for i = 1, na do
     args[i] = ARGV[a + i - 1]
   end
-  k, a = k + nk, a + na
+  for i = na + 1, lasta do
+    args[i] = nil
+  end
+  k, a, lastk, lasta = k + nk, a + na, nk, na
   if args[3] == '' then
     if not now then
       local t = redis.call('TIME')

@@ -63,11 +63,13 @@ local floor = math.floor
 -- TRIM is how many units of cost a key records between two trims.
 local TRIM = 8
 
--- Per rule, in KEYS order: the newest entry's end and time (topts nil when
--- the key holds no entry), whether it is in the window, the cost counted,
--- whether the request fits and the retry-after.
+-- The reply doubles as the per-rule state of the first pass (fits, used,
+-- retry-after), and st holds the rest, five values per rule in KEYS order:
+-- window, gap, the newest entry's end and time (nil when the key holds no
+-- entry), and whether that entry is in the window. Two tables in all, since
+-- a decision's cost is mostly in what it allocates and converts.
 local n = #KEYS
-local window, gap, top, topts, live, used, fits, retry = {}, {}, {}, {}, {}, {}, {}, {}
+local reply, st = {now}, {}
 local allfit = true
 for i = 1, n do
   local key = KEYS[i]
@@ -92,9 +94,9 @@ for i = 1, n do
     firstts, firstcost = tonumber(first[2]), c
   end
 
-  local ok, rt = true, 0
+  local ok, rt = 1, 0
   if u + cost > limit then
-    ok = false
+    ok = 0
     local need = u + cost - limit
     local at = ts or now
     if firstcost and firstcost >= need then
@@ -116,26 +118,27 @@ for i = 1, n do
     rt = at + w - now
   end
   if g > 0 and ts and now - ts < g then
-    ok = false
+    ok = 0
     rt = math.max(rt, ts + g - now)
   end
-  allfit = allfit and ok
-  window[i], gap[i], top[i], topts[i], live[i], used[i], fits[i], retry[i] = w, g, t, ts, lv, u, ok, rt
+  allfit = allfit and ok == 1
+  reply[4 * i - 2], reply[4 * i - 1], reply[4 * i], reply[4 * i + 1] = ok, u, rt, 0
+  local b = 5 * i
+  st[b - 4], st[b - 3], st[b - 2], st[b - 1], st[b] = w, g, t, ts, lv
 end
 
 local record = mode == 'record' or (mode == 'allow' and allfit)
-local reply = {now}
 for i = 1, n do
-  local key, w, ts = KEYS[i], window[i], topts[i]
-  local reset = 0
+  local b = 5 * i
+  local key, w, ts = KEYS[i], st[b - 4], st[b - 1]
   if record then
     -- Never let a key's time go backwards.
     local at = now
     if ts and ts > at then
       at = ts
     end
-    local t = top[i]
-    if not live[i] then
+    local t = st[b - 2]
+    if not st[b] then
       -- Nothing counts any more: restart the key's ends at 0.
       if ts then
         call('DEL', key)
@@ -148,20 +151,12 @@ for i = 1, n do
       call('ZREMRANGEBYSCORE', key, '-inf', int(now - w))
     end
     t = t + cost
-    used[i] = used[i] + cost
+    reply[4 * i - 1] = reply[4 * i - 1] + cost
     call('ZADD', key, int(at), enc(t) .. ':' .. int(cost))
-    call('PEXPIRE', key, int(math.ceil((w + gap[i]) / 1000)))
-    reset = at + w - now
-  elseif live[i] then
-    reset = ts + w - now
+    call('PEXPIRE', key, int(math.ceil((w + st[b - 3]) / 1000)))
+    reply[4 * i + 1] = at + w - now
+  elseif st[b] then
+    reply[4 * i + 1] = ts + w - now
   end
-  local f = 0
-  if fits[i] then
-    f = 1
-  end
-  reply[4 * i - 2] = f
-  reply[4 * i - 1] = used[i]
-  reply[4 * i] = retry[i]
-  reply[4 * i + 1] = reset
 end
 return reply
