@@ -43,6 +43,15 @@ type Decision struct {
 	Limits []LimitStatus
 }
 
+// FailedClosed reports whether d is a denial made by the failure policy
+// alone: the store failed and no fallback store decided, so no rule was
+// checked. Serve it as "unavailable" (HTTP 503), not as a quota denial (429).
+// A degraded decision from a fallback store has rule statuses and is an
+// ordinary decision.
+func (d *Decision) FailedClosed() bool {
+	return d.Degraded && !d.Allowed && len(d.Limits) == 0
+}
+
 // LimitStatus is the state of one rule's window as seen by a decision, after
 // the request was recorded if it was.
 type LimitStatus struct {

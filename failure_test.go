@@ -271,3 +271,30 @@ func TestCallerCancelIsNotAFailure(t *testing.T) {
 		t.Errorf("store called %d times, want 3: a caller's cancellation must not open the circuit", got)
 	}
 }
+
+// A shadow policy never denies, not even by the failure policy; and a
+// failure-policy denial is told apart from a quota denial by FailedClosed.
+func TestShadowAndFailedClosed(t *testing.T) {
+	ctx := context.Background()
+	s := &fakeStore{err: errStoreDown}
+	l := sluice.NewLimiter(s, sluice.Config{Breaker: sluice.Breaker{Failures: -1}})
+	d, err := l.Allow(ctx, one, nil)
+	if !errors.Is(err, errStoreDown) || !d.FailedClosed() {
+		t.Errorf("store down: %+v, %v; want FailedClosed and the store's error", d, err)
+	}
+	shadow := *one
+	shadow.Shadow = true
+	d, err = l.Allow(ctx, &shadow, nil)
+	if !errors.Is(err, errStoreDown) || !d.Allowed || !d.Degraded || d.Shadowed || d.FailedClosed() {
+		t.Errorf("shadow, store down: %+v, %v; want allowed, degraded, not shadowed, the store's error", d, err)
+	}
+
+	// A fallback store's denial is a quota denial, not a failed-closed one.
+	fb := sluice.NewLimiter(s, sluice.Config{Fallback: memstore.New(memstore.Config{}), Breaker: sluice.Breaker{Failures: -1}})
+	tiny := &sluice.Policy{Name: "tiny", Rules: []sluice.Rule{{Name: "r", Limit: 1, Window: time.Minute}}}
+	fb.Allow(ctx, tiny, nil)
+	d, _ = fb.Allow(ctx, tiny, nil)
+	if d.Allowed || !d.Degraded || d.FailedClosed() || d.DeniedBy != "r" {
+		t.Errorf("fallback denial: %+v; want a degraded quota denial by r", d)
+	}
+}

@@ -114,12 +114,13 @@ func (l *Limiter) do(ctx context.Context, req *Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d, err := l.decide(ctx, req)
-	if err != nil {
+	if err != nil && !d.Degraded {
 		return d, err
 	}
 	if req.Policy.Shadow && !d.Allowed {
+		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true
-		d.Shadowed = true
+		d.Shadowed = d.DeniedBy != ""
 	}
-	return d, nil
+	return d, err
 }

@@ -142,18 +142,13 @@ func (ic *Interceptor) decide(ctx context.Context, method string) error {
 			ic.log.WarnContext(ctx, "grpclimit: rate limiter store failed; failure policy applied",
 				"method", method, "policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
 		}
-		if p.Shadow && !d.Allowed {
-			// A shadow policy never denies, not even when the store
-			// failed and the failure policy or fallback store would.
-			d.Allowed, d.Shadowed = true, d.DeniedBy != ""
-		}
 		if d.Shadowed {
 			ic.log.InfoContext(ctx, "grpclimit: shadow policy would deny", "method", method, "policy", p.Name,
 				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
 		}
 		switch {
 		case d.Allowed:
-		case d.Degraded && len(d.Limits) == 0:
+		case d.FailedClosed():
 			// Denied by the failure policy alone, not by a quota.
 			return status.Error(codes.Unavailable, "rate limiter unavailable; retry later")
 		default:

@@ -199,11 +199,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.log.WarnContext(r.Context(), "httplimit: rate limiter store failed; failure policy applied",
 				"policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
 		}
-		if p.Shadow && !d.Allowed {
-			// A shadow policy never denies, not even when the store
-			// failed and the failure policy or fallback store would.
-			d.Allowed, d.Shadowed = true, d.DeniedBy != ""
-		}
 		if d.Shadowed {
 			m.log.InfoContext(r.Context(), "httplimit: shadow policy would deny", "policy", p.Name,
 				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
@@ -213,7 +208,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			continue
 		}
 		writeHeaders(w.Header(), ds, m.policyField, m.legacy)
-		if unavailable(d) {
+		if d.FailedClosed() {
 			if err != nil {
 				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 			} else {
@@ -227,13 +222,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	writeHeaders(w.Header(), ds, m.policyField, m.legacy)
 	next.ServeHTTP(w, r)
-}
-
-// unavailable reports whether the denial d was made by the failure policy
-// alone: degraded and without rule statuses. A degraded decision from a
-// fallback store has them, and its denial is a quota denial like any other.
-func unavailable(d sluice.Decision) bool {
-	return d.Degraded && len(d.Limits) == 0
 }
 
 // defaultDeny answers 429 with the quota-exceeded problem.

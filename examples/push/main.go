@@ -137,7 +137,7 @@ func newServer(lim *sluice.Limiter, s sender, logger *slog.Logger) (http.Handler
 		httplimit.WriteHeaders(w.Header(), d, httplimit.HeaderOptions{})
 		switch {
 		case d.Allowed:
-		case d.Degraded && len(d.Limits) == 0:
+		case d.FailedClosed():
 			// Refused by the failure policy alone: the store is down.
 			httplimit.Unavailable().Write(w)
 			return

@@ -128,7 +128,7 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 // entries.
 func descriptorStatus(pol *sluice.Policy, entries []*ratelimitv3.RateLimitDescriptor_Entry, d *sluice.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
 	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	if d.Degraded {
+	if d.Degraded && len(d.Limits) == 0 {
 		if !d.Allowed {
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

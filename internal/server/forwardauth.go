@@ -67,7 +67,7 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	case d.Allowed:
 		s.metrics.requests.WithLabelValues(api, "200").Inc()
 		w.WriteHeader(http.StatusOK)
-	case d.Degraded:
+	case d.FailedClosed():
 		s.metrics.requests.WithLabelValues(api, "503").Inc()
 		httplimit.Unavailable().Write(w)
 	default:
