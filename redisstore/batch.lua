@@ -4,7 +4,8 @@
 -- cost of a script (parsing, lookup, reply) for all but the first.
 --
 -- The store builds this script by putting decide.lua's source in place of
--- the DECIDE line below, as the body of a function of KEYS and ARGV.
+-- the DECIDE line below, as the body of a function of KEYS and ARGV, with
+-- decide.lua's own seen table replaced by the one below.
 --
 -- KEYS     every request's keys, one request after the other.
 -- ARGV[1]  the number of requests n.
@@ -14,6 +15,10 @@
 -- Reply: n elements, each decide.lua's reply for that request or, when
 -- deciding it raised an error, that error. An error leaves the other
 -- requests' decisions as they are.
+
+-- The state of the keys written so far, shared by the requests: decide.lua's
+-- seen (see there).
+local seen = {}
 
 local function decide(KEYS, ARGV)
 --DECIDE--

@@ -70,6 +70,14 @@ local TRIM = 8
 -- a decision's cost is mostly in what it allocates and converts.
 local n = #KEYS
 local reply, st = {now}, {}
+
+-- seen holds, per key this script call wrote, the key's state after the
+-- write, valid at the same time for the same window: {now, window, end and
+-- time of the newest entry, end, cost and time of the oldest counted entry,
+-- PEXPIRE's milliseconds}. A later decision of the same call (batch.lua
+-- shares one seen between its requests) takes its reads from there, and
+-- does not set again the expiry that the earlier write set.
+local seen = {} -- SEEN
 local allfit = true
 for i = 1, n do
   local key = KEYS[i]
@@ -79,19 +87,28 @@ for i = 1, n do
   local t, ts, lv, u = 0, nil, false, 0
   local firstts, firstcost
 
-  local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if newest[1] then
-    t = parse(newest[1])
-    ts = tonumber(newest[2])
-    lv = ts > cutoff
+  local firstend
+  local v = seen[key]
+  if v and v[1] == now and v[2] == w then
+    -- Written by this call at this time: live, and as the write left it.
+    t, ts, lv, firstend, firstcost, firstts = v[3], v[4], true, v[5], v[6], v[7]
+  else
+    local newest = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+    if newest[1] then
+      t = parse(newest[1])
+      ts = tonumber(newest[2])
+      lv = ts > cutoff
+    end
+    if lv then
+      -- The oldest counted entry, with its time: enough for the retry-after
+      -- of a request that its cost alone makes room for.
+      local first = call('ZRANGEBYSCORE', key, '(' .. int(cutoff), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
+      firstend, firstcost = parse(first[1])
+      firstts = tonumber(first[2])
+    end
   end
   if lv then
-    -- The oldest counted entry, with its time: enough for the retry-after
-    -- of a request that its cost alone makes room for.
-    local first = call('ZRANGEBYSCORE', key, '(' .. int(cutoff), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
-    local e, c = parse(first[1])
-    u = t - (e - c)
-    firstts, firstcost = tonumber(first[2]), c
+    u = t - (firstend - firstcost)
   end
 
   local ok, rt = 1, 0
@@ -123,27 +140,31 @@ for i = 1, n do
   end
   allfit = allfit and ok == 1
   reply[4 * i - 2], reply[4 * i - 1], reply[4 * i], reply[4 * i + 1] = ok, u, rt, 0
-  local b = 5 * i
-  st[b - 4], st[b - 3], st[b - 2], st[b - 1], st[b] = w, g, t, ts, lv
+  local b = 7 * i
+  st[b - 6], st[b - 5], st[b - 4], st[b - 3], st[b - 2], st[b - 1], st[b] = w, g, t, ts, lv, firstend, firstcost
+  st[-i] = firstts
 end
 
 local record = mode == 'record' or (mode == 'allow' and allfit)
 for i = 1, n do
-  local b = 5 * i
-  local key, w, ts = KEYS[i], st[b - 4], st[b - 1]
+  local b = 7 * i
+  local key, w, ts = KEYS[i], st[b - 6], st[b - 3]
   if record then
     -- Never let a key's time go backwards.
     local at = now
     if ts and ts > at then
       at = ts
     end
-    local t = st[b - 2]
-    if not st[b] then
+    local t, fe, fc, fts = st[b - 4], st[b - 1], st[b], st[-i]
+    local v = seen[key]
+    local again = v and v[1] == now and v[2] == w
+    if not st[b - 2] then
       -- Nothing counts any more: restart the key's ends at 0.
       if ts then
         call('DEL', key)
       end
       t = 0
+      fe, fc, fts = cost, cost, at
     elseif floor(t / TRIM) ~= floor((t + cost) / TRIM) then
       -- Trim the entries that left the window once per TRIM units of cost
       -- recorded: they no longer count, and a few more kept for a while
@@ -153,9 +174,17 @@ for i = 1, n do
     t = t + cost
     reply[4 * i - 1] = reply[4 * i - 1] + cost
     call('ZADD', key, int(at), enc(t) .. ':' .. int(cost))
-    call('PEXPIRE', key, int(math.ceil((w + st[b - 3]) / 1000)))
+    local ms = math.ceil((w + st[b - 5]) / 1000)
+    if not (again and v[8] == ms) then
+      call('PEXPIRE', key, int(ms))
+    end
+    if not v then
+      v = {}
+      seen[key] = v
+    end
+    v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8] = now, w, t, at, fe, fc, fts, ms
     reply[4 * i + 1] = at + w - now
-  elseif st[b] then
+  elseif st[b - 2] then
     reply[4 * i + 1] = ts + w - now
   end
 end

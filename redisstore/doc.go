@@ -86,7 +86,10 @@
 // batch.lua, which runs decide.lua for each of them in turn, so each is as
 // atomic and exact as alone. Under light load a decision goes out at once,
 // alone; under heavy load the server runs one script per batch instead of
-// one per decision. A failed batch fails each of its decisions, an error
+// one per decision. Within a batch, a key that an earlier decision wrote is
+// not read again nor its expiry set again: the script knows its state (a
+// global cap over per-user caps reads and expires its global key once per
+// batch). A failed batch fails each of its decisions, an error
 // raised by one decision fails that one only, and a batch is never sent
 // again. A caller whose context ends while its decision waits gets the
 // context's error and its decision is not sent. On a Redis Cluster, and
