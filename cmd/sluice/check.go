@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -37,8 +35,7 @@ type checkLimit struct {
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("check", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
 
@@ -51,26 +48,18 @@ Exit status: 0 allowed, 1 denied, 2 usage, configuration or store error.
 flags:`)
 		fs.PrintDefaults()
 	}
-	var attrs reserveAttrs
+	var attrs attrFlag
 	file := fs.String("config", "", "the configuration `file` (required)")
 	policy := fs.String("policy", "", "the policy's `name` (required)")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
 	cost := fs.Int64("cost", 1, "the request's cost")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` instead of the file's store")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice check: "+format+"\n", a...)
-		return exitUsage
-	}
+	fail := func(format string, a ...any) int { return usageError(stderr, "check", format, a...) }
 	switch {
-	case fs.NArg() > 0:
-		return fail("unexpected argument %q", fs.Arg(0))
 	case *file == "":
 		return fail("--config FILE is required")
 	case *policy == "":

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -43,8 +41,7 @@ type inspectEntry struct {
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("inspect", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice inspect --redis URL --policy P --attr k=v ... [--config FILE] [--prefix P] [--json]
 
@@ -59,26 +56,18 @@ Exit status: 0 ok, 2 usage, configuration or store error.
 flags:`)
 		fs.PrintDefaults()
 	}
-	var attrs reserveAttrs
+	var attrs attrFlag
 	file := fs.String("config", "", "the configuration `file` that defines the policy")
 	policy := fs.String("policy", "", "the policy's `name` (required)")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
 	redisURL := fs.String("redis", "", "Redis at this `URL` (redis://host:port/db), instead of the file's store")
 	asJSON := fs.Bool("json", false, "print JSON")
 	prefix := fs.String("prefix", "", "the key `prefix` (default: the file's, else sluice)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice inspect: "+format+"\n", a...)
-		return exitUsage
-	}
+	fail := func(format string, a ...any) int { return usageError(stderr, "inspect", format, a...) }
 	switch {
-	case fs.NArg() > 0:
-		return fail("unexpected argument %q", fs.Arg(0))
 	case *file == "" && *redisURL == "":
 		return fail("--redis URL is required (or --config FILE with a Redis store)")
 	case *policy == "":

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -26,39 +24,8 @@ type reserveLine struct {
 	Reason  string `json:"reason"`
 }
 
-// reserveAttrs collects repeated --attr k=v flags, in order.
-type reserveAttrs struct {
-	keys   []string
-	values map[string]string
-}
-
-func (a *reserveAttrs) String() string {
-	var parts []string
-	for _, k := range a.keys {
-		parts = append(parts, k+"="+a.values[k])
-	}
-	return strings.Join(parts, ",")
-}
-
-func (a *reserveAttrs) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("attribute %q is not NAME=VALUE", s)
-	}
-	if a.values == nil {
-		a.values = map[string]string{}
-	}
-	if _, dup := a.values[k]; dup {
-		return fmt.Errorf("attribute %q given twice", k)
-	}
-	a.keys = append(a.keys, k)
-	a.values[k] = v
-	return nil
-}
-
 func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("reserve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("reserve", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice reserve --config FILE --schedule NAME --attr k=v [--n N] [--cost C] [--json] [--redis URL]
        sluice reserve --rate 4/s [--max-delay 2s] [--max-queue Q] [--schedule NAME] --attr k=v ...
@@ -73,7 +40,7 @@ Exit status: 0 every reservation got a slot, 1 one was rejected, 2 usage.
 flags:`)
 		fs.PrintDefaults()
 	}
-	var attrs reserveAttrs
+	var attrs attrFlag
 	file := fs.String("config", "", "the configuration `file` that defines the schedule")
 	name := fs.String("schedule", "", "the schedule's `name`")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
@@ -84,19 +51,10 @@ flags:`)
 	rate := fs.String("rate", "", "without --config: the schedule's `rate`, such as 4/s or 100/1m")
 	maxDelay := fs.Duration("max-delay", 0, "without --config: the longest wait accepted")
 	maxQueue := fs.Int64("max-queue", 0, "without --config: the most reservations pending (0: no bound)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice reserve: "+format+"\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return fail("unexpected argument %q", fs.Arg(0))
-	}
+	fail := func(format string, a ...any) int { return usageError(stderr, "reserve", format, a...) }
 	if *n < 1 {
 		return fail("--n is %d; make at least 1 reservation", *n)
 	}
