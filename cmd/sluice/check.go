@@ -6,32 +6,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/server"
 )
 
-// checkOutput is the decision `sluice check --json` prints.
+// checkOutput is what `sluice check --json` prints: the decision as the
+// HTTP API returns it, with the policy and the store.
 type checkOutput struct {
-	Policy       string       `json:"policy"`
-	Store        string       `json:"store"`
-	Allowed      bool         `json:"allowed"`
-	Remaining    int64        `json:"remaining"`
-	RetryAfterMS int64        `json:"retry_after_ms"`
-	ResetAfterMS int64        `json:"reset_after_ms"`
-	DeniedBy     string       `json:"denied_by"`
-	Shadowed     bool         `json:"shadowed,omitempty"`
-	Limits       []checkLimit `json:"limits"`
-}
-
-type checkLimit struct {
-	Name         string `json:"name"`
-	Limit        int64  `json:"limit"`
-	Used         int64  `json:"used"`
-	Remaining    int64  `json:"remaining"`
-	WindowMS     int64  `json:"window_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
+	Policy string `json:"policy"`
+	Store  string `json:"store"`
+	server.DecisionJSON
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -91,13 +77,7 @@ flags:`)
 	if err != nil {
 		return fail("%v", err)
 	}
-	out := checkOutput{Policy: p.Name, Store: store.Where, Allowed: d.Allowed, Remaining: d.Remaining,
-		RetryAfterMS: ceilMS(d.RetryAfter), ResetAfterMS: ceilMS(d.ResetAfter), DeniedBy: d.DeniedBy, Shadowed: d.Shadowed,
-		Limits: []checkLimit{}}
-	for _, l := range d.Limits {
-		out.Limits = append(out.Limits, checkLimit{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
-			WindowMS: ceilMS(l.Window), RetryAfterMS: ceilMS(l.RetryAfter)})
-	}
+	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: server.NewDecisionJSON(&d)}
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return exitUsage
@@ -120,12 +100,4 @@ flags:`)
 		return exitDenied
 	}
 	return exitOK
-}
-
-// ceilMS returns d in whole milliseconds, rounded up, as the HTTP API does.
-func ceilMS(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-// decisionJSON is a Decision as the HTTP API returns it.
-type decisionJSON struct {
+// DecisionJSON is a Decision as the HTTP API returns it (and sluice check
+// --json prints it): durations in whole milliseconds, rounded up.
+type DecisionJSON struct {
 	Allowed      bool        `json:"allowed"`
 	Remaining    int64       `json:"remaining"`
 	RetryAfterMS int64       `json:"retry_after_ms"`
@@ -21,10 +22,11 @@ type decisionJSON struct {
 	DeniedBy     string      `json:"denied_by"`
 	Shadowed     bool        `json:"shadowed,omitempty"`
 	Degraded     bool        `json:"degraded"`
-	Limits       []limitJSON `json:"limits"`
+	Limits       []LimitJSON `json:"limits"`
 }
 
-type limitJSON struct {
+// LimitJSON is one rule's status in a DecisionJSON.
+type LimitJSON struct {
 	Name         string `json:"name"`
 	Limit        int64  `json:"limit"`
 	Used         int64  `json:"used"`
@@ -42,8 +44,9 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-func newDecisionJSON(d *sluice.Decision) decisionJSON {
-	out := decisionJSON{
+// NewDecisionJSON returns the JSON form of d.
+func NewDecisionJSON(d *sluice.Decision) DecisionJSON {
+	out := DecisionJSON{
 		Allowed:      d.Allowed,
 		Remaining:    d.Remaining,
 		RetryAfterMS: ms(d.RetryAfter),
@@ -51,10 +54,10 @@ func newDecisionJSON(d *sluice.Decision) decisionJSON {
 		DeniedBy:     d.DeniedBy,
 		Shadowed:     d.Shadowed,
 		Degraded:     d.Degraded,
-		Limits:       make([]limitJSON, len(d.Limits)),
+		Limits:       make([]LimitJSON, len(d.Limits)),
 	}
 	for i, l := range d.Limits {
-		out.Limits[i] = limitJSON{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
+		out.Limits[i] = LimitJSON{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMS: ms(l.Window), RetryAfterMS: ms(l.RetryAfter)}
 	}
 	return out
@@ -106,7 +109,7 @@ func (s *Server) handleDecide(mode sluice.Mode) http.HandlerFunc {
 			s.fail(w, api, p)
 			return
 		}
-		s.ok(w, api, newDecisionJSON(&d))
+		s.ok(w, api, NewDecisionJSON(&d))
 	}
 }
 

@@ -50,7 +50,7 @@ func TestStoreFailure(t *testing.T) {
 				return w
 			}
 			w := do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
-			var d decisionJSON
+			var d DecisionJSON
 			if err := json.Unmarshal(w.Body.Bytes(), &d); w.Code != 200 || err != nil {
 				t.Fatalf("decide = %d %s", w.Code, w.Body)
 			}

@@ -76,13 +76,13 @@ func (ts *testServer) do(method, path, body string, header ...string) *httptest.
 }
 
 // decide posts body to path and decodes a 200 decision.
-func (ts *testServer) decide(path, body string) decisionJSON {
+func (ts *testServer) decide(path, body string) DecisionJSON {
 	ts.t.Helper()
 	w := ts.do("POST", path, body)
 	if w.Code != 200 {
 		ts.t.Fatalf("POST %s %s = %d %s", path, body, w.Code, w.Body)
 	}
-	var d decisionJSON
+	var d DecisionJSON
 	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
 		ts.t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestDecideAPI(t *testing.T) {
 	if !d.Allowed || d.Remaining != 1 || d.DeniedBy != "" || len(d.Limits) != 2 {
 		t.Fatalf("first decision = %+v", d)
 	}
-	if got, want := d.Limits[0], (limitJSON{Name: "global", Limit: 5, Used: 1, Remaining: 4, WindowMS: 1800000}); got != want {
+	if got, want := d.Limits[0], (LimitJSON{Name: "global", Limit: 5, Used: 1, Remaining: 4, WindowMS: 1800000}); got != want {
 		t.Errorf("global = %+v, want %+v", got, want)
 	}
 	if d.ResetAfterMS != 1800000 {
