@@ -38,5 +38,12 @@ fuzz:
 		done; \
 	done
 
+## bench: sluice against its peers, one run on a redis-server of its own (bench/ has its own go.mod);
+## tables on stdout, progress on stderr. Flags through BENCHFLAGS, e.g. BENCHFLAGS="-rounds 1 -d 2s".
+BENCHFLAGS ?=
+bench:
+	@command -v redis-server >/dev/null 2>&1 || $(MAKE) deps
+	cd bench && $(GO) run . $(BENCHFLAGS)
+
 demo:
 	$(GO) run ./cmd/sluice demo

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// admin reads the server's figures.
+type admin struct {
+	c rueidis.Client
+}
+
+func newAdmin(addr string) (*admin, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	return &admin{c: c}, nil
+}
+
+func (a *admin) info(section, field string) float64 {
+	s, err := a.c.Do(context.Background(), a.c.B().Info().Section(section).Build()).ToString()
+	if err != nil {
+		return 0
+	}
+	sum := 0.0
+	for _, line := range strings.Split(s, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == field || field == "cpu" && (k == "used_cpu_sys" || k == "used_cpu_user")) {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return sum
+}
+
+// cpu returns the server's CPU time so far, in seconds.
+func (a *admin) cpu() float64 { return a.info("cpu", "cpu") }
+
+// usedMemory returns used_memory in bytes.
+func (a *admin) usedMemory() float64 { return a.info("memory", "used_memory") }
+
+func (a *admin) flush() {
+	a.c.Do(context.Background(), a.c.B().Flushall().Build())
+}
+
+func (a *admin) dbsize() int64 {
+	n, _ := a.c.Do(context.Background(), a.c.B().Dbsize().Build()).AsInt64()
+	return n
+}
+
+// memoryUsage returns MEMORY USAGE of key counting every element, and the
+// number of entries of a sorted set (0 for other types or a missing key).
+func (a *admin) memoryUsage(key string, zset bool) (bytes, entries int64, ok bool) {
+	ctx := context.Background()
+	n, err := a.c.Do(ctx, a.c.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
+	if err != nil {
+		return 0, 0, false
+	}
+	if zset {
+		entries, _ = a.c.Do(ctx, a.c.B().Zcard().Key(key).Build()).AsInt64()
+	}
+	return n, entries, true
+}
+
+// encoding returns OBJECT ENCODING of key.
+func (a *admin) encoding(key string) string {
+	s, _ := a.c.Do(context.Background(), a.c.B().ObjectEncoding().Key(key).Build()).ToString()
+	return s
+}
+
+// perKey samples MEMORY USAGE over up to n of keys 0..total-1 and returns
+// the mean bytes per key and per entry (per entry 0 for non-logs).
+func (a *admin) perKey(inst *instance, total, n int) (perKey, perEntry float64) {
+	if inst.redisKey == nil {
+		return 0, 0
+	}
+	step := max(1, total/n)
+	var bytes, entries, keys int64
+	for i := 0; i < total; i += step {
+		b, e, ok := a.memoryUsage(inst.redisKey(i), inst.zset)
+		if !ok {
+			continue
+		}
+		bytes += b
+		entries += e
+		keys++
+	}
+	if keys == 0 {
+		return 0, 0
+	}
+	perKey = float64(bytes) / float64(keys)
+	if entries > 0 {
+		perEntry = float64(bytes) / float64(entries)
+	}
+	return perKey, perEntry
+}

@@ -1,0 +1,262 @@
+// Command bench compares sluice with its peers in one run, on one
+// redis-server it starts itself, with one workload: 64 goroutines over
+// 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
+// (docs/benchmarks.md holds a run's output) and progress on stderr.
+//
+//	go run . [-d 4s] [-rounds 3] [-sections redis,memory,ceiling,rules,limits,keys]
+//
+// The Redis contenders run round-robin, -rounds times each, on a flushed
+// server; the tables report the median round. On a machine shared with
+// other work, compare the ratios within one run, not the absolute figures.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	var (
+		duration   = flag.Duration("d", 4*time.Second, "how long each Redis contender runs per round")
+		rounds     = flag.Int("rounds", 3, "rounds of the Redis comparison; the median is reported")
+		goroutines = flag.Int("goroutines", 64, "goroutines deciding at once")
+		keys       = flag.Int("keys", 10_000, "distinct keys")
+		sections   = flag.String("sections", "redis,memory,ceiling,rules,limits,keys", "sections to run, comma-separated")
+		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
+		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
+		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
+	)
+	flag.Parse()
+	want := map[string]bool{}
+	for _, s := range strings.Split(*sections, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	w := workload{goroutines: *goroutines, keys: *keys, duration: *duration}
+
+	srv, err := startRedis(*serverBin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer srv.stop()
+	adm, err := newAdmin(srv.addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	b := &bench{addr: srv.addr, adm: adm, w: w, only: *only}
+	b.header()
+	if want["redis"] {
+		b.redisTable(*rounds)
+	}
+	if want["memory"] {
+		b.memoryTable()
+	}
+	if want["ceiling"] {
+		b.ceiling()
+	}
+	if want["rules"] {
+		b.rulesTable()
+	}
+	if want["limits"] {
+		b.limitsTable()
+	}
+	if want["keys"] {
+		b.keysTable(*maxKeys)
+	}
+}
+
+type bench struct {
+	addr string
+	adm  *admin
+	w    workload
+	only string
+}
+
+func (b *bench) header() {
+	fmt.Printf("Run at %s: Go %s, GOMAXPROCS %d, %d CPUs (%s), %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), cpuModel(), redisVersion(b))
+	fmt.Printf("Workload: %d goroutines, %d keys, %d per key per %v; load average at start %s.\n\n",
+		b.w.goroutines, b.w.keys, perKeyLimit, window, loadAverage())
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func redisVersion(b *bench) string {
+	s, err := b.adm.c.Do(bgCtx, b.adm.c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return "Redis (version unknown)"
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return "Redis " + v
+		}
+	}
+	return "Redis"
+}
+
+// progress draws a bar for what on stderr.
+func progress(what string) func(float64) {
+	return func(f float64) {
+		const width = 30
+		n := int(f * width)
+		fmt.Fprintf(os.Stderr, "\r%-40.40s [%s%s] %3.0f%%", what, strings.Repeat("#", n), strings.Repeat(".", width-n), f*100)
+	}
+}
+
+func doneProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }
+
+// redisRow is one contender's measured round.
+type redisRow struct {
+	o                outcome
+	redisCPU         float64 // µs of Redis CPU per decision
+	perKey, perEntry float64
+}
+
+// measure runs one contender once on a flushed server.
+func (b *bench) measure(c contender, w workload) (redisRow, error) {
+	b.adm.flush()
+	names := keyNames(w.keys)
+	inst, err := c.open(b.addr, names)
+	if err != nil {
+		return redisRow{}, err
+	}
+	defer inst.close()
+	cpu0 := b.adm.cpu()
+	o := run(w, inst.worker, progress(c.name))
+	cpu1 := b.adm.cpu()
+	doneProgress()
+	row := redisRow{o: o}
+	if o.ops > 0 {
+		row.redisCPU = (cpu1 - cpu0) * 1e6 / float64(o.ops)
+	}
+	row.perKey, row.perEntry = b.adm.perKey(inst, w.keys, 500)
+	return row, nil
+}
+
+func median(rows []redisRow) redisRow {
+	slices.SortFunc(rows, func(a, b redisRow) int {
+		switch x, y := a.o.perSecond(), b.o.perSecond(); {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return 0
+	})
+	return rows[len(rows)/2]
+}
+
+func (b *bench) redisTable(rounds int) {
+	var cs []contender
+	for _, c := range redisContenders() {
+		if strings.Contains(c.name, b.only) {
+			cs = append(cs, c)
+		}
+	}
+	all := make([][]redisRow, len(cs))
+	for r := range rounds {
+		for i, c := range cs {
+			row, err := b.measure(c, b.w)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", c.name, err)
+				continue
+			}
+			if row.o.errors > 0 {
+				fmt.Fprintf(os.Stderr, "bench: %s, round %d: %d errors, first: %v\n", c.name, r+1, row.o.errors, row.o.firstErr)
+			}
+			all[i] = append(all[i], row)
+		}
+	}
+	fmt.Printf("### Redis: %d goroutines, %d keys, %d per key per minute (median of %d rounds of %v)\n\n",
+		b.w.goroutines, b.w.keys, perKeyLimit, rounds, b.w.duration)
+	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/entry |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var base float64
+	for i, c := range cs {
+		if len(all[i]) == 0 {
+			continue
+		}
+		m := median(all[i])
+		rate := m.o.perSecond()
+		if i == 0 {
+			base = rate
+		}
+		entry := "–"
+		if m.perEntry > 0 {
+			entry = fmt.Sprintf("%.1f", m.perEntry)
+		}
+		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %.0f%% | %.1f | %.1f | %.1f | %.0f | %s |\n",
+			c.name, rate, base/rate, fmtDur(m.o.p50), fmtDur(m.o.p99), 100*float64(m.o.allowed)/float64(max(1, m.o.ops)),
+			m.o.allocsPerOp, m.o.clientCPU, m.redisCPU, m.perKey, entry)
+	}
+	fmt.Println()
+	fmt.Println("Every round of every contender:")
+	fmt.Println()
+	for i, c := range cs {
+		var s []string
+		for _, r := range all[i] {
+			s = append(s, fmt.Sprintf("%.0f", r.o.perSecond()))
+		}
+		fmt.Printf("- %s: %s decisions/s\n", c.name, strings.Join(s, ", "))
+	}
+	fmt.Println()
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d >= time.Microsecond:
+		return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%d ns", d.Nanoseconds())
+}
+
+func (b *bench) memoryTable() {
+	const keys = 100_000
+	cs := memContenders()
+	res := make([]memResult, len(cs))
+	for i, c := range cs {
+		progress(c.name)(0)
+		res[i] = benchMem(c, keys)
+		doneProgress()
+	}
+	fmt.Printf("### In memory: one rule, %d keys, every key warm (GOMAXPROCS %d)\n\n", keys, runtime.GOMAXPROCS(0))
+	fmt.Println("| contender | ns/op serial | this ÷ sluice | ns/op parallel | this ÷ sluice | allocs/op | B/op | model |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|")
+	for i, c := range cs {
+		r := res[i]
+		fmt.Printf("| %s | %.0f | %.2f× | %.0f | %.2f× | %d | %d | %s |\n",
+			c.name, r.serialNs, r.serialNs/res[0].serialNs, r.parallelNs, r.parallelNs/res[0].parallelNs, r.allocs, r.bytes, c.note)
+	}
+	fmt.Println()
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// limits is the workload's limit: 100 per minute per key.
+const (
+	perKeyLimit = 100
+	window      = time.Minute
+)
+
+// instance is one contender opened on the shared Redis.
+type instance struct {
+	// worker returns the decider of one goroutine.
+	worker func() decideFunc
+	// redisKey names the Redis key that holds key i's state, for MEMORY
+	// USAGE; nil when the contender keeps nothing in Redis.
+	redisKey func(i int) string
+	// zset reports that the keys are sorted sets (a log of events).
+	zset  bool
+	close func()
+}
+
+// contender is one implementation in the comparison.
+type contender struct {
+	name string
+	note string
+	open func(addr string, names []string) (*instance, error)
+}
+
+func keyNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "k" + strconv.Itoa(i)
+	}
+	return names
+}
+
+// onePolicy is the one-rule policy: 100 per minute per key.
+func onePolicy() *sluice.Policy {
+	return &sluice.Policy{Name: "bench", Rules: []sluice.Rule{
+		{Name: "per-key", Limit: perKeyLimit, Window: window, By: []string{"key"}},
+	}}
+}
+
+// seed000Policy is seed 000's hierarchy: a global cap over a per-category
+// cap, here with a global cap the run never reaches, so that it costs what
+// a second rule costs without changing the workload's answers.
+func seed000Policy() *sluice.Policy {
+	return &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 1 << 40, Window: window},
+		{Name: "category", Limit: perKeyLimit, Window: window, By: []string{"key"}},
+	}}
+}
+
+// rulesPolicy is a policy of n rules, all by key, 100 per minute each.
+func rulesPolicy(n int) *sluice.Policy {
+	p := &sluice.Policy{Name: "rules" + strconv.Itoa(n)}
+	for i := range n {
+		p.Rules = append(p.Rules, sluice.Rule{Name: "r" + strconv.Itoa(i), Limit: perKeyLimit, Window: window, By: []string{"key"}})
+	}
+	return p
+}
+
+// openSluice opens sluice's Redis store and decides p through a Limiter, as
+// an application calls it.
+func openSluice(p *sluice.Policy, limiterCfg sluice.Config) func(addr string, names []string) (*instance, error) {
+	return func(addr string, names []string) (*instance, error) {
+		s, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Prefix: "sluice"})
+		if err != nil {
+			return nil, err
+		}
+		lim := sluice.NewLimiter(s, limiterCfg)
+		last := len(p.Rules) - 1
+		return &instance{
+			worker: func() decideFunc {
+				attrs := map[string]string{"key": ""}
+				return func(ctx context.Context, i int) (bool, error) {
+					attrs["key"] = names[i]
+					d, err := lim.Allow(ctx, p, attrs)
+					return d.Allowed, err
+				}
+			},
+			redisKey: func(i int) string {
+				ks, err := s.Keys(p, map[string]string{"key": names[i]})
+				if err != nil {
+					return ""
+				}
+				return ks[last]
+			},
+			zset:  true,
+			close: func() { s.Close() },
+		}, nil
+	}
+}
+
+func newGoRedis(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+func openRedisRate(addr string, names []string) (*instance, error) {
+	c := newGoRedis(addr)
+	lim := redis_rate.NewLimiter(c)
+	limit := redis_rate.PerMinute(perKeyLimit)
+	return &instance{
+		worker: func() decideFunc {
+			return func(ctx context.Context, i int) (bool, error) {
+				res, err := lim.Allow(ctx, names[i], limit)
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed > 0, nil
+			}
+		},
+		redisKey: func(i int) string { return "rate:" + names[i] },
+		close:    func() { c.Close() },
+	}, nil
+}
+
+func openUlule(addr string, names []string) (*instance, error) {
+	c := newGoRedis(addr)
+	store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ulule"})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	lim := limiter.New(store, limiter.Rate{Period: window, Limit: perKeyLimit})
+	return &instance{
+		worker: func() decideFunc {
+			return func(ctx context.Context, i int) (bool, error) {
+				res, err := lim.Get(ctx, names[i])
+				return err == nil && !res.Reached, err
+			}
+		},
+		redisKey: func(i int) string { return "ulule:" + names[i] },
+		close:    func() { c.Close() },
+	}, nil
+}
+
+func openThrottled(addr string, names []string) (*instance, error) {
+	c := newGoRedis(addr)
+	store, err := goredisstore.NewCtx(c, "throttled:")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	lim, err := throttled.NewGCRARateLimiterCtx(store, throttled.RateQuota{MaxRate: throttled.PerMin(perKeyLimit), MaxBurst: perKeyLimit - 1})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &instance{
+		worker: func() decideFunc {
+			return func(ctx context.Context, i int) (bool, error) {
+				limited, _, err := lim.RateLimitCtx(ctx, names[i], 1)
+				return err == nil && !limited, err
+			}
+		},
+		redisKey: func(i int) string { return "throttled:" + names[i] },
+		close:    func() { c.Close() },
+	}, nil
+}
+
+// naiveScript is the seed-style sliding log: trim, count, add a
+// "µs-timestamp-random" member, expire.
+const naiveScript = `
+local key, now, window, limit = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[4])
+  redis.call('EXPIRE', key, math.ceil(window / 1000000))
+  return 1
+end
+return 0
+`
+
+// naiveArgs returns the script's arguments at the current time.
+func naiveArgs(r *rand.Rand) []string {
+	now := time.Now().UnixMicro()
+	return []string{strconv.FormatInt(now, 10), strconv.FormatInt(window.Microseconds(), 10), strconv.Itoa(perKeyLimit),
+		strconv.FormatInt(now, 10) + "-" + strconv.FormatUint(r.Uint64()%1_000_000_000, 10)}
+}
+
+func openNaiveRueidis(addr string, names []string) (*instance, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	script := rueidis.NewLuaScript(naiveScript)
+	return &instance{
+		worker: func() decideFunc {
+			r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			return func(ctx context.Context, i int) (bool, error) {
+				n, err := script.Exec(ctx, c, []string{"naive:" + names[i]}, naiveArgs(r)).AsInt64()
+				return n == 1, err
+			}
+		},
+		redisKey: func(i int) string { return "naive:" + names[i] },
+		zset:     true,
+		close:    c.Close,
+	}, nil
+}
+
+func openNaiveGoRedis(addr string, names []string) (*instance, error) {
+	c := newGoRedis(addr)
+	script := redis.NewScript(naiveScript)
+	return &instance{
+		worker: func() decideFunc {
+			r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+			return func(ctx context.Context, i int) (bool, error) {
+				n, err := script.Run(ctx, c, []string{"naivegr:" + names[i]}, naiveArgs(r)).Int64()
+				return n == 1, err
+			}
+		},
+		redisKey: func(i int) string { return "naivegr:" + names[i] },
+		zset:     true,
+		close:    func() { c.Close() },
+	}, nil
+}
+
+// redisContenders are compared on one Redis with the same workload.
+func redisContenders() []contender {
+	return []contender{
+		{"sluice", "redisstore over rueidis, one rule, through Limiter.Allow", openSluice(onePolicy(), benchLimiterConfig)},
+		{"sluice seed 000 (2 rules)", "global + per-key, one script call per decision", openSluice(seed000Policy(), benchLimiterConfig)},
+		{"go-redis/redis_rate v10", "GCRA, go-redis v9", openRedisRate},
+		{"ulule/limiter v3", "fixed window, redis store, go-redis v9", openUlule},
+		{"throttled/throttled v2", "GCRA, goredisstore.v9", openThrottled},
+		{"naive Lua log (rueidis)", "seed-style ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", openNaiveRueidis},
+		{"naive Lua log (go-redis)", "the same script through go-redis", openNaiveGoRedis},
+	}
+}
+
+// benchLimiterConfig turns off the Limiter's per-call deadline and circuit
+// breaker, which no peer has, so that every contender waits for Redis alike.
+var benchLimiterConfig = sluice.Config{Timeout: -1, Breaker: sluice.Breaker{Failures: -1}}
