@@ -6,17 +6,25 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 
 .PHONY: test deps vet staticcheck unit fuzz bench demo
 
-## test: install what the tests need, then vet, staticcheck and every test with the race detector.
-test: deps vet staticcheck unit fuzz
+## test: install what the tests need, then vet, staticcheck, short fuzz runs and every test with the race detector.
+test: deps vet staticcheck fuzz unit
 
-## deps: redis-server from Debian when missing (the tests start their own servers), and staticcheck.
+## deps: from Debian when missing, redis-server (the tests start their own servers, standalone, Cluster
+## and Sentinel) and caddy (the forward-auth test puts it in front of sluice serve); and staticcheck.
+DEBS := redis-server caddy
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing redis-server (Debian package)"; \
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v caddy >/dev/null 2>&1 || missing="$$missing caddy"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (Debian packages)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq redis-server >/dev/null; }
-	@# The tests start their own redis-server processes: keep the package's service from holding 6379.
-	@command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null && systemctl stop redis-server || true
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@# The tests start their own servers: keep the packages' services from holding their ports.
+	@for svc in $(DEBS); do \
+		command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet $$svc 2>/dev/null && systemctl stop $$svc; \
+	done; true
 	@test -x $(GOBIN)/staticcheck || $(GO) install $(STATICCHECK)
 
 vet:
