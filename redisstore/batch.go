@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,10 @@ const (
 	// maxBatch bounds the requests in one batch, so that one script call
 	// never holds the server for long.
 	maxBatch = 256
+
+	// maxShapes bounds the distinct argument lists a batch looks through
+	// for a request's own.
+	maxShapes = 8
 )
 
 // batchCall is one decision waiting in a batcher.
@@ -188,18 +193,41 @@ func (b *batcher) exec(calls []*batchCall) {
 		}
 		return
 	}
-	nkeys, nargs := 0, 1
-	for _, c := range calls {
+	// Requests with equal arguments (one policy, cost and mode) share a
+	// shape; a few shapes are looked for, then every new request gets one.
+	type shape struct {
+		nk   int
+		args []string
+	}
+	var shapes []shape
+	index := make([]int, len(calls))
+	nkeys, nargs := 0, 2+len(calls)
+	for i, c := range calls {
 		nkeys += len(c.keys)
-		nargs += 2 + len(c.args)
+		j := -1
+		for si := range shapes[:min(len(shapes), maxShapes)] {
+			if shapes[si].nk == len(c.keys) && slices.Equal(shapes[si].args, c.args) {
+				j = si
+				break
+			}
+		}
+		if j < 0 {
+			j = len(shapes)
+			shapes = append(shapes, shape{len(c.keys), c.args})
+			nargs += 2 + len(c.args)
+		}
+		index[i] = j
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 1, nargs)
-	args[0] = strconv.Itoa(len(calls))
-	for _, c := range calls {
+	args := make([]string, 2, nargs)
+	args[0], args[1] = strconv.Itoa(len(calls)), strconv.Itoa(len(shapes))
+	for _, sh := range shapes {
+		args = append(args, strconv.Itoa(sh.nk), strconv.Itoa(len(sh.args)))
+		args = append(args, sh.args...)
+	}
+	for i, c := range calls {
 		keys = append(keys, c.keys...)
-		args = append(args, strconv.Itoa(len(c.keys)), strconv.Itoa(len(c.args)))
-		args = append(args, c.args...)
+		args = append(args, strconv.Itoa(index[i]+1))
 	}
 	replies, err := b.eval(ctx, keys, args)
 	if err == nil && len(replies) != len(calls) {

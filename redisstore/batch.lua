@@ -9,8 +9,12 @@
 --
 -- KEYS     every request's keys, one request after the other.
 -- ARGV[1]  the number of requests n.
--- ARGV[2..] per request: its number of keys, its number of arguments, then
---          its arguments (decide.lua's ARGV).
+-- ARGV[2]  the number of shapes s: distinct argument lists (decide.lua's
+--          ARGV), which requests of one policy share.
+-- ARGV[3..] per shape: its number of keys, its number of arguments, then
+--          the arguments; then per request, the number of its shape
+--          (from 1). Each argument costs the server a string, so a request
+--          sends one besides its keys.
 --
 -- Reply: n elements, each decide.lua's reply for that request or, when
 -- deciding it raised an error, that error. An error leaves the other
@@ -28,28 +32,17 @@ end
 -- so they are decided at one instant, as requests arriving within one
 -- microsecond would be.
 local now
-local n = tonumber(ARGV[1])
-local out = {}
-local k, a = 1, 2
--- One keys and one args table serve every request in turn: entries past a
--- request's own are cleared, so # counts its keys alone.
-local keys, args, lastk, lasta = {}, {}, 0, 0
-for d = 1, n do
+local n, s = tonumber(ARGV[1]), tonumber(ARGV[2])
+local a = 3
+local shapes = {}
+for i = 1, s do
   local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   a = a + 2
-  for i = 1, nk do
-    keys[i] = KEYS[k + i - 1]
+  local args = {}
+  for j = 1, na do
+    args[j] = ARGV[a + j - 1]
   end
-  for i = nk + 1, lastk do
-    keys[i] = nil
-  end
-  for i = 1, na do
-    args[i] = ARGV[a + i - 1]
-  end
-  for i = na + 1, lasta do
-    args[i] = nil
-  end
-  k, a, lastk, lasta = k + nk, a + na, nk, na
+  a = a + na
   if args[3] == '' then
     if not now then
       local t = redis.call('TIME')
@@ -57,7 +50,25 @@ for d = 1, n do
     end
     args[3] = now
   end
-  local ok, reply = pcall(decide, keys, args)
+  shapes[i] = {nk, args}
+end
+
+-- One keys table serves every request in turn: entries past a request's
+-- own are cleared, so # counts its keys alone. Requests of one shape share
+-- its args table, which decide.lua only reads.
+local out = {}
+local keys, k, lastk = {}, 1, 0
+for d = 1, n do
+  local shape = shapes[tonumber(ARGV[a + d - 1])]
+  local nk = shape[1]
+  for i = 1, nk do
+    keys[i] = KEYS[k + i - 1]
+  end
+  for i = nk + 1, lastk do
+    keys[i] = nil
+  end
+  k, lastk = k + nk, nk
+  local ok, reply = pcall(decide, keys, shape[2])
   if ok then
     out[d] = reply
   elseif type(reply) == 'table' and reply.err then
