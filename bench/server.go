@@ -91,9 +91,6 @@ func startRedis(bin string) (*redisServer, error) {
 	return s, nil
 }
 
-// pid returns the server's process id.
-func (s *redisServer) pid() int { return s.cmd.Process.Pid }
-
 // stop stops the server and removes its directory.
 func (s *redisServer) stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
