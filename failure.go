@@ -8,7 +8,8 @@ import (
 
 // Failure policy.
 //
-// A Limiter gives every store call a deadline (Config.Timeout). When the
+// A Limiter gives every store call a deadline (Config.Timeout), except a
+// LocalStore's. When the
 // store fails (an error, a lost connection, the deadline), the Limiter never
 // calls it again for that request (a request whose reply was lost may have
 // been recorded; sending it again could count it twice). It answers from the
@@ -46,37 +47,65 @@ const (
 
 // inputError reports whether err is bad input rather than a store failure.
 func inputError(err error) bool {
-	return errors.Is(err, ErrInvalidCost) || errors.Is(err, ErrCostExceedsLimit) ||
-		errors.Is(err, ErrMissingAttribute) || errors.Is(err, ErrInvalidPolicy) || errors.Is(err, ErrEmptyPolicy)
+	for _, target := range []error{ErrInvalidCost, ErrCostExceedsLimit, ErrMissingAttribute,
+		ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidSchedule} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
-// decide asks the store under the failure policy: the deadline, the
-// breaker, the fallback.
-func (l *Limiter) decide(ctx context.Context, req *Request) (Decision, error) {
-	now := l.clock().Now()
-	if !l.breaker.admit(now) {
-		return l.degraded(ctx, req, ErrCircuitOpen)
+// call runs op against the store under the failure policy: not at all while
+// the circuit is open (ErrCircuitOpen), with Config.Timeout's deadline, and
+// with its outcome counted by the breaker. A LocalStore is called as is. It
+// reports whether the failure policy must answer instead (the store failed,
+// the circuit is open, or the caller's context ended), and op's error (bad
+// input is returned as is, not failed).
+func (l *Limiter) call(ctx context.Context, op func(context.Context) error) (failed bool, err error) {
+	if l.local {
+		err = op(ctx)
+		return err != nil && !inputError(err), err
+	}
+	if !l.breaker.admit(l.clock().Now()) {
+		return true, ErrCircuitOpen
 	}
 	sctx, cancel := ctx, context.CancelFunc(func() {})
 	if t := l.timeout(); t > 0 {
 		sctx, cancel = context.WithTimeout(ctx, t)
 	}
-	d, err := l.store.Decide(sctx, req)
+	err = op(sctx)
 	cancel()
 	switch {
 	case err == nil:
 		l.breaker.record(l.clock().Now(), true)
-		return d, nil
+		return false, nil
 	case inputError(err):
 		l.breaker.release()
-		return Decision{}, err
+		return false, err
 	case ctx.Err() != nil:
 		// The caller gave up: no verdict on the store.
 		l.breaker.release()
 	default:
 		l.breaker.record(l.clock().Now(), false)
 	}
-	return l.degraded(ctx, req, err)
+	return true, err
+}
+
+// decide asks the store under the failure policy.
+func (l *Limiter) decide(ctx context.Context, req *Request) (Decision, error) {
+	var d Decision
+	failed, err := l.call(ctx, func(ctx context.Context) (err error) {
+		d, err = l.store.Decide(ctx, req)
+		return err
+	})
+	if failed {
+		return l.degraded(ctx, req, err)
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	return d, nil
 }
 
 // degraded answers req without the store: from the fallback store, with

@@ -60,13 +60,15 @@ type Config struct {
 // one with NewLimiter.
 type Limiter struct {
 	store   Store
+	local   bool // store is a LocalStore
 	cfg     Config
 	breaker *breaker
 }
 
 // NewLimiter returns a Limiter over store.
 func NewLimiter(store Store, cfg Config) *Limiter {
-	return &Limiter{store: store, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
+	_, local := store.(LocalStore)
+	return &Limiter{store: store, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
 }
 
 // Store returns the limiter's store.

@@ -161,25 +161,18 @@ func (l *Limiter) reserve(ctx context.Context, req *ReserveRequest) (Reservation
 	if err != nil {
 		return Reservation{}, err
 	}
-	if !l.breaker.admit(l.clock().Now()) {
-		return l.degradedReservation(ctx, req, ErrCircuitOpen)
+	var r Reservation
+	failed, err := l.call(ctx, func(ctx context.Context) (err error) {
+		r, err = sc.Reserve(ctx, req)
+		return err
+	})
+	if failed {
+		return l.degradedReservation(ctx, req, err)
 	}
-	sctx, cancel := l.storeContext(ctx)
-	r, err := sc.Reserve(sctx, req)
-	cancel()
-	switch {
-	case err == nil:
-		l.breaker.record(l.clock().Now(), true)
-		return r, nil
-	case isBadInput(err):
-		l.breaker.release()
+	if err != nil {
 		return Reservation{}, err
-	case ctx.Err() != nil:
-		l.breaker.release()
-	default:
-		l.breaker.record(l.clock().Now(), false)
 	}
-	return l.degradedReservation(ctx, req, err)
+	return r, nil
 }
 
 // degradedReservation answers req without the store: from the fallback
@@ -213,14 +206,6 @@ func (l *Limiter) fallbackSchedule(s *Schedule) *Schedule {
 	return &q
 }
 
-// storeContext returns ctx bounded by Config.Timeout.
-func (l *Limiter) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if t := l.timeout(); t > 0 {
-		return context.WithTimeout(ctx, t)
-	}
-	return ctx, func() {}
-}
-
 // Cancel gives back the pending reservation id of s's queue for attrs, so
 // that later reservations may take its place, and reports whether it did.
 // Cancelling a reservation twice, after its slot has passed, or with an
@@ -246,23 +231,13 @@ func (l *Limiter) Cancel(ctx context.Context, s *Schedule, attrs map[string]stri
 	if err != nil {
 		return false, err
 	}
-	if l.breaker.admit(l.clock().Now()) {
-		sctx, cancel := l.storeContext(ctx)
-		var ok bool
-		ok, err = sc.Cancel(sctx, req)
-		cancel()
-		switch {
-		case err == nil:
-			l.breaker.record(l.clock().Now(), true)
-			return ok, nil
-		case isBadInput(err), ctx.Err() != nil:
-			l.breaker.release()
-			return false, err
-		default:
-			l.breaker.record(l.clock().Now(), false)
-		}
-	} else {
-		err = ErrCircuitOpen
+	var ok bool
+	failed, err := l.call(ctx, func(ctx context.Context) (err error) {
+		ok, err = sc.Cancel(ctx, req)
+		return err
+	})
+	if !failed {
+		return ok && err == nil, err
 	}
 	if fb, ok := l.cfg.Fallback.(Scheduler); ok {
 		freq := *req
@@ -281,16 +256,4 @@ func (l *Limiter) scheduler() (Scheduler, error) {
 		return nil, fmt.Errorf("sluice: store %T keeps no schedules", l.store)
 	}
 	return sc, nil
-}
-
-// isBadInput reports whether err is one of the errors for bad input, which
-// the failure policy does not apply to.
-func isBadInput(err error) bool {
-	for _, target := range []error{ErrInvalidCost, ErrCostExceedsLimit, ErrMissingAttribute,
-		ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidSchedule} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }

@@ -92,6 +92,17 @@ func (r *Request) Validate() error {
 	return nil
 }
 
+// LocalStore is implemented by a Store that decides in this process, from
+// memory, without I/O (memstore). Its calls cannot hang or fail the way a
+// network store's do, so the Limiter gives them no deadline and no circuit
+// breaker: a context with a timer would cost more than the decision.
+type LocalStore interface {
+	Store
+
+	// Local marks the store as local; it does nothing.
+	Local()
+}
+
 // Store keeps the windows of policies and decides requests against them
 // atomically: for one request, every rule is checked and the request is
 // recorded in all of the rules' windows or in none.

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		i := int(time.Now().UnixNano() % keys)
+		i := int(time.Now().UnixNano() % int64(keys))
 		for pb.Next() {
 			if _, err := lim.Allow(ctx, p, attrs[i]); err != nil {
 				b.Error(err)
@@ -84,7 +85,12 @@ func BenchmarkDecideParallel(b *testing.B) {
 // 100,000 keys made on the store directly, reusing one Request and its
 // Limits buffer: the allocation-free path.
 func BenchmarkStoreDecide(b *testing.B) {
-	const keys = 100_000
+	for _, keys := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) { benchmarkStoreDecide(b, keys) })
+	}
+}
+
+func benchmarkStoreDecide(b *testing.B, keys int) {
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = "user-" + strconv.Itoa(i)
@@ -120,7 +126,7 @@ func BenchmarkStoreDecide(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			attrs := map[string]string{"user": ""}
 			req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
-			i := int(time.Now().UnixNano() % keys)
+			i := int(time.Now().UnixNano() % int64(keys))
 			for pb.Next() {
 				attrs["user"] = names[i]
 				if _, err := s.Decide(ctx, req); err != nil {

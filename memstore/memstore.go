@@ -45,7 +45,11 @@ type Store struct {
 	queues queues // the schedules' queues (see reserve.go)
 }
 
-var _ sluice.Store = (*Store)(nil)
+var _ sluice.LocalStore = (*Store)(nil)
+
+// Local marks the store as a sluice.LocalStore: the Limiter calls it without
+// a deadline or circuit breaker.
+func (*Store) Local() {}
 
 // shard is one lock's share of the windows: a hash table from a key's hash
 // to the windows with that hash (see lookup), and the expiry queues.
