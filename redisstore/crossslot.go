@@ -26,8 +26,8 @@ import (
 // whose rules go by more attributes first, ties in policy order, so the
 // global cap, the hottest key and the likeliest to deny, comes last.
 //
-//   - Allow: group.lua checks each group and records the request in it when
-//     all its rules fit (reserve). When every group fits, the request is
+//   - Allow: decide.lua in "group" mode checks each group and records the
+//     request in it when all its rules fit (reserve). When every group fits, the request is
 //     admitted (commit: nothing more to do). When a group denies, rollback.lua
 //     removes the entries already written in the earlier groups, by member
 //     and score, and the groups after it are peeked so that the decision
@@ -41,14 +41,10 @@ import (
 // back; a rollback that fails leaves its entries until their window passes.
 // A process that dies between the steps leaves its entries likewise.
 
-//go:embed group.lua
-var groupLua string
-
 //go:embed rollback.lua
 var rollbackLua string
 
 var (
-	groupScript    = newScript("group.lua", groupLua)
 	rollbackScript = newScript("rollback.lua", rollbackLua)
 )
 
@@ -204,6 +200,11 @@ func (s *Store) decideGroup(ctx context.Context, mode sluice.Mode, cost int64, n
 	if err != nil {
 		return err
 	}
+	return s.parseGroup(reply, rules, g, limits)
+}
+
+// parseGroup reads decide.lua's statuses of group g's rules into limits.
+func (s *Store) parseGroup(reply []int64, rules []sluice.Rule, g []int, limits []sluice.LimitStatus) error {
 	grules := make([]sluice.Rule, len(g))
 	for k, i := range g {
 		grules[k] = rules[i]
@@ -218,8 +219,9 @@ func (s *Store) decideGroup(ctx context.Context, mode sluice.Mode, cost int64, n
 	return nil
 }
 
-// reservation is what group.lua wrote in one group: for each rule, the
-// entry's end and score, and the reset-after from before the write.
+// reservation is what decide.lua wrote in one group in "group" mode: for
+// each rule, the entry's end and score, and the reset-after from before the
+// write.
 type reservation struct {
 	keys        []string
 	rules       []int
@@ -227,38 +229,31 @@ type reservation struct {
 	resetBefore []time.Duration
 }
 
-// reserveGroup runs group.lua on one group, writes its rules' statuses into
-// limits and reports whether the group fit (and so was recorded).
+// reserveGroup runs decide.lua in "group" mode on one group, writes its
+// rules' statuses into limits and reports whether the group fit (and so was
+// recorded).
 func (s *Store) reserveGroup(ctx context.Context, cost int64, now string, rules []sluice.Rule, l layout, g []int, limits []sluice.LimitStatus) (reservation, bool, error) {
-	args := groupArgs([]string{strconv.FormatInt(cost, 10), now}, rules, g)
+	args := groupArgs([]string{"group", strconv.FormatInt(cost, 10), now}, rules, g)
 	keys := groupKeys(l, g)
-	reply, err := run(ctx, s.ev, groupScript, keys, args)
+	reply, err := run(ctx, s.ev, decideScript, keys, args)
 	if err != nil {
 		return reservation{}, false, err
 	}
-	if want := 2 + 7*len(g); len(reply) != want || reply[1] != 0 && reply[1] != 1 {
-		return reservation{}, false, fmt.Errorf("redisstore: group.lua replied %d integers for %d rules, want %d", len(reply), len(g), want)
+	n := len(g)
+	if want := 2 + 7*n; len(reply) != want || reply[1+4*n] != 0 && reply[1+4*n] != 1 {
+		return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied %d integers for %d rules, want %d", len(reply), n, want)
 	}
-	recorded := reply[1] == 1
+	if err := s.parseGroup(reply[:1+4*n], rules, g, limits); err != nil {
+		return reservation{}, false, err
+	}
+	recorded := reply[1+4*n] == 1
 	res := reservation{keys: keys, rules: g}
 	for k, i := range g {
-		r := &rules[i]
-		v := reply[2+7*k : 9+7*k]
-		fits, used, retry, reset, before, end, ts := v[0], v[1], v[2], v[3], v[4], v[5], v[6]
-		if fits != 0 && fits != 1 || used < 0 || retry < 0 || reset < 0 || before < 0 || fits == 1 && retry != 0 ||
-			recorded && (fits != 1 || end < cost || ts <= 0) {
-			return reservation{}, false, fmt.Errorf("redisstore: group.lua replied fits=%d used=%d retry=%dµs reset=%dµs end=%d for rule %q, not a valid status",
-				fits, used, retry, reset, end, r.Name)
-		}
-		limits[i] = sluice.LimitStatus{
-			Rule:       r.Name,
-			Limit:      r.Limit,
-			Window:     r.Window,
-			Used:       used,
-			Remaining:  max(0, r.Limit-used),
-			Fits:       fits == 1,
-			RetryAfter: time.Duration(retry) * time.Microsecond,
-			ResetAfter: time.Duration(reset) * time.Microsecond,
+		v := reply[2+4*n+3*k : 5+4*n+3*k]
+		before, end, ts := v[0], v[1], v[2]
+		if before < 0 || recorded && (!limits[i].Fits || end < cost || ts <= 0) {
+			return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied reset-before=%dµs end=%d score=%d for rule %q, not a valid write",
+				before, end, ts, rules[i].Name)
 		}
 		res.ends = append(res.ends, end)
 		res.ts = append(res.ts, ts)

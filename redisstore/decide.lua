@@ -9,14 +9,19 @@
 --          unique and grow with time, so entries never collide, ties in score
 --          sort in recording order, and an entry of cost N is one member.
 -- ARGV[1]  mode: "allow" (record only if every rule fits), "peek" (never
---          record) or "record" (always record).
+--          record), "record" (always record), or "group": "allow" for one
+--          slot group of a policy whose rules span several hash tags (see
+--          crossslot.go), which also says how to undo the write.
 -- ARGV[2]  cost, >= 1.
 -- ARGV[3]  the time in µs, or "" to use Redis's TIME.
 -- ARGV[4..] three per rule, in KEYS order: window µs, limit, min gap µs.
 --
 -- Reply: {now, then four per rule: fits (1 or 0), used after recording,
 -- retry-after µs (0 when it fits), reset-after µs (0 when the window is
--- empty)}.
+-- empty)}. In "group" mode it goes on with whether the request was recorded
+-- (1 or 0), then three per rule: the reset-after µs from before the write,
+-- and the end and score of the entry written (0 and 0 if none), which
+-- rollback.lua takes to remove it.
 --
 -- The window at time T is (T-W, T]. The entries it counts are the newest
 -- ones, so used = end(newest) - (end(oldest counted) - cost(oldest counted)):
@@ -145,10 +150,18 @@ for i = 1, n do
   st[-i] = firstts
 end
 
-local record = mode == 'record' or (mode == 'allow' and allfit)
+local group = mode == 'group'
+local record = mode == 'record' or ((mode == 'allow' or group) and allfit)
+local undo = {} -- "group" mode's three values per rule
 for i = 1, n do
   local b = 7 * i
   local key, w, ts = KEYS[i], st[b - 6], st[b - 3]
+  if group then
+    undo[3 * i - 2], undo[3 * i - 1], undo[3 * i] = 0, 0, 0
+    if st[b - 2] then
+      undo[3 * i - 2] = ts + w - now
+    end
+  end
   if record then
     -- Never let a key's time go backwards.
     local at = now
@@ -184,8 +197,17 @@ for i = 1, n do
     end
     v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8] = now, w, t, at, fe, fc, fts, ms
     reply[4 * i + 1] = at + w - now
+    if group then
+      undo[3 * i - 1], undo[3 * i] = t, at
+    end
   elseif st[b - 2] then
     reply[4 * i + 1] = ts + w - now
+  end
+end
+if group then
+  reply[#reply + 1] = record and 1 or 0
+  for k = 1, 3 * n do
+    reply[#reply + 1] = undo[k]
   end
 end
 return reply

@@ -54,7 +54,7 @@
 // own By attributes, so per-user keys spread over the cluster and a global
 // cap has a slot of its own. Rules whose tags are equal for a request form a
 // slot group, decided by one script call; a policy of several groups is
-// decided group by group by group.lua, and when a later group denies,
+// decided group by group (decide.lua in "group" mode), and when a later group denies,
 // rollback.lua removes the entries the earlier groups wrote (crossslot.go
 // and docs/topologies.md say what this guarantees and what a failure
 // between the steps costs: over-counting until the window passes, never

@@ -1,9 +1,10 @@
--- rollback.lua removes the entries group.lua wrote for one request, when a
--- later slot group of the same policy denied it (see crossslot.go).
+-- rollback.lua removes the entries decide.lua wrote in "group" mode for one
+-- request, when a later slot group of the same policy denied it (see
+-- crossslot.go).
 --
--- KEYS[i]  a window group.lua recorded the request in.
+-- KEYS[i]  a window decide.lua recorded the request in.
 -- ARGV[1]  the request's cost.
--- ARGV[2..] two per key, in KEYS order: the end and the score group.lua
+-- ARGV[2..] two per key, in KEYS order: the end and the score decide.lua
 --          returned for the entry it wrote there.
 --
 -- An entry is removed only if its member and its score both match, so an
