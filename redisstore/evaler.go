@@ -96,15 +96,9 @@ func intsReply(res rueidis.RedisResult) ([]int64, error) {
 		}
 		return nil, err
 	}
-	values, err := res.ToArray()
+	m, err := res.ToMessage()
 	if err != nil {
-		return nil, fmt.Errorf("reply is not an array: %w", err)
+		return nil, err
 	}
-	out := make([]int64, len(values))
-	for i := range values {
-		if out[i], err = values[i].ToInt64(); err != nil {
-			return nil, fmt.Errorf("reply element %d is not an integer: %w", i, err)
-		}
-	}
-	return out, nil
+	return ints(&m)
 }
