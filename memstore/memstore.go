@@ -210,8 +210,8 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		st := &limits[i]
 		if w != nil {
 			st.Used = w.used
-			if w.n > 0 {
-				st.ResetAfter = time.Duration(w.at(w.n-1).ts+r.Window.Microseconds()-now) * time.Microsecond
+			if w.n > 0 { // then the newest entry is in the window
+				st.ResetAfter = time.Duration(w.newest+r.Window.Microseconds()-now) * time.Microsecond
 			}
 		}
 		st.Remaining = max(0, r.Limit-st.Used)
