@@ -46,10 +46,14 @@ func FuzzRuleKeys(f *testing.F) {
 		{Name: "global", Limit: 1, Window: time.Second},
 		{Name: "user", Limit: 1, Window: time.Second, By: []string{"tenant", "user"}},
 	}}
+	// The longest key: the user rule's, whose two values (at most
+	// maxPartLen encoded bytes each, joined by ',') stand in the tag and
+	// after the rule's name.
+	maxLen := len("s:{p,}:p:user:") + 2*(2*maxPartLen+1)
 	f.Fuzz(func(t *testing.T, user, tenant string) {
 		l := ruleKeys("s", p, map[string]string{"user": user, "tenant": tenant})
 		for _, k := range l.keys {
-			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > 256 {
+			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > maxLen {
 				t.Fatalf("key %q", k)
 			}
 			tag := k[strings.Index(k, "{")+1 : strings.Index(k, "}")]
