@@ -31,3 +31,28 @@ var (
 	// ErrStoreClosed reports a call on a store after Close.
 	ErrStoreClosed = errors.New("sluice: store is closed")
 )
+
+// Sentinel errors of the scheduler. Like the others, errors returned for bad
+// input wrap them with the name of the schedule or attribute, and change no
+// state.
+var (
+	// ErrInvalidSchedule reports a schedule that cannot be used: a missing
+	// name, a rate of zero, a negative MaxDelay or MaxQueue.
+	ErrInvalidSchedule = errors.New("sluice: invalid schedule")
+
+	// ErrUnknownSchedule reports a schedule name that is not configured.
+	ErrUnknownSchedule = errors.New("sluice: unknown schedule")
+
+	// ErrRejected reports, from Wait, a reservation the schedule rejected
+	// (its MaxDelay or MaxQueue); Reserve reports a rejection as a value.
+	ErrRejected = errors.New("sluice: reservation rejected")
+
+	// ErrDeadlineBeforeSlot reports, from Wait, that the context's deadline
+	// comes before the first slot the schedule could give: nothing was
+	// reserved.
+	ErrDeadlineBeforeSlot = errors.New("sluice: the context's deadline is before the slot")
+)
+
+// ErrCircuitOpen reports that the Limiter did not call its store because
+// the store failed repeatedly; the decision came from the failure policy.
+var ErrCircuitOpen = errors.New("sluice: circuit open: the store failed repeatedly and is not called until the cool-down ends")

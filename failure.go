@@ -23,10 +23,6 @@ import (
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 50 * time.Millisecond
 
-// ErrCircuitOpen reports that the Limiter did not call its store because
-// the store failed repeatedly; the decision came from the failure policy.
-var ErrCircuitOpen = errors.New("sluice: circuit open: the store failed repeatedly and is not called until the cool-down ends")
-
 // Breaker configures a Limiter's circuit breaker. The zero value is the
 // default.
 type Breaker struct {

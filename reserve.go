@@ -2,30 +2,8 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-)
-
-// Sentinel errors of the scheduler. Like the others, errors returned for bad
-// input wrap them with the name of the schedule or attribute, and change no
-// state.
-var (
-	// ErrInvalidSchedule reports a schedule that cannot be used: a missing
-	// name, a rate of zero, a negative MaxDelay or MaxQueue.
-	ErrInvalidSchedule = errors.New("sluice: invalid schedule")
-
-	// ErrUnknownSchedule reports a schedule name that is not configured.
-	ErrUnknownSchedule = errors.New("sluice: unknown schedule")
-
-	// ErrRejected reports, from Wait, a reservation the schedule rejected
-	// (its MaxDelay or MaxQueue); Reserve reports a rejection as a value.
-	ErrRejected = errors.New("sluice: reservation rejected")
-
-	// ErrDeadlineBeforeSlot reports, from Wait, that the context's deadline
-	// comes before the first slot the schedule could give: nothing was
-	// reserved.
-	ErrDeadlineBeforeSlot = errors.New("sluice: the context's deadline is before the slot")
 )
 
 // MaxReservation is the most time one reservation may take on its schedule:
