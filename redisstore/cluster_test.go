@@ -1,13 +1,11 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,49 +296,14 @@ func runClusterChildren(t *testing.T, c *redistest.Cluster, prefix, policy strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Scanner
-	}
-	children := make([]*child, helperProcs)
-	for i := range children {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestClusterHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(c.Addrs(), ","),
-			helperPrefixEnv+"="+prefix, clusterPolicyEnv+"="+policy)
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children[i] = &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	}
-	for i, c := range children {
-		if !c.out.Scan() || c.out.Text() != "ready" {
-			t.Fatalf("child %d: got %q before ready (%v)", i, c.out.Text(), c.out.Err())
-		}
-	}
-	for _, c := range children {
-		c.stdin.Close()
-	}
 	perUser := map[string]int{}
-	for i, c := range children {
-		for c.out.Scan() {
-			if u, ok := strings.CutPrefix(c.out.Text(), "admit "); ok {
+	runChildren(t, ctx, helperProcs, "TestClusterHelperProcess",
+		[]string{helperEnv + "=" + strings.Join(c.Addrs(), ","), helperPrefixEnv + "=" + prefix, clusterPolicyEnv + "=" + policy},
+		func(_ int, line string) {
+			if u, ok := strings.CutPrefix(line, "admit "); ok {
 				perUser[u]++
 			}
-		}
-		if err := c.cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v", i, err)
-		}
-	}
+		})
 	return perUser
 }
 

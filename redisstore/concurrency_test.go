@@ -1,14 +1,12 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,58 +54,24 @@ func TestMultiProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	type child struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Scanner
-	}
-	children := make([]*child, helperProcs)
-	for i := range children {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"="+server.Addr(), helperPrefixEnv+"="+prefix)
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children[i] = &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	}
-	// Every child connects, then says "ready" and waits for its stdin to
-	// close, so that all of them decide at the same time.
-	for i, c := range children {
-		if !c.out.Scan() || c.out.Text() != "ready" {
-			t.Fatalf("child %d: got %q before ready (%v)", i, c.out.Text(), c.out.Err())
-		}
-	}
-	for _, c := range children {
-		c.stdin.Close()
-	}
 	var admitted []admission
-	for i, c := range children {
-		for c.out.Scan() {
-			line := c.out.Text()
+	runChildren(t, ctx, helperProcs, "TestHelperProcess",
+		[]string{helperEnv + "=" + server.Addr(), helperPrefixEnv + "=" + prefix},
+		func(i int, line string) {
 			if !strings.HasPrefix(line, "admit ") {
-				continue
+				return
 			}
 			f := strings.Fields(line)
+			if len(f) != 4 {
+				t.Fatalf("child %d: bad line %q", i, line)
+			}
 			before, err1 := strconv.ParseInt(f[2], 10, 64)
 			after, err2 := strconv.ParseInt(f[3], 10, 64)
-			if len(f) != 4 || err1 != nil || err2 != nil {
+			if err1 != nil || err2 != nil {
 				t.Fatalf("child %d: bad line %q", i, line)
 			}
 			admitted = append(admitted, admission{category: f[1], before: before, after: after})
-		}
-		if err := c.cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v", i, err)
-		}
-	}
+		})
 
 	// What the children saw.
 	perCategory := map[string][]admission{}
