@@ -3,9 +3,12 @@ package redisstore_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -55,4 +58,42 @@ func runChildren(t *testing.T, ctx context.Context, n int, run string, env []str
 			t.Fatalf("child %d: %v", i, err)
 		}
 	}
+}
+
+// childMain is the body of a child process of runChildren: it says "ready",
+// waits for its stdin to close, then runs attempt from helperGoroutines
+// goroutines, helperAttempts times each or until attempt says stop, and
+// prints every line attempt returns.
+func childMain(t *testing.T, attempt func() (line string, stop bool, err error)) {
+	t.Helper()
+	fmt.Println("ready")
+	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		lines []string
+	)
+	for range helperGoroutines {
+		wg.Go(func() {
+			for range helperAttempts {
+				line, stop, err := attempt()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if line != "" {
+					mu.Lock()
+					lines = append(lines, line)
+					mu.Unlock()
+				}
+				if stop {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println(strings.Join(lines, "\n"))
 }

@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -323,32 +322,12 @@ func TestClusterHelperProcess(t *testing.T) {
 	defer s.Close()
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 5 * time.Second})
 	ctx := context.Background()
-	fmt.Println("ready")
-	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		lines []string
-	)
-	for range helperGoroutines {
-		wg.Go(func() {
-			for range helperAttempts {
-				u := fmt.Sprintf("u%d", rand.IntN(clusterUsers))
-				d, err := lim.Allow(ctx, p, map[string]string{"user": u})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if d.Allowed {
-					mu.Lock()
-					lines = append(lines, "admit "+u)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Println(strings.Join(lines, "\n"))
+	childMain(t, func() (string, bool, error) {
+		u := fmt.Sprintf("u%d", rand.IntN(clusterUsers))
+		d, err := lim.Allow(ctx, p, map[string]string{"user": u})
+		if err != nil || !d.Allowed {
+			return "", false, err
+		}
+		return "admit " + u, false, nil
+	})
 }

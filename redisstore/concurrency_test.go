@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -145,38 +143,19 @@ func TestHelperProcess(t *testing.T) {
 	p := hierarchy()
 	ctx := context.Background()
 
-	fmt.Println("ready")
-	if _, err := io.Copy(io.Discard, os.Stdin); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		lines []string
-	)
-	for range helperGoroutines {
-		wg.Go(func() {
-			for range helperAttempts {
-				c := fmt.Sprintf("c%d", rand.IntN(categories))
-				before := time.Now().UnixMicro()
-				d, err := lim.Allow(ctx, p, map[string]string{"category": c})
-				after := time.Now().UnixMicro()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if d.Allowed {
-					mu.Lock()
-					lines = append(lines, fmt.Sprintf("admit %s %d %d", c, before, after))
-					mu.Unlock()
-				} else if d.DeniedBy == "global" {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fmt.Println(strings.Join(lines, "\n"))
+	childMain(t, func() (string, bool, error) {
+		c := fmt.Sprintf("c%d", rand.IntN(categories))
+		before := time.Now().UnixMicro()
+		d, err := lim.Allow(ctx, p, map[string]string{"category": c})
+		after := time.Now().UnixMicro()
+		switch {
+		case err != nil:
+			return "", false, err
+		case d.Allowed:
+			return fmt.Sprintf("admit %s %d %d", c, before, after), false, nil
+		}
+		return "", d.DeniedBy == "global", nil
+	})
 }
 
 func timestamps(es []entry) []int64 {
