@@ -350,19 +350,26 @@ func (d *decoder) attrList(n *yaml.Node, what string) ([]string, []*yaml.Node) {
 
 // policies decodes the policies list.
 func (d *decoder) policies(n *yaml.Node) []sluice.Policy {
-	var out []sluice.Policy
+	return decodeNamed(d, n, "policies", "- {name: api, limits: [{name: per-user, by: [user], limit: 100, window: 1m}]}",
+		d.policy, func(p sluice.Policy) string { return p.Name }, "policy %q is defined twice (first on line %d); rename one or merge their limits")
+}
+
+// decodeNamed decodes a list of named items with one, rejecting a name
+// given twice with dupMsg (formatted with the name and the first line).
+func decodeNamed[T any](d *decoder, n *yaml.Node, section, example string, one func(*yaml.Node, int) (T, bool), name func(T) string, dupMsg string) []T {
+	var out []T
 	first := map[string]int{}
-	d.list(n, "policies", "- {name: api, limits: [{name: per-user, by: [user], limit: 100, window: 1m}]}", func(i int, v *yaml.Node) {
-		p, ok := d.policy(v, i)
+	d.list(n, section, example, func(i int, v *yaml.Node) {
+		item, ok := one(v, i)
 		if !ok {
 			return
 		}
-		if line, dup := first[p.Name]; dup {
-			d.errorf(d.resolve(v), "policy %q is defined twice (first on line %d); rename one or merge their limits", p.Name, line)
+		if line, dup := first[name(item)]; dup {
+			d.errorf(d.resolve(v), dupMsg, name(item), line)
 			return
 		}
-		first[p.Name] = d.resolve(v).Line
-		out = append(out, p)
+		first[name(item)] = d.resolve(v).Line
+		out = append(out, item)
 	})
 	return out
 }
@@ -504,21 +511,8 @@ func (d *decoder) rule(n *yaml.Node, j int, policy string) (sluice.Rule, []*yaml
 
 // schedules decodes the schedules list.
 func (d *decoder) schedules(n *yaml.Node) []sluice.Schedule {
-	var out []sluice.Schedule
-	first := map[string]int{}
-	d.list(n, "schedules", "- {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}", func(i int, v *yaml.Node) {
-		s, ok := d.schedule(v, i)
-		if !ok {
-			return
-		}
-		if line, dup := first[s.Name]; dup {
-			d.errorf(d.resolve(v), "schedule %q is defined twice (first on line %d); rename one", s.Name, line)
-			return
-		}
-		first[s.Name] = d.resolve(v).Line
-		out = append(out, s)
-	})
-	return out
+	return decodeNamed(d, n, "schedules", "- {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}",
+		d.schedule, func(s sluice.Schedule) string { return s.Name }, "schedule %q is defined twice (first on line %d); rename one")
 }
 
 func (d *decoder) schedule(n *yaml.Node, i int) (sluice.Schedule, bool) {
