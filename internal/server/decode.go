@@ -42,6 +42,16 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *probl
 	return body, nil
 }
 
+// readJSON reads r's body, size-capped at max, into a T (see decodeJSON).
+func readJSON[T any](w http.ResponseWriter, r *http.Request, max int64, example string) (T, *problem) {
+	var v T
+	body, p := readBody(w, r, max)
+	if p == nil {
+		p = decodeJSON(body, &v, example)
+	}
+	return v, p
+}
+
 // decodeJSON decodes one JSON object from body into v, strictly: unknown
 // fields, wrong types, trailing data and an empty body are 400 problems
 // that say what to fix. example is a valid body, quoted in messages.

@@ -56,13 +56,8 @@ func (st *state) schedule(name string) (*sluice.Schedule, *problem) {
 func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	const api = "reserve"
 	st := s.state.Load()
-	body, p := readBody(w, r, s.maxBody)
+	req, p := readJSON[reserveRequest](w, r, s.maxBody, reserveExample)
 	if p != nil {
-		s.fail(w, api, p)
-		return
-	}
-	var req reserveRequest
-	if p := decodeJSON(body, &req, reserveExample); p != nil {
 		s.fail(w, api, p)
 		return
 	}
@@ -117,13 +112,8 @@ func (s *Server) reserve(ctx context.Context, st *state, api string, sc *sluice.
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	const api = "cancel"
 	st := s.state.Load()
-	body, p := readBody(w, r, s.maxBody)
+	req, p := readJSON[cancelRequest](w, r, s.maxBody, cancelExample)
 	if p != nil {
-		s.fail(w, api, p)
-		return
-	}
-	var req cancelRequest
-	if p := decodeJSON(body, &req, cancelExample); p != nil {
 		s.fail(w, api, p)
 		return
 	}
