@@ -7,30 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 )
-
-//go:embed batch.lua
-var batchTemplate string
-
-// batchScript runs decide.lua for several requests in one call.
-var batchScript = newScript("batch.lua", batchSource())
-
-// seenLine declares decide.lua's table of the keys it wrote; in batch.lua
-// the requests share one.
-const seenLine = "local seen = {} -- SEEN"
-
-func batchSource() string {
-	if strings.Count(decideLua, seenLine) != 1 || strings.Count(batchTemplate, "--DECIDE--") != 1 {
-		panic("redisstore: decide.lua or batch.lua lacks the lines batch.lua is built from")
-	}
-	body := strings.Replace(decideLua, seenLine, "local seen = seen -- the batch's", 1)
-	return strings.Replace(batchTemplate, "--DECIDE--", body, 1)
-}
 
 // Batching. Decisions bound for one Redis server are queued while earlier
 // calls are in flight and sent together, as one batch.lua call, when a call

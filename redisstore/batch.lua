@@ -1,11 +1,8 @@
--- batch.lua runs decide.lua for several requests in one script call: each
--- request is decided exactly as decide.lua alone would decide it, one after
--- the other, so each stays atomic and exact, and the call saves the per-call
--- cost of a script (parsing, lookup, reply) for all but the first.
---
--- The store builds this script by putting decide.lua's source in place of
--- the DECIDE line below, as the body of a function of KEYS and ARGV, with
--- decide.lua's own seen table replaced by the one below.
+-- batch.lua decides several requests in one script call, one after the
+-- other with window.lua's decide: each is decided exactly as decide.lua
+-- alone would decide it, so each stays atomic and exact, and the call saves
+-- the per-call cost of a script (parsing, lookup, reply) for all but the
+-- first.
 --
 -- KEYS     every request's keys, one request after the other.
 -- ARGV[1]  the number of requests n.
@@ -20,14 +17,6 @@
 -- deciding it raised an error, that error. An error leaves the other
 -- requests' decisions as they are.
 
--- The state of the keys written so far, shared by the requests: decide.lua's
--- seen (see there).
-local seen = {}
-
-local function decide(KEYS, ARGV)
---DECIDE--
-end
-
 -- One TIME for the whole call: the requests run back to back, atomically,
 -- so they are decided at one instant, as requests arriving within one
 -- microsecond would be.
@@ -37,26 +26,22 @@ local a = 3
 local shapes = {}
 for i = 1, s do
   local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  a = a + 2
-  local args = {}
-  for j = 1, na do
-    args[j] = ARGV[a + j - 1]
-  end
-  a = a + na
-  if args[3] == '' then
+  local t = tonumber(ARGV[a + 4])
+  if not t then
     if not now then
-      local t = redis.call('TIME')
-      now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+      local r = call('TIME')
+      now = tonumber(r[1]) * 1000000 + tonumber(r[2])
     end
-    args[3] = now
+    t = now
   end
-  shapes[i] = {nk, args}
+  shapes[i] = {nk, ARGV[a + 2], tonumber(ARGV[a + 3]), t, ruleArgs(ARGV, a + 5, a + 1 + na)}
+  a = a + 2 + na
 end
 
 -- One keys table serves every request in turn: entries past a request's
--- own are cleared, so # counts its keys alone. Requests of one shape share
--- its args table, which decide.lua only reads.
-local out = {}
+-- own are cleared, so # counts its keys alone. decide only reads keys and
+-- a shape's rules, and overwrites st.
+local out, st = {}, {}
 local keys, k, lastk = {}, 1, 0
 for d = 1, n do
   local shape = shapes[tonumber(ARGV[a + d - 1])]
@@ -68,13 +53,15 @@ for d = 1, n do
     keys[i] = nil
   end
   k, lastk = k + nk, nk
-  local ok, reply = pcall(decide, keys, shape[2])
+  local reply = {shape[4]}
+  local ok, err = pcall(decide, keys, shape[2], shape[3], shape[4], shape[5], reply, st)
   if ok then
     out[d] = reply
-  elseif type(reply) == 'table' and reply.err then
-    out[d] = reply
+  elseif type(err) == 'table' and err.err then
+    out[d] = err
   else
-    out[d] = {err = tostring(reply)}
+    out[d] = {err = tostring(err)}
   end
 end
+flushAll()
 return out

@@ -2,10 +2,8 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,27 +62,16 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 	c := admin(t)
 	ks := keysOf(t, s, p, map[string]string{"key": "k0"})
 	es := entries(t, c, ks[0])
-	if len(es) != global {
-		t.Fatalf("global window holds %d entries, want %d", len(es), global)
-	}
-	for i, e := range es {
-		if wantPrefix := enc(i + 1); !strings.HasPrefix(e.Member, wantPrefix+":") {
-			t.Errorf("global entry %d is %q, want end %s", i, e.Member, wantPrefix)
-		}
+	if n := units(es); n != global || es[len(es)-1].End != int64(global) {
+		t.Fatalf("global window holds %d units up to end %d, want %d up to %d", n, es[len(es)-1].End, global, global)
 	}
 	for k, n := range admittedFor {
 		if n > perKey {
 			t.Errorf("%s: admitted %d, limit %d", k, n, perKey)
 		}
-		got := len(entries(t, c, keysOf(t, s, p, map[string]string{"key": k})[1]))
+		got := units(entries(t, c, keysOf(t, s, p, map[string]string{"key": k})[1]))
 		if got != n {
 			t.Errorf("%s: window holds %d entries, %d admitted", k, got, n)
 		}
 	}
-}
-
-// enc is decide.lua's encoding of an end.
-func enc(n int) string {
-	s := strconv.Itoa(n)
-	return fmt.Sprintf("%c%s", 'a'+len(s)-1, s)
 }

@@ -246,13 +246,13 @@ func TestClusterMultiProcess(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n := len(entries(t, rc, ks[len(ks)-1]))
+				n := units(entries(t, rc, ks[len(ks)-1]))
 				if n != perUser[u] {
 					t.Errorf("user %s: window holds %d entries, %d admitted", u, n, perUser[u])
 				}
 				stored += n
 				if len(ks) == 2 && i == 0 {
-					if g := len(entries(t, rc, ks[0])); g != 100 {
+					if g := units(entries(t, rc, ks[0])); g != 100 {
 						t.Errorf("global window holds %d entries, want 100", g)
 					}
 				}

@@ -158,10 +158,14 @@ func TestHelperProcess(t *testing.T) {
 	})
 }
 
+// timestamps returns the time of every event es record, an entry of cost
+// n being n events at its time.
 func timestamps(es []entry) []int64 {
-	out := make([]int64, len(es))
-	for i, e := range es {
-		out[i] = e.Score
+	var out []int64
+	for _, e := range es {
+		for range e.Cost {
+			out = append(out, e.Score)
+		}
 	}
 	slices.Sort(out)
 	return out

@@ -12,9 +12,6 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-//go:embed decide.lua
-var decideLua string
-
 // scriptMode is the name decide.lua gives each mode.
 var scriptMode = [...]string{
 	sluice.ModeAllow:  "allow",

@@ -62,7 +62,7 @@ func TestNoScriptLoadsOnce(t *testing.T) {
 	if got := strings.Join(ev.calls, " "); got != "EVALSHA EVAL" {
 		t.Errorf("calls %q, want EVALSHA then EVAL", got)
 	}
-	if ev.scripts[0] != decideScript.sha1 || ev.scripts[1] != decideLua {
+	if ev.scripts[0] != decideScript.sha1 || ev.scripts[1] != decideScript.src {
 		t.Errorf("ran %.40q, want decide.lua's SHA-1 then its source", ev.scripts)
 	}
 }

@@ -280,7 +280,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	rc := clusterClient(t, c)
 	failoverFigures(t, "CLUSTER FAILOVER under load", out, start, newMaster, func(u string) int {
 		ks, _ := s.Keys(p, map[string]string{"user": u})
-		return len(entries(t, rc, ks[0]))
+		return units(entries(t, rc, ks[0]))
 	})
 	checkStored(t, c.Nodes(), prefix, failoverLimit)
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-//go:embed inspect.lua
-var inspectLua string
-
-var inspectScript = newScript("inspect.lua", inspectLua)
-
 // Window is the stored state of one rule's window, as Inspect reads it.
 type Window struct {
 	// Rule is the rule's name and Key the Redis key of its window.

@@ -3,7 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,14 +127,17 @@ func ttls(ctx context.Context, c rueidis.Client, prefix string) (map[string]time
 	}
 }
 
-// entry is one member of a window's sorted set.
+// entry is one entry of a window's sorted set, as window.lua lays it out.
 type entry struct {
-	Member string
-	Score  int64
+	Member string // as stored: "<end>" or "<end>:<cost>"
+	Score  int64  // the entry's time in µs: the key's epoch plus its score
+	End    int64
+	Cost   int64
 }
 
-// entries returns the members of key with their scores, oldest first.
-func entries(tb testing.TB, c rueidis.Client, key string) []entry {
+// members returns the members of the sorted set key with their scores,
+// which must be whole numbers, as stored.
+func members(tb testing.TB, c rueidis.Client, key string) []entry {
 	tb.Helper()
 	zs, err := c.Do(context.Background(), c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil {
@@ -146,6 +151,51 @@ func entries(tb testing.TB, c rueidis.Client, key string) []entry {
 		}
 	}
 	return out
+}
+
+// entries returns the entries of the window key, oldest first, with their
+// times made absolute; none for a missing key. It fails the test on
+// anything window.lua would not write.
+func entries(tb testing.TB, c rueidis.Client, key string) []entry {
+	tb.Helper()
+	zs, err := c.Do(context.Background(), c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		tb.Fatalf("ZRANGE %s: %v", key, err)
+	}
+	if len(zs) == 0 {
+		return nil
+	}
+	last := zs[len(zs)-1]
+	epoch, err := strconv.ParseInt(strings.TrimPrefix(last.Member, "@"), 10, 64)
+	if !strings.HasPrefix(last.Member, "@") || err != nil || !math.IsInf(last.Score, 1) {
+		tb.Fatalf("ZRANGE %s: last entry %q with score %v, want the epoch entry", key, last.Member, last.Score)
+	}
+	if len(zs) == 1 {
+		tb.Fatalf("ZRANGE %s: the epoch entry alone", key)
+	}
+	out := make([]entry, len(zs)-1)
+	for i, z := range zs[:len(zs)-1] {
+		e := entry{Member: z.Member, Score: epoch + int64(z.Score), Cost: 1}
+		end, cost, hasCost := strings.Cut(z.Member, ":")
+		e.End, err = strconv.ParseInt(end, 10, 64)
+		if err == nil && hasCost {
+			e.Cost, err = strconv.ParseInt(cost, 10, 64)
+		}
+		if err != nil || float64(int64(z.Score)) != z.Score || e.Cost < 1 || i > 0 && (e.End <= out[i-1].End || e.Score <= out[i-1].Score) {
+			tb.Fatalf("ZRANGE %s: entry %q with score %v after %+v: not a window entry", key, z.Member, z.Score, out[max(0, i-1)])
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// units returns the total cost of es.
+func units(es []entry) int {
+	n := 0
+	for _, e := range es {
+		n += int(e.Cost)
+	}
+	return n
 }
 
 // keyNames returns the keys under prefix, for messages.

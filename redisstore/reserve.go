@@ -25,17 +25,6 @@ import (
 // with a policy's window. The key expires at the end of its last
 // reservation: an idle schedule leaves nothing behind.
 
-//go:embed reserve.lua
-var reserveLua string
-
-//go:embed cancel.lua
-var cancelLua string
-
-var (
-	reserveScript = newScript("reserve.lua", reserveLua)
-	cancelScript  = newScript("cancel.lua", cancelLua)
-)
-
 var _ sluice.Scheduler = (*Store)(nil)
 
 // QueueKey returns the Redis key of the queue of s for attrs: the key

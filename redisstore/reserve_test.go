@@ -63,7 +63,7 @@ func TestQueueLayout(t *testing.T) {
 			t.Fatalf("keys on the server: %v, want only %s with a TTL", keys, key)
 		}
 		// Members are the IDs, scored by slot: cost 1, 2, 1, 2, 1 at 4/s.
-		es := entries(t, admin(t), key)
+		es := members(t, admin(t), key)
 		slots := []time.Duration{0, 250 * time.Millisecond, 750 * time.Millisecond, time.Second, 1500 * time.Millisecond}
 		if len(es) != len(slots) {
 			t.Fatalf("queue holds %v, want %d members", es, len(slots))
@@ -76,7 +76,7 @@ func TestQueueLayout(t *testing.T) {
 		// Once slots have passed only the latest passed one is kept.
 		clock.Set(storetest.T0.Add(1200 * time.Millisecond))
 		reserve(t, s, sched, attrs, 1)
-		if es := entries(t, admin(t), key); len(es) != 3 || es[0].Member != ids[3] {
+		if es := members(t, admin(t), key); len(es) != 3 || es[0].Member != ids[3] {
 			t.Errorf("after three slots passed: %v, want %s (passed, still held) and two pending", es, ids[3])
 		}
 	})
@@ -94,7 +94,7 @@ func TestRejectedReservationChangesNothing(t *testing.T) {
 		reserve(t, s, sched, attrs, 1)
 		reserve(t, s, sched, attrs, 1)
 		c := admin(t)
-		before := entries(t, c, key)
+		before := members(t, c, key)
 		pttl := func() int64 {
 			ms, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
 			if err != nil {
@@ -112,7 +112,7 @@ func TestRejectedReservationChangesNothing(t *testing.T) {
 		if r := reserve(t, s, sched, attrs, 1); r.OK || r.Reason != sluice.ReasonDelay {
 			t.Fatalf("reservation past MaxDelay: %+v, want rejected by the delay", r)
 		}
-		after := entries(t, c, key)
+		after := members(t, c, key)
 		if len(after) != len(before) || after[0] != before[0] || after[1] != before[1] {
 			t.Errorf("rejections changed the queue: %v, was %v", after, before)
 		}
@@ -140,7 +140,7 @@ func TestCancelIDs(t *testing.T) {
 		if !ok || err != nil {
 			t.Errorf("Cancel(%q) = %v, %v; want true", r.ID, ok, err)
 		}
-		if n := len(entries(t, admin(t), queueKeyOf(t, s, sched, attrs))); n != 0 {
+		if n := len(members(t, admin(t), queueKeyOf(t, s, sched, attrs))); n != 0 {
 			t.Errorf("the queue holds %d members after its only reservation was cancelled", n)
 		}
 	})
@@ -171,7 +171,7 @@ func TestReserveNoScriptReloads(t *testing.T) {
 		if ok, err := s.Cancel(ctx, &sluice.CancelRequest{Schedule: sched, Attributes: attrs, ID: last.ID}); !ok || err != nil {
 			t.Fatalf("Cancel after SCRIPT FLUSH: %v, %v", ok, err)
 		}
-		if n := len(entries(t, c, queueKeyOf(t, s, sched, attrs))); n != 2 {
+		if n := len(members(t, c, queueKeyOf(t, s, sched, attrs))); n != 2 {
 			t.Errorf("queue holds %d reservations, want 2", n)
 		}
 	})

@@ -88,9 +88,6 @@ type Store struct {
 
 var _ sluice.Store = (*Store)(nil)
 
-// decideScript is the script that decides, peeks and records.
-var decideScript = newScript("decide.lua", decideLua)
-
 // New connects to Redis as cfg says and returns a Store over the
 // connection. It returns an error when no address answers. Close closes the
 // connection.
