@@ -1,0 +1,146 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// Tests of the window layout (window.lua): what a key holds after the
+// scripts ran, beyond the decisions the conformance suite checks.
+
+// checkEntries fails the test unless key holds the entries want, each
+// written as "<time since T0> <member>".
+func checkEntries(t *testing.T, key string, want ...string) {
+	t.Helper()
+	var got []string
+	for _, e := range entries(t, admin(t), key) {
+		got = append(got, fmt.Sprintf("%v %s", time.Duration(e.Score-storetest.T0.UnixMicro())*time.Microsecond, e.Member))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("key %s holds %q, want %q", key, got, want)
+	}
+}
+
+func TestBatchReadsItsOwnWrites(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+	p := &sluice.Policy{Name: "batch", Rules: []sluice.Rule{{Name: "r", Limit: 5, Window: time.Minute}}}
+	old, fresh := keysOf(t, s, p, nil)[0], keysOf(t, s, &sluice.Policy{Name: "fresh", Rules: p.Rules}, nil)[0]
+	decide(t, s, p, nil, 1, sluice.ModeAllow)
+	clock.Advance(time.Second)
+	decide(t, s, p, nil, 1, sluice.ModeAllow)
+
+	t2 := strconv.FormatInt(storetest.T0.Add(2*time.Second).UnixMicro(), 10)
+	args := func(cost, limit int) []string {
+		return []string{"allow", strconv.Itoa(cost), t2, "60000000", strconv.Itoa(limit), "0"}
+	}
+	replies, errs := redisstore.DecideBatch(admin(t),
+		[][]string{{old}, {old}, {old}, {fresh}, {fresh}, {fresh}},
+		[][]string{args(1, 5), args(1, 5), args(3, 5), args(1, 2), args(1, 2), args(1, 2)})
+	now := storetest.T0.Add(2 * time.Second).UnixMicro()
+	const minute = int64(60_000_000)
+	want := [][]int64{
+		{now, 1, 3, 0, minute}, // a new entry at T0+2s
+		{now, 1, 4, 0, minute}, // into that entry, in the batch's state
+		// Cost 3 needs 2 freed: the entries at T0 and T0+1s, read after
+		// the grown entry was written.
+		{now, 0, 4, minute - 1_000_000, minute},
+		{now, 1, 1, 0, minute}, // a new key
+		{now, 1, 2, 0, minute}, // into its one entry, which is the oldest counted too
+		{now, 0, 2, minute, minute},
+	}
+	for i := range want {
+		if errs[i] != nil || !slices.Equal(replies[i], want[i]) {
+			t.Errorf("request %d: %v, %v; want %v", i+1, replies[i], errs[i], want[i])
+		}
+	}
+	checkEntries(t, old, "0s 1", "1s 2", "2s 4:2")
+	checkEntries(t, fresh, "2s 2:2")
+}
+
+func TestRebase(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+	p := &sluice.Policy{Name: "long", Rules: []sluice.Rule{{Name: "r", Limit: 100, Window: time.Minute}}}
+	key := keysOf(t, s, p, nil)[0]
+	// One event every 20 s for 40 minutes: the key never empties, and its
+	// epoch must move twice to keep scores under 2^30 µs (about 18 min).
+	for i := range 120 {
+		d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+		if want := int64(min(i+1, 3)); !d.Allowed || d.Limits[0].Used != want {
+			t.Fatalf("event %d: allowed %v used %d, want used %d", i+1, d.Allowed, d.Limits[0].Used, want)
+		}
+		zs, err := admin(t).Do(context.Background(), admin(t).B().Zrange().Key(key).Min("0").Max("-2").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, z := range zs {
+			if z.Score < 0 || z.Score >= 1<<30 {
+				t.Fatalf("event %d: entry %q scored %v µs, not in [0, 2^30)", i+1, z.Member, z.Score)
+			}
+		}
+		clock.Advance(20 * time.Second)
+	}
+	es := entries(t, admin(t), key)
+	last := storetest.T0.Add(119 * 20 * time.Second).UnixMicro()
+	if es[len(es)-1].Score != last || es[len(es)-1].End > 120 || units(es) > 12 {
+		t.Errorf("after 120 events the key holds %+v: want the newest at %d µs, a small end, trimmed", es, last)
+	}
+	// The rebased key decides as before: 20 s after the last event, the
+	// window holds the last 2.
+	if d := decide(t, s, p, nil, 1, sluice.ModePeek); d.Limits[0].Used != 2 || d.ResetAfter != time.Minute-20*time.Second {
+		t.Errorf("peek: used %d reset %v, want 2 and 40s", d.Limits[0].Used, d.ResetAfter)
+	}
+}
+
+func TestForeignKey(t *testing.T) {
+	ctx := context.Background()
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "foreign", Rules: []sluice.Rule{{Name: "r", Limit: 5, Window: time.Minute}}}
+	c := admin(t)
+	key := keysOf(t, s, p, nil)[0]
+	if err := c.Do(ctx, c.B().Zadd().Key(key).ScoreMember().ScoreMember(1, "someone else's").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Do(ctx, c.B().Del().Key(key).Build())
+	_, err := s.Decide(ctx, &sluice.Request{Policy: p, Cost: 1})
+	if err == nil || !strings.Contains(err.Error(), "is not a sluice window") {
+		t.Errorf("Decide on a foreign sorted set: %v, want an error saying it is not a sluice window", err)
+	}
+	if got := members(t, c, key); len(got) != 1 || got[0].Member != "someone else's" {
+		t.Errorf("the foreign key now holds %v", got)
+	}
+}
+
+func TestRollbackOfGrownEntry(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now, Slots: redisstore.SlotsPerRule})
+	p := &sluice.Policy{Name: "grown", Rules: []sluice.Rule{
+		{Name: "global", Limit: 2, Window: time.Minute},
+		{Name: "user", Limit: 5, Window: time.Minute, By: []string{"user"}},
+	}}
+	a, b := map[string]string{"user": "a"}, map[string]string{"user": "b"}
+	if d := decide(t, s, p, b, 1, sluice.ModeRecord); !d.Allowed {
+		t.Fatalf("b: %+v", d)
+	}
+	// User a's first request fills the global cap, then a second one at
+	// the same instant is recorded for a, into a's entry, then denied by
+	// the global cap and undone: a's entry is left as the first made it.
+	if d := decide(t, s, p, a, 1, sluice.ModeAllow); !d.Allowed {
+		t.Fatalf("a, first: %+v", d)
+	}
+	if d := decide(t, s, p, a, 1, sluice.ModeAllow); d.Allowed || d.DeniedBy != "global" || d.Limits[1].Used != 1 {
+		t.Fatalf("a, second: %+v, want denied by global with user a's used 1", d)
+	}
+	checkEntries(t, keysOf(t, s, p, a)[1], "0s 1")
+	checkEntries(t, keysOf(t, s, p, a)[0], "0s 2:2")
+}
