@@ -210,20 +210,52 @@ func (b *batcher) exec(calls []*batchCall) {
 		keys = append(keys, c.keys...)
 		args = append(args, strconv.Itoa(index[i]+1))
 	}
-	replies, err := b.eval(ctx, keys, args)
-	if err == nil && len(replies) != len(calls) {
-		err = fmt.Errorf("batch.lua replied %d elements for %d requests", len(replies), len(calls))
+	reply, err := b.eval(ctx, keys, args)
+	if err == nil {
+		err = splitBatchReply(reply, calls)
 	}
 	if err != nil {
 		err = fmt.Errorf("in a batch of %d requests: %w", len(calls), err)
 		for _, c := range calls {
-			c.err = err
+			c.reply, c.err = nil, err
 		}
-		return
 	}
+}
+
+// splitBatchReply sets each call's reply or error from batch.lua's flat
+// reply: per request, a length k and k integers, or -1 and an error message.
+func splitBatchReply(reply []rueidis.RedisMessage, calls []*batchCall) error {
+	at := 0
 	for i, c := range calls {
-		c.reply, c.err = ints(&replies[i])
+		if at >= len(reply) {
+			return fmt.Errorf("batch.lua replied for %d of %d requests", i, len(calls))
+		}
+		k, err := reply[at].AsInt64()
+		if err != nil || k < -1 || at+1+int(max(k, 1)) > len(reply) {
+			return fmt.Errorf("batch.lua's reply for request %d has a bad length (%v)", i+1, err)
+		}
+		at++
+		if k == -1 {
+			msg, err := reply[at].ToString()
+			if err != nil {
+				return fmt.Errorf("batch.lua's error for request %d is not a string: %w", i+1, err)
+			}
+			c.err = errors.New(msg)
+			at++
+			continue
+		}
+		c.reply = make([]int64, k)
+		for j := range c.reply {
+			if c.reply[j], err = reply[at+j].AsInt64(); err != nil {
+				return fmt.Errorf("batch.lua's reply for request %d: element %d is not an integer: %w", i+1, j, err)
+			}
+		}
+		at += int(k)
 	}
+	if at != len(reply) {
+		return fmt.Errorf("batch.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
+	}
+	return nil
 }
 
 // eval runs batch.lua with EVALSHA and, on NOSCRIPT (nothing ran), with

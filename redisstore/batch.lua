@@ -13,9 +13,11 @@
 --          (from 1). Each argument costs the server a string, so a request
 --          sends one besides its keys.
 --
--- Reply: n elements, each decide.lua's reply for that request or, when
--- deciding it raised an error, that error. An error leaves the other
--- requests' decisions as they are.
+-- Reply: one flat array, per request in turn: the length k of decide.lua's
+-- reply for it, then that reply's k integers; or, when deciding it raised
+-- an error, -1 and the error's message. An error leaves the other requests'
+-- decisions as they are. (Nested arrays cost the server a table and a
+-- conversion per request.)
 
 -- One TIME for the whole call: the requests run back to back, atomically,
 -- so they are decided at one instant, as requests arriving within one
@@ -42,6 +44,12 @@ end
 -- own are cleared, so # counts its keys alone. decide only reads keys and
 -- a shape's rules, and overwrites st.
 local out, st = {}, {}
+local function message(err)
+  if type(err) == 'table' and err.err then
+    return err.err
+  end
+  return tostring(err)
+end
 local keys, k, lastk = {}, 1, 0
 for d = 1, n do
   local shape = shapes[tonumber(ARGV[a + d - 1])]
@@ -53,14 +61,16 @@ for d = 1, n do
     keys[i] = nil
   end
   k, lastk = k + nk, nk
-  local reply = {shape[4]}
-  local ok, err = pcall(decide, keys, shape[2], shape[3], shape[4], shape[5], reply, st)
+  local at = #out + 1
+  out[at], out[at + 1] = 0, shape[4]
+  local ok, err = pcall(decide, keys, shape[2], shape[3], shape[4], shape[5], out, st)
   if ok then
-    out[d] = reply
-  elseif type(err) == 'table' and err.err then
-    out[d] = err
+    out[at] = #out - at
   else
-    out[d] = {err = tostring(err)}
+    for j = #out, at + 2, -1 do
+      out[j] = nil
+    end
+    out[at], out[at + 1] = -1, message(err)
   end
 end
 flushAll()

@@ -120,29 +120,31 @@ local function ruleArgs(args, from, to)
   return rules
 end
 
--- seen holds, per key this script call wrote, the key's state after the
--- write, which holds for later requests of the call (batch.lua decides many)
--- at the same time with the same window: {now, window, epoch, the newest
--- entry's member as Redis holds it, its time, end and cost, the oldest
--- counted entry's member, end and cost, whether the newest entry's end and
--- cost have grown since Redis got it}. A request that finds its key there
+-- seen holds, per key this script call wrote, where sv holds the key's
+-- state after the write, which holds for later requests of the call
+-- (batch.lua decides many) at the same time with the same window: from
+-- sv[c + 1], with c = seen[key], now, window, epoch, the newest entry's
+-- member as Redis holds it, its time, end and cost, the oldest counted
+-- entry's member, end and cost, and whether the newest entry's end and cost
+-- have grown since Redis got it. (One table for all keys: a decision's cost
+-- is mostly in what it allocates.) A request that finds its key there
 -- reads nothing, and one recorded at the newest entry's instant only
 -- updates the state: flush writes it when the call ends, or before Redis is
 -- read for that key. The oldest counted entry is the newest when their ends
 -- are equal. dirty lists the keys whose state has grown, in order.
-local seen, dirty = {}, {}
+local seen, sv, nsv, dirty = {}, {}, 0, {}
 
 -- flush writes the grown newest entry of key, if any.
 local function flush(key)
   local c = seen[key]
-  if c and c[11] then
-    call('ZREM', key, c[4])
-    c[4] = member(c[6], c[7])
-    call('ZADD', key, int(c[5] - c[3]), c[4])
-    if c[9] == c[6] then
-      c[8] = c[4]
+  if c and sv[c + 11] then
+    call('ZREM', key, sv[c + 4])
+    sv[c + 4] = member(sv[c + 6], sv[c + 7])
+    call('ZADD', key, int(sv[c + 5] - sv[c + 3]), sv[c + 4])
+    if sv[c + 9] == sv[c + 6] then
+      sv[c + 8] = sv[c + 4]
     end
-    c[11] = false
+    sv[c + 11] = false
   end
 end
 
@@ -178,10 +180,10 @@ local function decide(keys, mode, cost, now, rules, out, st)
     local w, limit, g = rules[4 * i - 3], rules[4 * i - 2], rules[4 * i - 1]
     local exists, epoch, m, ts, t, tc, lv, fm, fe, fc
     local c = seen[key]
-    if c and c[1] == now and c[2] == w then
+    if c and sv[c + 1] == now and sv[c + 2] == w then
       -- Written by this call at this time: live, and as the state says.
-      exists, epoch, m, ts, t, tc, lv = true, c[3], c[4], c[5], c[6], c[7], true
-      fm, fe, fc = c[8], c[9], c[10]
+      exists, epoch, m, ts, t, tc, lv = true, sv[c + 3], sv[c + 4], sv[c + 5], sv[c + 6], sv[c + 7], true
+      fm, fe, fc = sv[c + 8], sv[c + 9], sv[c + 10]
     else
       if c then
         flush(key)
@@ -265,16 +267,16 @@ local function decide(keys, mode, cost, now, rules, out, st)
         at = ts
       end
       local c = seen[key]
-      if c and c[1] == now and c[2] == w then
+      if c and sv[c + 1] == now and sv[c + 2] == w then
         -- At the instant of the newest entry this call wrote: the entry
         -- takes the cost too, in the state until flushed.
         we, wc = t + cost, tc + cost
-        c[6], c[7] = we, wc
+        sv[c + 6], sv[c + 7] = we, wc
         if fe == t then
-          c[9], c[10] = we, wc
+          sv[c + 9], sv[c + 10] = we, wc
         end
-        if not c[11] then
-          c[11] = true
+        if not sv[c + 11] then
+          sv[c + 11] = true
           dirty[#dirty + 1] = key
         end
       else
@@ -316,7 +318,11 @@ local function decide(keys, mode, cost, now, rules, out, st)
         if fe == we then
           fm = wm
         end
-        seen[key] = {now, w, epoch, wm, at, we, wc, fm, fe, fc, false}
+        local c = nsv
+        nsv = nsv + 11
+        seen[key] = c
+        sv[c + 1], sv[c + 2], sv[c + 3], sv[c + 4], sv[c + 5], sv[c + 6] = now, w, epoch, wm, at, we
+        sv[c + 7], sv[c + 8], sv[c + 9], sv[c + 10], sv[c + 11] = wc, fm, fe, fc, false
       end
       out[o + 4 * i - 2] = out[o + 4 * i - 2] + cost
       reset = at + w - now

@@ -144,3 +144,33 @@ func TestRollbackOfGrownEntry(t *testing.T) {
 	checkEntries(t, keysOf(t, s, p, a)[1], "0s 1")
 	checkEntries(t, keysOf(t, s, p, a)[0], "0s 2:2")
 }
+
+func TestBatchErrorIsOwn(t *testing.T) {
+	ctx := context.Background()
+	c := admin(t)
+	prefix := newPrefix()
+	str, foreign := prefix+":{e}:string", prefix+":{e}:zset"
+	if err := c.Do(ctx, c.B().Set().Key(str).Value("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Zadd().Key(foreign).ScoreMember().ScoreMember(1, "x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Do(ctx, c.B().Del().Key(str, foreign).Build())
+	args := []string{"allow", "1", strconv.FormatInt(storetest.T0.UnixMicro(), 10), "60000000", "5", "0"}
+	replies, errs := redisstore.DecideBatch(c,
+		[][]string{{prefix + ":{e}:a"}, {str}, {foreign}, {prefix + ":{e}:b"}},
+		[][]string{args, args, args, args})
+	want := []int64{storetest.T0.UnixMicro(), 1, 1, 0, 60_000_000}
+	for _, i := range []int{0, 3} {
+		if errs[i] != nil || !slices.Equal(replies[i], want) {
+			t.Errorf("request %d: %v, %v; want %v", i+1, replies[i], errs[i], want)
+		}
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
+		t.Errorf("request on a string key: %v, %v; want a WRONGTYPE error", replies[1], errs[1])
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "is not a sluice window") {
+		t.Errorf("request on a foreign sorted set: %v, %v; want an error saying so", replies[2], errs[2])
+	}
+}
