@@ -53,17 +53,30 @@ func (a *admin) dbsize() int64 {
 }
 
 // memoryUsage returns MEMORY USAGE of key counting every element, and the
-// number of entries of a sorted set (0 for other types or a missing key).
-func (a *admin) memoryUsage(key string, zset bool) (bytes, entries int64, ok bool) {
+// number of events a sorted-set log holds (0 for other types or a missing
+// key): one per member, except in a sluice window, whose last member is its
+// epoch ("@<µs>") and whose members "<end>:<cost>" hold cost events each.
+func (a *admin) memoryUsage(key string, zset bool) (bytes, events int64, ok bool) {
 	ctx := context.Background()
 	n, err := a.c.Do(ctx, a.c.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
 	if err != nil {
 		return 0, 0, false
 	}
-	if zset {
-		entries, _ = a.c.Do(ctx, a.c.B().Zcard().Key(key).Build()).AsInt64()
+	if !zset {
+		return n, 0, true
 	}
-	return n, entries, true
+	members, _ := a.c.Do(ctx, a.c.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+	if len(members) == 0 || !strings.HasPrefix(members[len(members)-1], "@") {
+		return n, int64(len(members)), true
+	}
+	for _, m := range members[:len(members)-1] {
+		cost := int64(1)
+		if _, c, ok := strings.Cut(m, ":"); ok {
+			cost, _ = strconv.ParseInt(c, 10, 64)
+		}
+		events += cost
+	}
+	return n, events, true
 }
 
 // encoding returns OBJECT ENCODING of key.
@@ -73,8 +86,8 @@ func (a *admin) encoding(key string) string {
 }
 
 // perKey samples MEMORY USAGE over up to n of keys 0..total-1 and returns
-// the mean bytes per key and per entry (per entry 0 for non-logs).
-func (a *admin) perKey(inst *instance, total, n int) (perKey, perEntry float64) {
+// the mean bytes per key and per event held (per event 0 for non-logs).
+func (a *admin) perKey(inst *instance, total, n int) (perKey, perEvent float64) {
 	if inst.redisKey == nil {
 		return 0, 0
 	}
@@ -94,7 +107,7 @@ func (a *admin) perKey(inst *instance, total, n int) (perKey, perEntry float64) 
 	}
 	perKey = float64(bytes) / float64(keys)
 	if entries > 0 {
-		perEntry = float64(bytes) / float64(entries)
+		perEvent = float64(bytes) / float64(entries)
 	}
-	return perKey, perEntry
+	return perKey, perEvent
 }

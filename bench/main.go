@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +31,20 @@ func main() {
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
+		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*sections, ",") {
 		want[strings.TrimSpace(s)] = true
@@ -138,7 +151,7 @@ func doneProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }
 type redisRow struct {
 	o                outcome
 	redisCPU         float64 // µs of Redis CPU per decision
-	perKey, perEntry float64
+	perKey, perEvent float64
 }
 
 // measure runs one contender once on a flushed server.
@@ -158,7 +171,7 @@ func (b *bench) measure(c contender, w workload) (redisRow, error) {
 	if o.ops > 0 {
 		row.redisCPU = (cpu1 - cpu0) * 1e6 / float64(o.ops)
 	}
-	row.perKey, row.perEntry = b.adm.perKey(inst, w.keys, 500)
+	row.perKey, row.perEvent = b.adm.perKey(inst, w.keys, 500)
 	return row, nil
 }
 
@@ -198,7 +211,7 @@ func (b *bench) redisTable(rounds int) {
 	}
 	fmt.Printf("### Redis: %d goroutines, %d keys, %d per key per minute (median of %d rounds of %v)\n\n",
 		b.w.goroutines, b.w.keys, perKeyLimit, rounds, b.w.duration)
-	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/entry |")
+	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/event |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base float64
 	for i, c := range cs {
@@ -211,8 +224,8 @@ func (b *bench) redisTable(rounds int) {
 			base = rate
 		}
 		entry := "–"
-		if m.perEntry > 0 {
-			entry = fmt.Sprintf("%.1f", m.perEntry)
+		if m.perEvent > 0 {
+			entry = fmt.Sprintf("%.1f", m.perEvent)
 		}
 		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %.0f%% | %.1f | %.1f | %.1f | %.0f | %s |\n",
 			c.name, rate, base/rate, fmtDur(m.o.p50), fmtDur(m.o.p99), 100*float64(m.o.allowed)/float64(max(1, m.o.ops)),

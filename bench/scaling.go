@@ -183,7 +183,7 @@ func (b *bench) limitsTable() {
 			ks, _ := s.Keys(p, map[string]string{"key": names[i]})
 			return ks[0]
 		}, zset: true}
-		perKey, perEntry := b.adm.perKey(inst, keys, 100)
+		perKey, perEvent := b.adm.perKey(inst, keys, 100)
 		enc := b.adm.encoding(inst.redisKey(0))
 		b.fillNaive(names[:min(keys, 20)], limit)
 		_, naiveEntry := b.adm.perKey(&instance{redisKey: func(i int) string { return "naive:" + names[i] }, zset: true}, min(keys, 20), 20)
@@ -200,7 +200,7 @@ func (b *bench) limitsTable() {
 		}, progress(fmt.Sprintf("limit %d", limit)))
 		doneProgress()
 		s.Close()
-		fmt.Printf("| %d | %d | %s | %.0f | %.1f | %.1f | %.0f | %s |\n", limit, keys, enc, perKey, perEntry, naiveEntry, o.perSecond(), fmtDur(o.p99))
+		fmt.Printf("| %d | %d | %s | %.0f | %.1f | %.1f | %.0f | %s |\n", limit, keys, enc, perKey, perEvent, naiveEntry, o.perSecond(), fmtDur(o.p99))
 	}
 	fmt.Println()
 }
