@@ -12,27 +12,34 @@
 //
 // # Entries
 //
-// An entry's score is its time in whole microseconds from Redis's TIME; its
-// member is "<end>:<cost>", where end is the key's running total of cost up
-// to and including the entry, written as a letter giving the number of
-// digits followed by the digits ("a5", "b42"), so that entries of one
-// microsecond sort in recording order. Entries therefore never collide, and
-// a request of cost N is one entry. The count in a window is the newest
-// entry's end minus the oldest counted entry's end less its cost: two reads,
-// however many entries the window holds. Recording trims the entries that
-// left the window, once per 8 units of cost recorded in the key (they no
-// longer count; keeping a few a little longer saves a command on most
-// writes), but keeps the newest one, for the minimum gap. A key's ends
-// restart at zero whenever its window is empty; they must stay below 2^53
-// (Lua numbers are doubles), which a window that is never empty reaches only
-// after recording 2^53 units of cost.
+// A window holds one entry per microsecond at which it recorded something
+// (window.lua lays it out). The entry's score is that time in whole
+// microseconds after the key's epoch (Redis's TIME, or Config.Clock); its
+// member is the key's running total of cost up to and including the entry
+// ("end"), followed by ":<cost>" when the cost is not 1: "7", "12:5".
+// Requests recorded in one microsecond share its entry, so scores are
+// unique, and a request of cost N is one entry. One more member,
+// "@<epoch>" scored +inf, is always last. Both numbers stay small integers
+// (8.6 bytes per event in a full listpack window of 100): ends and epoch
+// restart whenever the window is empty, and a key that never empties is
+// rebased before its scores pass 2^30 µs. The count in a window is the
+// newest entry's end minus the oldest counted entry's end less its cost:
+// two reads, however many entries the window holds. Recording trims the
+// entries that left the window, once per 8 units of cost recorded in the
+// key (they no longer count; keeping a few a little longer saves a command
+// on most writes), but keeps the newest one, for the minimum gap. A sorted
+// set whose last member is not an epoch is not a window: deciding on it is
+// an error, and it is left as it is.
 //
 // Per rule, an allowed request costs the script four Redis commands on a key
 // whose window holds entries (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIRE, and
 // ZREMRANGEBYSCORE once per 8 units of cost) and three on an empty one; a
-// denied request or a peek reads two. RetryAfter comes from the oldest
-// counted entry, read with its time; only when freeing its cost is not
-// enough does one more ZRANGEBYSCORE read at most used+cost-limit entries.
+// denied request or a peek reads two. Within one batch (see Batching), a
+// key already written at the batch's time is read no more, and requests
+// recorded into its newest entry write it once, at the end. RetryAfter
+// comes from the oldest counted entry's time, one more read; only when
+// freeing its cost is not enough does one ZRANGEBYSCORE read at most
+// used+cost-limit entries instead.
 //
 // Every written key expires its rule's Window plus MinGap after the write.
 //
@@ -83,13 +90,13 @@
 // A store made by New or NewFromClient on a single server (standalone or
 // Sentinel) batches its decisions: while two script calls are in flight,
 // the decisions that arrive wait and then go out together as one call of
-// batch.lua, which runs decide.lua for each of them in turn, so each is as
-// atomic and exact as alone. Under light load a decision goes out at once,
-// alone; under heavy load the server runs one script per batch instead of
-// one per decision. Within a batch, a key that an earlier decision wrote is
-// not read again nor its expiry set again: the script knows its state (a
-// global cap over per-user caps reads and expires its global key once per
-// batch). A failed batch fails each of its decisions, an error
+// batch.lua, which decides each of them in turn as decide.lua would, so
+// each is as atomic and exact as alone. Under light load a decision goes out
+// at once, alone; under heavy load the server runs one script per batch
+// instead of one per decision. Within a batch, a key that an earlier
+// decision wrote is not read again nor its expiry set again: the script
+// knows its state (a global cap over per-user caps reads, writes and
+// expires its global key once per batch). A failed batch fails each of its decisions, an error
 // raised by one decision fails that one only, and a batch is never sent
 // again. A caller whose context ends while its decision waits gets the
 // context's error and its decision is not sent. On a Redis Cluster, and
