@@ -51,14 +51,16 @@ var _ sluice.LocalStore = (*Store)(nil)
 // a deadline or circuit breaker.
 func (*Store) Local() {}
 
-// shard is one lock's share of the windows: a hash table from a key's hash
-// to the windows with that hash (see lookup), and the expiry queues.
+// shard is one lock's share of the windows: a hash table of the windows
+// (see table.go), and the expiry queues.
 type shard struct {
-	mu      sync.Mutex
-	windows map[uint64]*window
-	count   int    // windows in the table
-	fifos   []fifo // expiry queues, one per distinct TTL (see evict.go)
-	_       [64]byte
+	mu    sync.Mutex
+	tags  []uint16 // per slot: 0 when empty, else the tag of its hash
+	slots []*window
+	count int                // windows in the table
+	names map[nameKey]*names // the names its windows share
+	fifos []fifo             // expiry queues, one per distinct TTL (see evict.go)
+	_     [64]byte
 }
 
 // New returns an empty Store.
@@ -85,9 +87,6 @@ func New(cfg Config) *Store {
 		now := s.now
 		s.micros = func() int64 { return now().UnixMicro() }
 	}
-	for i := range s.shards {
-		s.shards[i].windows = make(map[uint64]*window)
-	}
 	return s
 }
 
@@ -97,7 +96,7 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		clear(sh.windows)
+		sh.tags, sh.slots, sh.names = nil, nil, nil
 		sh.count = 0
 		sh.fifos = nil
 		sh.mu.Unlock()
@@ -131,6 +130,9 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
 	}
+	if len(req.Policy.Rules) == 1 {
+		return s.decideOne(req), nil
+	}
 	rules := req.Policy.Rules
 	var (
 		keysBuf   [maxInlineRules]key
@@ -138,8 +140,9 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		shardsBuf [maxInlineRules]int
 		lockBuf   [maxInlineRules]int
 		winBuf    [maxInlineRules]*window
+		slotBuf   [maxInlineRules]int
 	)
-	keys, hashes, shardIdx, wins := keysBuf[:0], hashBuf[:0], shardsBuf[:0], winBuf[:0]
+	keys, hashes, shardIdx, wins, slots := keysBuf[:0], hashBuf[:0], shardsBuf[:0], winBuf[:0], slotBuf[:0]
 	for i := range rules {
 		k := key{policy: req.Policy.Name, rule: rules[i].Name, values: encodeValues(rules[i].By, req.Attributes)}
 		h := k.hash(s.seed)
@@ -153,73 +156,154 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 	}
 
 	now := s.micros()
-	cost := req.Cost
 	limits := req.LimitsBuffer()
 	allFit := true
+	moved := false // whether a slot found may have moved since (see table.go)
 	for i := range rules {
-		r := &rules[i]
 		sh := &s.shards[shardIdx[i]]
-		w := sh.lookup(hashes[i], &keys[i])
-		window := r.Window.Microseconds()
-		if w != nil {
-			w.trim(now - window)
-			if w.expires <= now && w.n == 0 {
-				// Idle past its window and gap: as good as absent.
-				sh.remove(w)
-				w = nil
-			}
-		}
-		wins = append(wins, w)
-		st := &limits[i]
-		st.Rule, st.Limit, st.Window = r.Name, r.Limit, r.Window
-		st.Fits = true
-		if w == nil {
-			continue
-		}
-		st.Used = w.used
-		var retry int64
-		if w.used+cost > r.Limit {
-			st.Fits = false
-			retry = w.freedAt(w.used+cost-r.Limit, window) - now
-		}
-		if gap := r.MinGap.Microseconds(); gap > 0 && !w.empty() && now-w.newest < gap {
-			st.Fits = false
-			retry = max(retry, w.newest+gap-now)
-		}
-		st.RetryAfter = time.Duration(retry) * time.Microsecond
-		allFit = allFit && st.Fits
+		j, removed := sh.live(hashes[i], &keys[i], now, rules[i].Window.Microseconds())
+		moved = moved || removed
+		w := sh.at(j)
+		slots, wins = append(slots, j), append(wins, w)
+		check(&limits[i], &rules[i], sh.at(j), req.Cost, now)
+		allFit = allFit && limits[i].Fits
 	}
 
-	record := req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && allFit)
-	for i := range rules {
-		r := &rules[i]
-		w := wins[i]
-		if record {
+	if req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && allFit) {
+		for i := range rules {
 			sh := &s.shards[shardIdx[i]]
-			ttl := r.TTL().Microseconds()
-			if w == nil {
-				w = &window{k: keys[i], h: hashes[i]}
-				w.add(now, cost, ttl, r.Limit)
-				sh.insert(w)
-				sh.enqueue(w, ttl)
-			} else {
-				w.add(now, cost, ttl, r.Limit)
+			j := slots[i]
+			if moved && wins[i] != nil {
+				j = sh.index(wins[i])
 			}
-			sh.evict(now)
+			slots[i] = sh.record(j, hashes[i], &keys[i], &rules[i], req.Cost, now)
+			moved = moved || j < 0 // an insertion may move or grow the table
+			wins[i] = sh.slots[slots[i]]
 		}
-		st := &limits[i]
-		if w != nil {
-			st.Used = w.used
-			if w.n > 0 { // then the newest entry is in the window
-				st.ResetAfter = time.Duration(w.newest+r.Window.Microseconds()-now) * time.Microsecond
+		for i := range rules {
+			if moved {
+				slots[i] = s.shards[shardIdx[i]].index(wins[i])
 			}
+			report(&limits[i], &rules[i], s.shards[shardIdx[i]].at(slots[i]), now)
 		}
-		st.Remaining = max(0, r.Limit-st.Used)
+		for i := range rules {
+			s.shards[shardIdx[i]].evict(now)
+		}
+	} else {
+		for i := range rules {
+			sh := &s.shards[shardIdx[i]]
+			j := slots[i]
+			if moved && wins[i] != nil {
+				j = sh.index(wins[i])
+			}
+			report(&limits[i], &rules[i], sh.at(j), now)
+		}
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
 	return sluice.NewDecision(limits), nil
+}
+
+// decideOne is Decide for a policy of one rule: one key, one shard.
+func (s *Store) decideOne(req *sluice.Request) sluice.Decision {
+	r := &req.Policy.Rules[0]
+	k := key{policy: req.Policy.Name, rule: r.Name, values: encodeValues(r.By, req.Attributes)}
+	h := k.hash(s.seed)
+	sh := &s.shards[h&s.mask]
+	limits := req.LimitsBuffer()
+	st := &limits[0]
+	sh.mu.Lock()
+	now := s.micros()
+	j, _ := sh.live(h, &k, now, r.Window.Microseconds())
+	check(st, r, sh.at(j), req.Cost, now)
+	record := req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && st.Fits)
+	if record {
+		j = sh.record(j, h, &k, r, req.Cost, now)
+	}
+	report(st, r, sh.at(j), now)
+	if record {
+		sh.evict(now)
+	}
+	sh.mu.Unlock()
+	return sluice.NewDecision(limits)
+}
+
+// live returns the index of the slot of k, whose hash is h, with the entries
+// that left the window ending at now trimmed, or -1 when the shard holds no
+// window of k or holds one idle past its window and gap, which it drops
+// (removed reports that: slots may have moved).
+func (sh *shard) live(h uint64, k *key, now, window int64) (j int, removed bool) {
+	j = sh.find(h, k)
+	if j < 0 {
+		return -1, false
+	}
+	w := sh.slots[j]
+	if w.used > 0 && w.oldest <= now-window {
+		w.trim(now - window)
+	}
+	if w.used == 0 && w.expires <= now {
+		// Idle past its window and gap: as good as absent.
+		sh.remove(w)
+		return -1, true
+	}
+	return j, false
+}
+
+// at returns the window in slot j, or nil when j is -1.
+func (sh *shard) at(j int) *window {
+	if j < 0 {
+		return nil
+	}
+	return sh.slots[j]
+}
+
+// check sets st to rule r's status before a request of cost at now: the
+// rule, Used, Fits and RetryAfter, given its window (nil: none).
+func check(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost, now int64) {
+	st.Rule, st.Limit, st.Window = r.Name, r.Limit, r.Window
+	st.Fits = true
+	if w == nil {
+		return
+	}
+	window := r.Window.Microseconds()
+	st.Used = w.used
+	var retry int64
+	if w.used+cost > r.Limit {
+		st.Fits = false
+		retry = w.freedAt(w.used+cost-r.Limit, window) - now
+	}
+	if gap := r.MinGap.Microseconds(); gap > 0 && !w.empty() && now-w.newest < gap {
+		st.Fits = false
+		retry = max(retry, w.newest+gap-now)
+	}
+	st.RetryAfter = time.Duration(retry) * time.Microsecond
+}
+
+// record adds cost at now to the window of k, whose hash is h, in slot j, or
+// to a new window when j is -1, and returns the window's slot.
+func (sh *shard) record(j int, h uint64, k *key, r *sluice.Rule, cost, now int64) int {
+	ttl := r.TTL().Microseconds()
+	if j < 0 {
+		w := &window{h: h}
+		w.add(now, cost, ttl, r.Limit)
+		sh.enqueue(w, ttl)
+		return sh.insert(k, w)
+	}
+	sh.slots[j].add(now, cost, ttl, r.Limit)
+	return j
+}
+
+// report sets st's Used, Remaining and ResetAfter after the decision, given
+// rule r's window (nil: none).
+func report(st *sluice.LimitStatus, r *sluice.Rule, w *window, now int64) {
+	if w != nil {
+		st.Used = w.used
+		if w.n > 0 { // then the newest entry is in the window
+			st.ResetAfter = time.Duration(w.newest+r.Window.Microseconds()-now) * time.Microsecond
+		}
+	}
+	st.Remaining = max(0, r.Limit-st.Used)
 }
 
 // lockOrder appends to dst the distinct shard indexes of idx in ascending

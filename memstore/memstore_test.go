@@ -26,9 +26,10 @@ func (s *Store) ttls(now time.Time) map[string]time.Duration {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, first := range sh.windows {
-			for w := first; w != nil; w = w.next {
-				name := w.k.policy + ":" + w.k.rule + ":" + w.k.values
+		for j, tag := range sh.tags {
+			if tag != 0 {
+				w := sh.slots[j]
+				name := w.names.policy + ":" + w.names.rule + ":" + w.values
 				out[name] = time.Duration(w.expires-now.UnixMicro()) * time.Microsecond
 			}
 		}

@@ -10,22 +10,23 @@ type entry struct {
 // buffer, their total cost, and the newest entry's time, kept after it leaves
 // the window so the minimum gap can still be enforced.
 //
-// A window is also the node of its shard's hash table: it holds its key and
-// the key's hash, and chains to another window whose key hashes alike.
+// A window is also its key's entry in its shard's table (see table.go): its
+// first cache line holds the key and the fields a decision reads.
 type window struct {
-	// The fields a decision reads first, together.
-	h       uint64
-	oldest  int64 // time of the oldest live entry, when n > 0
-	first   int64 // cost of the oldest live entry, when n > 0
-	used    int64 // total cost of the live entries
-	newest  int64 // time of the newest entry ever recorded, µs
-	expires int64 // µs after which the window can be dropped
-	head, n int
+	names  *names // the key's policy and rule
+	values string // the key's encoded attribute values
+	used   int64  // total cost of the live entries
+	oldest int64  // time of the oldest live entry, when n > 0
+	first  int64  // cost of the oldest live entry, when n > 0
+	newest int64  // time of the newest entry ever recorded, µs
+	n      int
 
-	ring []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
-	next *window // next window with the same hash
-	k    key
-	live bool // in its shard's table
+	ring    []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
+	head    int
+	expires int64    // µs after which the window can be dropped
+	h       uint64   // the key's hash
+	live    bool     // in its shard's table
+	_       [15]byte // to 128 bytes, a size the allocator aligns: the first line is whole
 }
 
 // at returns the i-th live entry, oldest first.

@@ -63,12 +63,12 @@ func TestWindowRing(t *testing.T) {
 // TestShardCollisions puts windows whose keys share a hash into one shard:
 // each is found by its own key, and removing any leaves the others.
 func TestShardCollisions(t *testing.T) {
-	sh := &shard{windows: map[uint64]*window{}}
+	sh := &shard{}
 	keys := []key{{"p", "r", "a"}, {"p", "r", "b"}, {"p", "s", "a"}, {"q", "r", "a"}}
 	ws := make([]*window, len(keys))
 	for i, k := range keys {
-		ws[i] = &window{k: k, h: 42}
-		sh.insert(ws[i])
+		ws[i] = &window{h: 42}
+		sh.insert(&k, ws[i])
 	}
 	check := func(present ...int) {
 		t.Helper()
@@ -87,15 +87,20 @@ func TestShardCollisions(t *testing.T) {
 		}
 	}
 	check(0, 1, 2, 3)
-	sh.remove(ws[1]) // in the middle of the chain
+	sh.remove(ws[1]) // in the middle of the run
 	check(0, 2, 3)
-	sh.remove(ws[3]) // the head (inserted last)
+	sh.remove(ws[3]) // the end of the run (inserted last)
 	check(0, 2)
-	sh.remove(ws[0]) // the tail
+	sh.remove(ws[0]) // the start of the run
 	check(2)
 	sh.remove(ws[2])
 	check()
-	if len(sh.windows) != 0 {
-		t.Errorf("table keeps %d hashes after every window left", len(sh.windows))
+	for i, tag := range sh.tags {
+		if tag != 0 {
+			t.Errorf("slot %d still taken after every window left", i)
+		}
+	}
+	if len(sh.names) != 0 {
+		t.Errorf("table keeps %d names after every window left", len(sh.names))
 	}
 }
