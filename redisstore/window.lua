@@ -26,6 +26,7 @@
 -- it left the window, until the key expires, to enforce the minimum gap.
 
 local call, format, tonumber, byte, find, sub = redis.call, string.format, tonumber, string.byte, string.find, string.sub
+local floor = math.floor
 
 -- Numbers are passed to Redis formatted as integers: Lua's own conversion
 -- would write large ones in exponent form, and Redis's conversion of a Lua
@@ -280,6 +281,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
           dirty[#dirty + 1] = key
         end
       else
+        local wm -- the written entry's member
         if not lv then
           -- Nothing counts any more: restart the key's ends and epoch.
           if exists then
@@ -287,7 +289,8 @@ local function decide(keys, mode, cost, now, rules, out, st)
           end
           we, wc = cost, cost
           fe, fc = we, wc
-          call('ZADD', key, '0', member(we, wc), '+inf', '@' .. int(at))
+          wm = member(we, wc)
+          call('ZADD', key, '0', wm, '+inf', '@' .. int(at))
           epoch = at
         else
           if at - epoch >= REBASE and at - epoch >= 2 * (w + g) then
@@ -304,17 +307,17 @@ local function decide(keys, mode, cost, now, rules, out, st)
             if fe == t then
               fe, fc = we, wc -- the oldest counted entry was the newest
             end
-          elseif math.floor(t / TRIM) ~= math.floor((t + cost) / TRIM) then
+          elseif floor(t / TRIM) ~= floor((t + cost) / TRIM) then
             call('ZREMRANGEBYSCORE', key, '-inf', int(now - w - epoch))
           end
-          call('ZADD', key, int(at - epoch), member(we, wc))
+          wm = member(we, wc)
+          call('ZADD', key, int(at - epoch), wm)
         end
         -- A write sets the key to expire window + gap after it, except one
         -- into the newest entry's instant, whose write set that already.
         if at ~= ts then
           call('PEXPIRE', key, rules[4 * i])
         end
-        local wm = member(we, wc)
         if fe == we then
           fm = wm
         end
