@@ -62,15 +62,22 @@ func (p *Policy) SharedAttributes() []string {
 	}
 	var shared []string
 	for _, a := range p.Rules[0].By {
-		inAll := true
-		for i := 1; i < len(p.Rules) && inAll; i++ {
-			inAll = contains(p.Rules[i].By, a)
-		}
-		if inAll {
+		if p.Shares(a) {
 			shared = append(shared, a)
 		}
 	}
 	return shared
+}
+
+// Shares reports whether every rule of p names attr in its By list. The
+// shared attributes are those of the first rule's By that p shares.
+func (p *Policy) Shares(attr string) bool {
+	for i := range p.Rules {
+		if !contains(p.Rules[i].By, attr) {
+			return false
+		}
+	}
+	return len(p.Rules) > 0
 }
 
 func contains(list []string, s string) bool {

@@ -28,13 +28,17 @@ const hashPrefix = '#'
 // inside a part. The caller has checked that attrs holds every attribute the
 // rules name.
 func keys(prefix string, p *sluice.Policy, attrs map[string]string) []string {
-	var buf []byte
-	buf = append(buf, prefix...)
+	var room [128]byte // enough for most keys: no allocation but the keys'
+	buf := append(room[:0], prefix...)
 	buf = append(buf, ":{"...)
 	buf = appendPart(buf, p.Name)
-	for _, a := range p.SharedAttributes() {
-		buf = append(buf, ',')
-		buf = appendPart(buf, attrs[a])
+	if len(p.Rules) > 0 {
+		for _, a := range p.Rules[0].By { // p.SharedAttributes(), without a slice
+			if p.Shares(a) {
+				buf = append(buf, ',')
+				buf = appendPart(buf, attrs[a])
+			}
+		}
 	}
 	buf = append(buf, "}:"...)
 	buf = appendPart(buf, p.Name)
