@@ -208,7 +208,9 @@ func (b *batcher) exec(calls []*batchCall) {
 	}
 	for i, c := range calls {
 		keys = append(keys, c.keys...)
-		args = append(args, strconv.Itoa(index[i]+1))
+		if len(shapes) > 1 {
+			args = append(args, strconv.Itoa(index[i]+1))
+		}
 	}
 	reply, err := b.eval(ctx, keys, args)
 	if err == nil {

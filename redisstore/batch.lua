@@ -9,9 +9,9 @@
 -- ARGV[2]  the number of shapes s: distinct argument lists (decide.lua's
 --          ARGV), which requests of one policy share.
 -- ARGV[3..] per shape: its number of keys, its number of arguments, then
---          the arguments; then per request, the number of its shape
---          (from 1). Each argument costs the server a string, so a request
---          sends one besides its keys.
+--          the arguments; then, when s > 1, per request the number of its
+--          shape (from 1). Each argument costs the server a string, so a
+--          request sends at most one besides its keys.
 --
 -- Reply: one flat array, per request in turn: the length k of decide.lua's
 -- reply for it, then that reply's k integers; or, when deciding it raised
@@ -52,7 +52,10 @@ local function message(err)
 end
 local keys, k, lastk = {}, 1, 0
 for d = 1, n do
-  local shape = shapes[tonumber(ARGV[a + d - 1])]
+  local shape = shapes[1]
+  if s > 1 then
+    shape = shapes[tonumber(ARGV[a + d - 1])]
+  end
   local nk = shape[1]
   for i = 1, nk do
     keys[i] = KEYS[k + i - 1]
