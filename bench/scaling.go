@@ -207,7 +207,7 @@ func (b *bench) limitsTable() {
 
 func (b *bench) keysTable(maxKeys int) {
 	fmt.Printf("### Keys (sluice, Redis, one rule, %d goroutines)\n\n", b.w.goroutines)
-	fmt.Println("| keys | decisions/s | p99 | Redis used_memory / key | entries / key |")
+	fmt.Println("| keys | decisions/s | p99 | Redis used_memory / key | events / key |")
 	fmt.Println("|---:|---:|---:|---:|---:|")
 	for keys := 1000; keys <= maxKeys; keys *= 10 {
 		b.adm.flush()
