@@ -43,6 +43,39 @@ func (a *admin) cpu() float64 { return a.info("cpu", "cpu") }
 // usedMemory returns used_memory in bytes.
 func (a *admin) usedMemory() float64 { return a.info("memory", "used_memory") }
 
+// commandStats returns, per command that ran since the last resetStats,
+// its calls and its µs (INFO commandstats), in the server's order.
+func (a *admin) commandStats() (names []string, calls, usec []float64) {
+	s, err := a.c.Do(context.Background(), a.c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		return nil, nil, nil
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		name, fields, ok2 := strings.Cut(rest, ":")
+		if !ok || !ok2 {
+			continue
+		}
+		var c, u float64
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				c, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				u, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		names, calls, usec = append(names, name), append(calls, c), append(usec, u)
+	}
+	return names, calls, usec
+}
+
+// resetStats zeroes the server's command statistics.
+func (a *admin) resetStats() {
+	a.c.Do(context.Background(), a.c.B().ConfigResetstat().Build())
+}
+
 func (a *admin) flush() {
 	a.c.Do(context.Background(), a.c.B().Flushall().Build())
 }

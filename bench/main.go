@@ -32,6 +32,7 @@ func main() {
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
+		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -62,7 +63,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	b := &bench{addr: srv.addr, adm: adm, w: w, only: *only}
+	b := &bench{addr: srv.addr, adm: adm, w: w, only: *only, cmdStats: *cmdStats}
 	b.header()
 	if want["redis"] {
 		b.redisTable(*rounds)
@@ -85,10 +86,11 @@ func main() {
 }
 
 type bench struct {
-	addr string
-	adm  *admin
-	w    workload
-	only string
+	addr     string
+	adm      *admin
+	w        workload
+	only     string
+	cmdStats bool
 }
 
 func (b *bench) header() {
@@ -163,16 +165,36 @@ func (b *bench) measure(c contender, w workload) (redisRow, error) {
 		return redisRow{}, err
 	}
 	defer inst.close()
+	b.adm.resetStats()
 	cpu0 := b.adm.cpu()
 	o := run(w, inst.worker, progress(c.name))
 	cpu1 := b.adm.cpu()
 	doneProgress()
+	if b.cmdStats && o.ops > 0 {
+		b.printCommandStats(c.name, o.ops)
+	}
 	row := redisRow{o: o}
 	if o.ops > 0 {
 		row.redisCPU = (cpu1 - cpu0) * 1e6 / float64(o.ops)
 	}
 	row.perKey, row.perEvent = b.adm.perKey(inst, w.keys, 500)
 	return row, nil
+}
+
+// printCommandStats prints the commands Redis ran per decision of a round
+// of ops decisions, and the µs each took per call and per decision.
+func (b *bench) printCommandStats(name string, ops int64) {
+	names, calls, usec := b.adm.commandStats()
+	fmt.Printf("Commands per decision, %s (%d decisions):\n\n", name, ops)
+	fmt.Println("| command | calls/decision | µs/call | µs/decision |")
+	fmt.Println("|---|---:|---:|---:|")
+	for i, n := range names {
+		if n == "info" || n == "config|resetstat" || calls[i] < float64(ops)/1000 {
+			continue // the benchmark's own, and setup
+		}
+		fmt.Printf("| %s | %.3f | %.2f | %.2f |\n", n, calls[i]/float64(ops), usec[i]/max(1, calls[i]), usec[i]/float64(ops))
+	}
+	fmt.Println()
 }
 
 func median(rows []redisRow) redisRow {
