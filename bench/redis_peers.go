@@ -58,6 +58,18 @@ func onePolicy() *sluice.Policy {
 	}}
 }
 
+// agedPolicy is onePolicy over a window of one second: at this workload's
+// rate each key sees about ten decisions a second, far below its limit,
+// and its entries leave the window all the time. The keys of a run of a
+// few seconds are then older than their window, which the keys of
+// onePolicy never are (a key whose epoch is still in its window needs one
+// read less per decision: nothing has left the window).
+func agedPolicy() *sluice.Policy {
+	return &sluice.Policy{Name: "aged", Rules: []sluice.Rule{
+		{Name: "per-key", Limit: perKeyLimit, Window: time.Second, By: []string{"key"}},
+	}}
+}
+
 // seed000Policy is seed 000's hierarchy: a global cap over a per-category
 // cap, here with a global cap the run never reaches, so that it costs what
 // a second rule costs without changing the workload's answers.
@@ -238,6 +250,7 @@ func redisContenders() []contender {
 	return []contender{
 		{"sluice", "redisstore over rueidis, one rule, through Limiter.Allow", openSluice(onePolicy(), benchLimiterConfig)},
 		{"sluice seed 000 (2 rules)", "global + per-key, one script call per decision", openSluice(seed000Policy(), benchLimiterConfig)},
+		{"sluice, 1 s window (keys older than it)", "one rule of 100 per second: entries keep leaving the window", openSluice(agedPolicy(), benchLimiterConfig)},
 		{"go-redis/redis_rate v10", "GCRA, go-redis v9", openRedisRate},
 		{"ulule/limiter v3", "fixed window, redis store, go-redis v9", openUlule},
 		{"throttled/throttled v2", "GCRA, goredisstore.v9", openThrottled},

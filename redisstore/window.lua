@@ -22,7 +22,8 @@
 --
 -- The window at time T is (T-W, T]. The entries it counts are the newest;
 -- used = end(newest) - (end(oldest counted) - cost(oldest counted)), two
--- reads whatever the number of entries. The newest entry is kept even after
+-- reads whatever the number of entries, and one while the epoch is in the
+-- window: then nothing has left it, and used = end(newest). The newest entry is kept even after
 -- it left the window, until the key expires, to enforce the minimum gap.
 
 local call, format, tonumber, byte, find, sub = redis.call, string.format, tonumber, string.byte, string.find, string.sub
@@ -196,7 +197,12 @@ local function decide(keys, mode, cost, now, rules, out, st)
         t, tc = parse(m)
         lv = ts > now - w
       end
-      if lv then
+      if lv and epoch > now - w then
+        -- Nothing has left the window since the epoch: every entry
+        -- counts, and ends count from 0 there (fe - fc is what preceded
+        -- the oldest counted entry; fm is unknown, and not needed).
+        fe, fc = 0, 0
+      elseif lv then
         -- The oldest counted entry.
         fm = call('ZRANGEBYSCORE', key, format('(%d', now - w - epoch), '(+inf', 'LIMIT', '0', '1')[1]
         fe, fc = parse(fm)
@@ -293,7 +299,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
           call('ZADD', key, '0', wm, '+inf', '@' .. int(at))
           epoch = at
         else
-          if at - epoch >= REBASE and at - epoch >= 2 * (w + g) then
+          if fm and at - epoch >= REBASE and at - epoch >= 2 * (w + g) then
             local base
             epoch, base = rebase(key, epoch, now - w - epoch, fm, fe, fc)
             t, m, fe = t - base, member(t - base, tc), fe - base
@@ -307,7 +313,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
             if fe == t then
               fe, fc = we, wc -- the oldest counted entry was the newest
             end
-          elseif floor(t / TRIM) ~= floor((t + cost) / TRIM) then
+          elseif epoch <= now - w and floor(t / TRIM) ~= floor((t + cost) / TRIM) then
             call('ZREMRANGEBYSCORE', key, '-inf', int(now - w - epoch))
           end
           wm = member(we, wc)
