@@ -24,7 +24,9 @@
 // restart whenever the window is empty, and a key that never empties is
 // rebased before its scores pass 2^30 µs. The count in a window is the
 // newest entry's end minus the oldest counted entry's end less its cost:
-// two reads, however many entries the window holds. Recording trims the
+// two reads, however many entries the window holds, and one while the
+// key's epoch is still in the window (nothing has left it: the count is the
+// newest entry's end). Recording trims the
 // entries that left the window, once per 8 units of cost recorded in the
 // key (they no longer count; keeping a few a little longer saves a command
 // on most writes), but keeps the newest one, for the minimum gap. A sorted
@@ -32,9 +34,9 @@
 // an error, and it is left as it is.
 //
 // Per rule, an allowed request costs the script four Redis commands on a key
-// whose window holds entries (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIRE, and
-// ZREMRANGEBYSCORE once per 8 units of cost) and three on an empty one; a
-// denied request or a peek reads two. Within one batch (see Batching), a
+// older than its window (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIRE, and
+// ZREMRANGEBYSCORE once per 8 units of cost), three on a younger one or an
+// empty one; a denied request or a peek reads one or two. Within one batch (see Batching), a
 // key already written at the batch's time is read no more, and requests
 // recorded into its newest entry write it once, at the end. RetryAfter
 // comes from the oldest counted entry's time, one more read; only when
