@@ -23,8 +23,9 @@
 -- The window at time T is (T-W, T]. The entries it counts are the newest;
 -- used = end(newest) - (end(oldest counted) - cost(oldest counted)), two
 -- reads whatever the number of entries, and one while the epoch is in the
--- window: then nothing has left it, and used = end(newest). The newest entry is kept even after
--- it left the window, until the key expires, to enforce the minimum gap.
+-- window: then nothing has left it, and used = end(newest). The newest
+-- entry is kept even after it left the window, until the key expires, to
+-- enforce the minimum gap.
 
 local call, format, tonumber, byte, find, sub = redis.call, string.format, tonumber, string.byte, string.find, string.sub
 local floor = math.floor
@@ -87,7 +88,8 @@ local REBASE = 1073741824 -- 2^30 µs, about 18 minutes
 -- entry's time, with ends counted from what it held before it. cutoff is
 -- the window's start relative to the old epoch; fm, fe and fc the oldest
 -- counted entry's member, end and cost. It returns the new epoch and the
--- amount subtracted from every end.
+-- amount subtracted from every end. The key is written anew: its expiry is
+-- gone, and the caller sets it.
 local function rebase(key, epoch, cutoff, fm, fe, fc)
   local shift = tonumber(call('ZSCORE', key, fm))
   local fts, base = epoch + shift, fe - fc
@@ -288,6 +290,10 @@ local function decide(keys, mode, cost, now, rules, out, st)
         end
       else
         local wm -- the written entry's member
+        -- A write sets the key to expire window + gap after it, except one
+        -- into the newest entry's instant, whose write set that already
+        -- (unless a rebase wrote the key anew).
+        local expire = at ~= ts
         if not lv then
           -- Nothing counts any more: restart the key's ends and epoch.
           if exists then
@@ -303,7 +309,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
             local base
             epoch, base = rebase(key, epoch, now - w - epoch, fm, fe, fc)
             t, m, fe = t - base, member(t - base, tc), fe - base
-            fm = member(fe, fc)
+            fm, expire = member(fe, fc), true
           end
           we, wc = t + cost, cost
           if at == ts then
@@ -319,9 +325,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
           wm = member(we, wc)
           call('ZADD', key, int(at - epoch), wm)
         end
-        -- A write sets the key to expire window + gap after it, except one
-        -- into the newest entry's instant, whose write set that already.
-        if at ~= ts then
+        if expire then
           call('PEXPIRE', key, rules[4 * i])
         end
         if fe == we then
