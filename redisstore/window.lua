@@ -129,8 +129,9 @@ end
 -- (batch.lua decides many) at the same time with the same window: from
 -- sv[c + 1], with c = seen[key], now, window, epoch, the newest entry's
 -- member as Redis holds it, its time, end and cost, the oldest counted
--- entry's member, end and cost, and whether the newest entry's end and cost
--- have grown since Redis got it. (One table for all keys: a decision's cost
+-- entry's member, end and cost (no member, 0 and 0 while nothing has left
+-- the window: what counts is end - cost, the total before that entry), and
+-- whether the newest entry's end and cost have grown since Redis got it. (One table for all keys: a decision's cost
 -- is mostly in what it allocates.) A request that finds its key there
 -- reads nothing, and one recorded at the newest entry's instant only
 -- updates the state: flush writes it when the call ends, or before Redis is
