@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/redis/rueidis"
+	"github.com/sluicerate/sluice"
 )
 
 // NewRueidisEvaler exposes the rueidis Evaler to the external tests.
@@ -22,4 +24,23 @@ func DecideBatch(c rueidis.Client, keys, args [][]string) ([][]int64, []error) {
 		replies[i], errs[i] = c.reply, c.err
 	}
 	return replies, errs
+}
+
+// DecisionArgs returns decide.lua's arguments for req at the time now (µs).
+func DecisionArgs(req *sluice.Request, now int64) []string {
+	args := []string{scriptMode[req.Mode], strconv.FormatInt(req.Cost, 10), strconv.FormatInt(now, 10)}
+	for i := range req.Policy.Rules {
+		a := argsOf(&req.Policy.Rules[i])
+		args = append(args, a[:]...)
+	}
+	return args
+}
+
+// ParseDecision builds the decision of decide.lua's reply for rules.
+func ParseDecision(reply []int64, rules []sluice.Rule) (sluice.Decision, error) {
+	limits, err := parseDecision(reply, rules)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	return sluice.NewDecision(limits), nil
 }

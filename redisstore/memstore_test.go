@@ -19,18 +19,7 @@ import (
 // requires identical decisions. Clock steps are multiples of 10s so that
 // entries often sit exactly on a window's edge or a gap's end.
 func TestMatchesMemstore(t *testing.T) {
-	policies := []*sluice.Policy{
-		{Name: "notify", Rules: []sluice.Rule{
-			{Name: "global", Limit: 7, Window: time.Minute},
-			{Name: "category", Limit: 3, Window: 30 * time.Second, By: []string{"category"}},
-		}},
-		{Name: "push", Rules: []sluice.Rule{
-			{Name: "per-user", Limit: 4, Window: 40 * time.Second, MinGap: 10 * time.Second, By: []string{"user"}},
-			{Name: "gap-longer", Limit: 6, Window: 20 * time.Second, MinGap: 30 * time.Second, By: []string{"user", "category"}},
-			{Name: "global", Limit: 9, Window: 2 * time.Minute},
-		}},
-		{Name: "bytes", Rules: []sluice.Rule{{Name: "r", Limit: 10, Window: time.Minute, By: []string{"user"}}}},
-	}
+	policies := differentialPolicies()
 	steps := []time.Duration{0, 0, 0, time.Microsecond, 10 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute - time.Microsecond}
 	modes := []sluice.Mode{sluice.ModeAllow, sluice.ModeAllow, sluice.ModeAllow, sluice.ModePeek, sluice.ModeRecord}
 
@@ -46,20 +35,7 @@ func TestMatchesMemstore(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 42))
 				for i := range 400 {
 					clock.Advance(steps[rng.IntN(len(steps))])
-					p := policies[rng.IntN(len(policies))]
-					maxCost := p.Rules[0].Limit
-					for _, r := range p.Rules {
-						maxCost = min(maxCost, r.Limit)
-					}
-					req := &sluice.Request{
-						Policy: p,
-						Attributes: map[string]string{
-							"category": fmt.Sprintf("c%d", rng.IntN(3)),
-							"user":     fmt.Sprintf("u%d", rng.IntN(2)),
-						},
-						Cost: 1 + rng.Int64N(maxCost),
-						Mode: modes[rng.IntN(len(modes))],
-					}
+					req := randomRequest(rng, policies, modes)
 					want, err := ms.Decide(ctx, req)
 					if err != nil {
 						t.Fatal(err)
@@ -70,10 +46,101 @@ func TestMatchesMemstore(t *testing.T) {
 					}
 					if !reflect.DeepEqual(got, want) {
 						t.Fatalf("step %d at T0+%v: %s %v cost %d %v:\nredis  %+v\nmemory %+v",
-							i, clock.Now().Sub(storetest.T0), p.Name, req.Attributes, req.Cost, req.Mode, got, want)
+							i, clock.Now().Sub(storetest.T0), req.Policy.Name, req.Attributes, req.Cost, req.Mode, got, want)
 					}
 				}
 			})
 		}
+	}
+}
+
+// TestBatchMatchesMemstore sends random requests in batches of up to 16,
+// each batch at one instant, and requires the decisions the memory store
+// makes of the same requests one after the other at that instant: a batch
+// that reads its own writes, grows entries in its state and flushes them
+// decides as the requests would alone.
+func TestBatchMatchesMemstore(t *testing.T) {
+	policies := differentialPolicies()
+	steps := []time.Duration{time.Microsecond, 10 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute - time.Microsecond}
+	modes := []sluice.Mode{sluice.ModeAllow, sluice.ModeAllow, sluice.ModeAllow, sluice.ModePeek, sluice.ModeRecord}
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := storetest.NewClock(storetest.T0)
+			rs := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+			ms := memstore.New(memstore.Config{Clock: clock.Now})
+			defer ms.Close()
+			c := admin(t)
+			rng := rand.New(rand.NewPCG(seed, 7))
+			for round := range 60 {
+				clock.Advance(steps[rng.IntN(len(steps))])
+				now := clock.Now().UnixMicro()
+				reqs := make([]*sluice.Request, 1+rng.IntN(16))
+				keys, args := make([][]string, len(reqs)), make([][]string, len(reqs))
+				for i := range reqs {
+					reqs[i] = randomRequest(rng, policies, modes)
+					ks, err := rs.Keys(reqs[i].Policy, reqs[i].Attributes)
+					if err != nil {
+						t.Fatal(err)
+					}
+					keys[i], args[i] = ks, redisstore.DecisionArgs(reqs[i], now)
+				}
+				replies, errs := redisstore.DecideBatch(c, keys, args)
+				for i, req := range reqs {
+					want, err := ms.Decide(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if errs[i] != nil {
+						t.Fatalf("round %d, request %d: %v", round, i+1, errs[i])
+					}
+					got, err := redisstore.ParseDecision(replies[i], req.Policy.Rules)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("round %d at T0+%v, request %d of %d: %s %v cost %d %v:\nredis  %+v\nmemory %+v",
+							round, clock.Now().Sub(storetest.T0), i+1, len(reqs), req.Policy.Name, req.Attributes, req.Cost, req.Mode, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// differentialPolicies are the policies the differential tests draw from:
+// a hierarchy, gaps longer and shorter than windows, and costs.
+func differentialPolicies() []*sluice.Policy {
+	return []*sluice.Policy{
+		{Name: "notify", Rules: []sluice.Rule{
+			{Name: "global", Limit: 7, Window: time.Minute},
+			{Name: "category", Limit: 3, Window: 30 * time.Second, By: []string{"category"}},
+		}},
+		{Name: "push", Rules: []sluice.Rule{
+			{Name: "per-user", Limit: 4, Window: 40 * time.Second, MinGap: 10 * time.Second, By: []string{"user"}},
+			{Name: "gap-longer", Limit: 6, Window: 20 * time.Second, MinGap: 30 * time.Second, By: []string{"user", "category"}},
+			{Name: "global", Limit: 9, Window: 2 * time.Minute},
+		}},
+		{Name: "bytes", Rules: []sluice.Rule{{Name: "r", Limit: 10, Window: time.Minute, By: []string{"user"}}}},
+	}
+}
+
+// randomRequest draws a request of one of policies, with a cost that fits
+// every rule's limit.
+func randomRequest(rng *rand.Rand, policies []*sluice.Policy, modes []sluice.Mode) *sluice.Request {
+	p := policies[rng.IntN(len(policies))]
+	maxCost := p.Rules[0].Limit
+	for _, r := range p.Rules {
+		maxCost = min(maxCost, r.Limit)
+	}
+	return &sluice.Request{
+		Policy: p,
+		Attributes: map[string]string{
+			"category": fmt.Sprintf("c%d", rng.IntN(3)),
+			"user":     fmt.Sprintf("u%d", rng.IntN(2)),
+		},
+		Cost: 1 + rng.Int64N(maxCost),
+		Mode: modes[rng.IntN(len(modes))],
 	}
 }
