@@ -21,8 +21,10 @@ import (
 // decided atomically and exactly (batch.lua runs them one after the other),
 // a failed batch fails each of its decisions, and nothing is ever sent twice.
 //
-// Only a client talking to one server batches: on a Redis Cluster every
-// decision goes out alone, since a batch's keys would span slots.
+// A client talking to one server has one batcher. A Cluster client has one
+// per hash slot (see slotBatchers in evaler.go), since a script's keys must
+// lie in one slot: decisions on a hot slot, such as a global cap's, share
+// batches, and decisions spread over many slots mostly go out alone.
 
 const (
 	// maxInflight is how many batches may wait for their reply at once.

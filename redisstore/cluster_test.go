@@ -331,3 +331,58 @@ func TestClusterHelperProcess(t *testing.T) {
 		return "admit " + u, false, nil
 	})
 }
+
+// TestClusterBatchesBySlot checks that decisions bound for one hash slot of
+// a Cluster share script calls: 64 goroutines deciding on one key make far
+// fewer script calls than decisions, and every decision is counted once.
+func TestClusterBatchesBySlot(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "hot", Rules: []sluice.Rule{{Name: "global", Limit: 1 << 40, Window: time.Minute}}}
+	key := keysOf(t, s, p, nil)[0]
+	master, _, err := c.MasterOf(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scriptCalls := func() int {
+		info, err := master.Do("INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval"); ok {
+				_, fields, _ := strings.Cut(rest, ":")
+				calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
+				v, _ := strconv.Atoi(calls)
+				n += v
+			}
+		}
+		return n
+	}
+	const goroutines, each = 64, 40
+	before := scriptCalls()
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if _, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Cost: 1}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	calls := scriptCalls() - before
+	if decisions := goroutines * each; calls <= 0 || calls > decisions/2 {
+		t.Errorf("%d decisions on one slot took %d script calls, want at most %d: batched", decisions, calls, decisions/2)
+	}
+	d := decide(t, s, p, nil, 1, sluice.ModePeek)
+	if want := int64(goroutines * each); d.Limits[0].Used != want {
+		t.Errorf("the key counts %d, want %d", d.Limits[0].Used, want)
+	}
+	t.Logf("%d decisions, %d script calls", goroutines*each, calls)
+}

@@ -213,13 +213,13 @@ func (s *Store) parseGroup(reply []int64, rules []sluice.Rule, g []int, limits [
 }
 
 // reservation is what decide.lua wrote in one group in "group" mode: for
-// each rule, the end, time and cost of the entry written, and the
-// reset-after from before the write.
+// each rule, the time the request was recorded at, and the reset-after from
+// before the write.
 type reservation struct {
-	keys            []string
-	rules           []int
-	ends, ts, costs []int64
-	resetBefore     []time.Duration
+	keys        []string
+	rules       []int
+	ts          []int64
+	resetBefore []time.Duration
 }
 
 // reserveGroup runs decide.lua in "group" mode on one group, writes its
@@ -233,7 +233,7 @@ func (s *Store) reserveGroup(ctx context.Context, cost int64, now string, rules 
 		return reservation{}, false, err
 	}
 	n := len(g)
-	if want := 2 + 8*n; len(reply) != want || reply[1+4*n] != 0 && reply[1+4*n] != 1 {
+	if want := 2 + 6*n; len(reply) != want || reply[1+4*n] != 0 && reply[1+4*n] != 1 {
 		return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied %d integers for %d rules, want %d", len(reply), n, want)
 	}
 	if err := s.parseGroup(reply[:1+4*n], rules, g, limits); err != nil {
@@ -242,15 +242,12 @@ func (s *Store) reserveGroup(ctx context.Context, cost int64, now string, rules 
 	recorded := reply[1+4*n] == 1
 	res := reservation{keys: keys, rules: g}
 	for k, i := range g {
-		v := reply[2+4*n+4*k : 6+4*n+4*k]
-		before, end, ts, c := v[0], v[1], v[2], v[3]
-		if before < 0 || recorded && (!limits[i].Fits || end < cost || c < cost) {
-			return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied reset-before=%dµs end=%d time=%d cost=%d for rule %q, not a valid write",
-				before, end, ts, c, rules[i].Name)
+		before, ts := reply[2+4*n+2*k], reply[3+4*n+2*k]
+		if before < 0 || recorded && (!limits[i].Fits || ts <= 0) {
+			return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied reset-before=%dµs time=%d for rule %q, not a valid write",
+				before, ts, rules[i].Name)
 		}
-		res.ends = append(res.ends, end)
 		res.ts = append(res.ts, ts)
-		res.costs = append(res.costs, c)
 		res.resetBefore = append(res.resetBefore, time.Duration(before)*time.Microsecond)
 	}
 	return res, recorded, nil
@@ -265,7 +262,7 @@ func (s *Store) rollback(ctx context.Context, cost int64, written []reservation)
 		w := written[i]
 		args := []string{strconv.FormatInt(cost, 10)}
 		for k := range w.keys {
-			args = append(args, strconv.FormatInt(w.ends[k], 10), strconv.FormatInt(w.ts[k], 10), strconv.FormatInt(w.costs[k], 10))
+			args = append(args, strconv.FormatInt(w.ts[k], 10))
 		}
 		if ctx.Err() == nil {
 			_, _ = run(ctx, s.ev, rollbackScript, w.keys, args)

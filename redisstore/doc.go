@@ -89,20 +89,20 @@
 //
 // # Batching
 //
-// A store made by New or NewFromClient on a single server (standalone or
-// Sentinel) batches its decisions: while two script calls are in flight,
-// the decisions that arrive wait and then go out together as one call of
-// batch.lua, which decides each of them in turn as decide.lua would, so
+// A store made by New or NewFromClient batches its decisions: while two
+// script calls are in flight (per hash slot on a Redis Cluster, where a
+// script's keys must lie in one slot), the decisions that arrive wait and
+// then go out together as one call of batch.lua, which decides each of them in turn as decide.lua would, so
 // each is as atomic and exact as alone. Under light load a decision goes out
 // at once, alone; under heavy load the server runs one script per batch
 // instead of one per decision. Within a batch, a key that an earlier
 // decision wrote is not read again nor its expiry set again: the script
 // knows its state (a global cap over per-user caps reads, writes and
-// expires its global key once per batch). A failed batch fails each of its decisions, an error
-// raised by one decision fails that one only, and a batch is never sent
-// again. A caller whose context ends while its decision waits gets the
-// context's error and its decision is not sent. On a Redis Cluster, and
-// through an Evaler of another client, every decision is its own call.
+// expires its global key once per batch). A failed batch fails each of its
+// decisions, an error raised by one decision fails that one only, and a
+// batch is never sent again. A caller whose context ends while its decision
+// waits gets the context's error and its decision is not sent. Through an
+// Evaler of another client, every decision is its own call.
 //
 // Config.Mode selects a standalone server, a Redis Cluster or a master found
 // through Redis Sentinel; ParseURL reads the same from a URL.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
@@ -59,26 +60,34 @@ func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not
-// read-only, such as EVALSHA and EVAL, are never retried by rueidis. With a
-// batcher, decide.lua calls go through it (see batch.go).
+// read-only, such as EVALSHA and EVAL, are never retried by rueidis. With
+// batchers, decide.lua calls go through them (see batch.go).
 type rueidisEvaler struct {
 	client rueidis.Client
-	batch  *batcher
+	batch  *batcher      // one server: any decisions may share a batch
+	slots  *slotBatchers // a Cluster: decisions of one hash slot may
 }
 
 // newRueidisEvaler returns the Evaler of a Store over client: it batches
-// decisions unless client talks to a Redis Cluster.
+// decisions, on a Redis Cluster those whose keys lie in one hash slot.
 func newRueidisEvaler(client rueidis.Client) rueidisEvaler {
 	e := rueidisEvaler{client: client}
-	if client.Mode() != rueidis.ClientModeCluster {
+	if client.Mode() == rueidis.ClientModeCluster {
+		e.slots = &slotBatchers{client: client}
+	} else {
 		e.batch = newBatcher(client)
 	}
 	return e
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
-	if e.batch != nil && sha1 == decideScript.sha1 {
-		return e.batch.decide(ctx, keys, args)
+	if sha1 == decideScript.sha1 && len(keys) > 0 {
+		switch {
+		case e.batch != nil:
+			return e.batch.decide(ctx, keys, args)
+		case e.slots != nil:
+			return e.slots.of(keys[0]).decide(ctx, keys, args)
+		}
 	}
 	cmd := e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	return intsReply(e.client.Do(ctx, cmd))
@@ -87,6 +96,26 @@ func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []st
 func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
 	cmd := e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 	return intsReply(e.client.Do(ctx, cmd))
+}
+
+// slotBatchers are a Cluster client's batchers, one per hash slot that a
+// decision went to. A script's keys must lie in one slot, and every key of a
+// decision does (its keys share a hash tag: see keys.go and crossslot.go),
+// so the decisions of one slot can share a batch.
+type slotBatchers struct {
+	client rueidis.Client
+	m      sync.Map // hash slot (uint16) -> *batcher
+}
+
+// of returns the batcher of key's hash slot.
+func (s *slotBatchers) of(key string) *batcher {
+	cmd := s.client.B().Exists().Key(key).Build()
+	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
+	if b, ok := s.m.Load(slot); ok {
+		return b.(*batcher)
+	}
+	b, _ := s.m.LoadOrStore(slot, newBatcher(s.client))
+	return b.(*batcher)
 }
 
 func intsReply(res rueidis.RedisResult) ([]int64, error) {

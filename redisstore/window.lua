@@ -171,9 +171,9 @@ end
 -- It appends to out four numbers per rule: fits (1 or 0), used after
 -- recording, retry-after µs (0 when it fits) and reset-after µs (0 when the
 -- window is empty). In "group" mode it goes on with whether the request was
--- recorded (1 or 0), then four per rule: the reset-after µs from before the
--- write, and the end, time (absolute µs) and cost of the entry written (0,
--- 0, 0 if none), which rollback.lua takes to undo the write.
+-- recorded (1 or 0), then two per rule: the reset-after µs from before the
+-- write, and the time (absolute µs) the request was recorded at (0 if it
+-- was not), which rollback.lua takes to undo the write.
 --
 -- st is a table the caller lends for the rules' state; decide overwrites it.
 local function decide(keys, mode, cost, now, rules, out, st)
@@ -269,7 +269,7 @@ local function decide(keys, mode, cost, now, rules, out, st)
     if lv then
       reset = ts + w - now
     end
-    local we, wat, wc = 0, 0, 0 -- the entry written
+    local we, wc, wat = 0, 0, 0 -- the entry written: end, cost, time
     if record then
       -- Never let a key's time go backwards.
       local at = now
@@ -344,8 +344,8 @@ local function decide(keys, mode, cost, now, rules, out, st)
     end
     out[o + 4 * i] = reset
     if group then
-      local r = u0 + 4 * i - 2
-      out[r], out[r + 1], out[r + 2], out[r + 3] = 0, we, wat, wc
+      local r = u0 + 2 * i
+      out[r], out[r + 1] = 0, wat
       if lv then
         out[r] = ts + w - now
       end
