@@ -165,7 +165,9 @@ func (b *bench) measure(c contender, w workload) (redisRow, error) {
 		return redisRow{}, err
 	}
 	defer inst.close()
-	b.adm.resetStats()
+	if b.cmdStats {
+		b.adm.resetStats()
+	}
 	cpu0 := b.adm.cpu()
 	o := run(w, inst.worker, progress(c.name))
 	cpu1 := b.adm.cpu()

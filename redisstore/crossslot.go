@@ -29,8 +29,8 @@ import (
 //   - Allow: decide.lua in "group" mode checks each group and records the
 //     request in it when all its rules fit (reserve). When every group fits, the request is
 //     admitted (commit: nothing more to do). When a group denies, rollback.lua
-//     removes the entries already written in the earlier groups, by member
-//     and time, and the groups after it are peeked so that the decision
+//     takes the request's cost out of the entries of its time in the earlier
+//     groups, and the groups after it are peeked so that the decision
 //     reports every rule.
 //   - Peek and Record run decide.lua on each group.
 //
@@ -168,11 +168,7 @@ func (s *Store) decideGroups(ctx context.Context, req *sluice.Request) (sluice.D
 // and gap of each.
 func groupArgs(args []string, rules []sluice.Rule, g []int) []string {
 	for _, i := range g {
-		r := &rules[i]
-		args = append(args,
-			strconv.FormatInt(r.Window.Microseconds(), 10),
-			strconv.FormatInt(r.Limit, 10),
-			strconv.FormatInt(r.MinGap.Microseconds(), 10))
+		args = appendRuleArgs(args, &rules[i])
 	}
 	return args
 }

@@ -23,16 +23,11 @@ var scriptMode = [...]string{
 // from its reply, in req.Limits when it is large enough.
 func (s *Store) decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
 	rules := req.Policy.Rules
-	args := make([]string, 3, 3+3*len(rules))
-	args[0] = scriptMode[req.Mode]
-	args[1] = strconv.FormatInt(req.Cost, 10)
+	now := ""
 	if s.clock != nil {
-		args[2] = strconv.FormatInt(s.clock().UnixMicro(), 10)
+		now = strconv.FormatInt(s.clock().UnixMicro(), 10)
 	}
-	for i := range rules {
-		a := argsOf(&rules[i])
-		args = append(args, a[:]...)
-	}
+	args := decideArgs(req, now)
 	reply, err := run(ctx, s.ev, decideScript, keys(s.prefix, req.Policy, req.Attributes), args)
 	if err != nil {
 		return sluice.Decision{}, err
@@ -42,6 +37,24 @@ func (s *Store) decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		return sluice.Decision{}, err
 	}
 	return sluice.NewDecision(limits), nil
+}
+
+// decideArgs returns decide.lua's arguments for req at the time now (µs in
+// decimal, or "" for Redis's TIME).
+func decideArgs(req *sluice.Request, now string) []string {
+	rules := req.Policy.Rules
+	args := make([]string, 3, 3+3*len(rules))
+	args[0], args[1], args[2] = scriptMode[req.Mode], strconv.FormatInt(req.Cost, 10), now
+	for i := range rules {
+		args = appendRuleArgs(args, &rules[i])
+	}
+	return args
+}
+
+// appendRuleArgs appends decide.lua's three arguments for r.
+func appendRuleArgs(args []string, r *sluice.Rule) []string {
+	a := argsOf(r)
+	return append(args, a[:]...)
 }
 
 // ruleShape is what decide.lua needs of a rule.

@@ -28,12 +28,7 @@ func DecideBatch(c rueidis.Client, keys, args [][]string) ([][]int64, []error) {
 
 // DecisionArgs returns decide.lua's arguments for req at the time now (µs).
 func DecisionArgs(req *sluice.Request, now int64) []string {
-	args := []string{scriptMode[req.Mode], strconv.FormatInt(req.Cost, 10), strconv.FormatInt(now, 10)}
-	for i := range req.Policy.Rules {
-		a := argsOf(&req.Policy.Rules[i])
-		args = append(args, a[:]...)
-	}
-	return args
+	return decideArgs(req, strconv.FormatInt(now, 10))
 }
 
 // ParseDecision builds the decision of decide.lua's reply for rules.
