@@ -1,37 +1,26 @@
 # sluice's build and test entry points. `make test` is what CI runs.
 
-GO          ?= go
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@2026.2.2
-GOBIN       := $(shell $(GO) env GOPATH)/bin
+GO ?= go
 
-.PHONY: test deps vet staticcheck unit fuzz bench demo
+.PHONY: test deps doctor vet staticcheck unit fuzz bench demo
 
 ## test: install what the tests need, then vet, staticcheck, short fuzz runs and every test with the race detector.
 test: deps vet staticcheck fuzz unit
 
-## deps: from Debian when missing, redis-server (the tests start their own servers, standalone, Cluster
-## and Sentinel) and caddy (the forward-auth test puts it in front of sluice serve); and staticcheck.
-DEBS := redis-server caddy
+## deps: the Debian packages the tests need, installed when missing (scripts/deps.sh has the list).
+## Go tools are pinned in go.mod with tool directives and run with `go tool`: nothing goes into GOBIN.
 deps:
-	@missing=""; \
-	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	command -v caddy >/dev/null 2>&1 || missing="$$missing caddy"; \
-	if [ -n "$$missing" ]; then \
-		echo "installing$$missing (Debian packages)"; \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	fi
-	@# The tests start their own servers: keep the packages' services from holding their ports.
-	@for svc in $(DEBS); do \
-		command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet $$svc 2>/dev/null && systemctl stop $$svc; \
-	done; true
-	@test -x $(GOBIN)/staticcheck || $(GO) install $(STATICCHECK)
+	@scripts/deps.sh install
+
+## doctor: one screen of what this machine has and lacks for make test, and how to install each.
+doctor:
+	@scripts/deps.sh doctor
 
 vet:
 	$(GO) vet ./...
 
 staticcheck:
-	$(GOBIN)/staticcheck ./...
+	$(GO) tool staticcheck ./...
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -52,7 +41,7 @@ fuzz:
 ## tables on stdout, progress on stderr. Flags through BENCHFLAGS, e.g. BENCHFLAGS="-rounds 1 -d 2s".
 BENCHFLAGS ?=
 bench:
-	@command -v redis-server >/dev/null 2>&1 || $(MAKE) deps
+	@scripts/deps.sh install
 	cd bench && $(GO) run . $(BENCHFLAGS)
 
 demo:

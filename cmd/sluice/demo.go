@@ -12,7 +12,7 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 )
 
-// demoPolicy is seed 000's demo: a global cap of 10 over a cap of 3 per
+// demoPolicy is the notifier demo: a global cap of 10 over a cap of 3 per
 // category, both per 60 seconds.
 var demoPolicy = sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 	{Name: "global", Limit: 10, Window: time.Minute},
@@ -39,6 +39,17 @@ type demoLine struct {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: sluice demo [--redis URL] [--json]
+
+Runs the notifier scenario: a global cap of 10 notifications over a cap of 3
+per category, both per minute, with a burst of "errors" first. Each attempt
+is printed with whether it was sent and which limit denied it. The store is
+memory, or Redis at --redis.
+
+flags:`)
+		fs.PrintDefaults()
+	}
 	redisURL := fs.String("redis", "", "run on Redis at this URL (redis://host:port/db); default: in memory")
 	asJSON := fs.Bool("json", false, "print one JSON object per attempt")
 	if code, ok := parseFlags(fs, args); !ok {

@@ -7,6 +7,11 @@
 //	sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
 //	sluice check --config FILE --policy P --attr k=v [--cost N] [--json]
 //	sluice inspect --config FILE --policy P --attr k=v [--redis URL] [--json]
+//	sluice reserve --config FILE --schedule S --attr k=v [--n N] [--json]
+//	sluice bench [--redis URL | --server URL] [flags]
+//
+// "sluice --help" lists the commands and "sluice COMMAND -h" a command's
+// flags.
 //
 // Exit codes: 0 ok, 1 denied (check), 2 usage or configuration error.
 package main
@@ -36,7 +41,7 @@ const (
 
 func commands() []command {
 	return []command{
-		{"demo", "run seed 000's notifier scenario: global 10, category 3 per 60s", runDemo},
+		{"demo", "run the notifier scenario: a global cap of 10 over a per-category cap of 3 per minute", runDemo},
 		{"serve", "serve a configuration file's policies over HTTP, gRPC and Envoy's rate-limit API", runServe},
 		{"check", "decide one request against a configured policy without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
