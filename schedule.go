@@ -98,7 +98,7 @@ func (r Rate) validate() error {
 //
 // Policies are upstream limits (reject what is above the rate); schedules
 // are downstream limits (hold back what is above the rate, up to a bound).
-// Seed 003's carrier is Schedule{Name: "carrier", By: []string{"carrier"},
+// The dialer's carrier is Schedule{Name: "carrier", By: []string{"carrier"},
 // Rate: Rate{Events: 4, Per: time.Second}, MaxDelay: 2 * time.Second}.
 //
 // A Schedule is a plain value; it is safe for concurrent use as long as it is

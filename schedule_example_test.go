@@ -11,7 +11,7 @@ import (
 	"github.com/sluicerate/sluice/storetest"
 )
 
-// Seed 003's two limits on calls: upstream, calls coming in above 4 a second
+// The telecom platform's two limits on calls: upstream, calls coming in above 4 a second
 // are rejected (a Policy); downstream, calls going out to a carrier are held
 // back to 4 a second (a Schedule), and rejected only when the wait would be
 // longer than a second. Six calls arrive at one instant.

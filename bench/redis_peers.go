@@ -70,10 +70,10 @@ func agedPolicy() *sluice.Policy {
 	}}
 }
 
-// seed000Policy is seed 000's hierarchy: a global cap over a per-category
+// notifierPolicy is the notifier's hierarchy: a global cap over a per-category
 // cap, here with a global cap the run never reaches, so that it costs what
 // a second rule costs without changing the workload's answers.
-func seed000Policy() *sluice.Policy {
+func notifierPolicy() *sluice.Policy {
 	return &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 		{Name: "global", Limit: 1 << 40, Window: window},
 		{Name: "category", Limit: perKeyLimit, Window: window, By: []string{"key"}},
@@ -188,7 +188,7 @@ func openThrottled(addr string, names []string) (*instance, error) {
 	}, nil
 }
 
-// naiveScript is the seed-style sliding log: trim, count, add a
+// naiveScript is the textbook sliding log: trim, count, add a
 // "µs-timestamp-random" member, expire.
 const naiveScript = `
 local key, now, window, limit = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -249,12 +249,12 @@ func openNaiveGoRedis(addr string, names []string) (*instance, error) {
 func redisContenders() []contender {
 	return []contender{
 		{"sluice", "redisstore over rueidis, one rule, through Limiter.Allow", openSluice(onePolicy(), benchLimiterConfig)},
-		{"sluice seed 000 (2 rules)", "global + per-key, one script call per decision", openSluice(seed000Policy(), benchLimiterConfig)},
+		{"sluice notifier (2 rules)", "global + per-key, one script call per decision", openSluice(notifierPolicy(), benchLimiterConfig)},
 		{"sluice, 1 s window (keys older than it)", "one rule of 100 per second: entries keep leaving the window", openSluice(agedPolicy(), benchLimiterConfig)},
 		{"go-redis/redis_rate v10", "GCRA, go-redis v9", openRedisRate},
 		{"ulule/limiter v3", "fixed window, redis store, go-redis v9", openUlule},
 		{"throttled/throttled v2", "GCRA, goredisstore.v9", openThrottled},
-		{"naive Lua log (rueidis)", "seed-style ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", openNaiveRueidis},
+		{"naive Lua log (rueidis)", "textbook ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", openNaiveRueidis},
 		{"naive Lua log (go-redis)", "the same script through go-redis", openNaiveGoRedis},
 	}
 }

@@ -52,7 +52,7 @@
 // The hash tag in braces is the policy name followed by the values of the
 // attributes that every rule of the policy names (sluice.Policy's
 // SharedAttributes), so all the keys of one decision live in one Redis
-// Cluster slot: seed 000's global + per-category policy is one slot, and a
+// Cluster slot: the notifier's global + per-category policy is one slot, and a
 // policy whose rules all go by user spreads its users over the cluster. A
 // decision therefore never spans slots; the price is that a policy with a
 // rule that has no By (a global cap) keeps all of its keys in one slot.

@@ -15,7 +15,7 @@ type testCase struct {
 	run  func(e *env)
 }
 
-// notify is seed 000's policy: a global cap over a per-category cap.
+// notify is the notifier's policy: a global cap over a per-category cap.
 func notify() *sluice.Policy {
 	return &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 		{Name: "global", Limit: 10, Window: time.Minute},
@@ -48,7 +48,7 @@ var cases = []testCase{
 	}},
 
 	{"Hierarchy", func(e *env) {
-		// Seed 000: the 4th "errors" is denied by category; after 10
+		// The notifier: the 4th "errors" is denied by category; after 10
 		// admitted across categories the next is denied by global.
 		p := notify()
 		for i := range 3 {
@@ -108,7 +108,7 @@ var cases = []testCase{
 	}},
 
 	{"Penalize", func(e *env) {
-		// Seed 004's behaviour, on request: denied attempts are recorded,
+		// The push notifier's behaviour, on request: denied attempts are recorded,
 		// so a client retrying while denied stays denied.
 		p := single("penalize", 3, 10*time.Second)
 		p.Penalize = true
@@ -128,7 +128,7 @@ var cases = []testCase{
 	}},
 
 	{"MinGap", func(e *env) {
-		// Seed 004: at least 100ms between messages, and the exact time left.
+		// Push notifications: at least 100ms between messages, and the exact time left.
 		p := &sluice.Policy{Name: "push", Rules: []sluice.Rule{
 			{Name: "per-user", Limit: 10, Window: time.Minute, MinGap: 100 * time.Millisecond, By: []string{"user"}},
 		}}
@@ -249,7 +249,7 @@ var cases = []testCase{
 	}},
 
 	{"RecordAddsToEveryWindow", func(e *env) {
-		// Seed 003: one event into many windows, unconditionally.
+		// The telecom platform: one event into many windows, unconditionally.
 		p := &sluice.Policy{Name: "cps", Rules: []sluice.Rule{
 			{Name: "out", Limit: 3, Window: time.Second},
 			{Name: "peer", Limit: 2, Window: time.Second, By: []string{"peer"}},

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-// carrier is seed 003's schedule: 4 calls a second per carrier, each
+// carrier is the dialer's schedule: 4 calls a second per carrier, each
 // waiting at most maxDelay.
 func carrier(maxDelay time.Duration) *sluice.Schedule {
 	return &sluice.Schedule{Name: "carrier", By: []string{"carrier"},
@@ -24,7 +24,7 @@ const ms = time.Millisecond
 // scheduleCases are the conformance cases of the scheduler (Reserve, Cancel).
 var scheduleCases = []testCase{
 	{"ReserveSpacesSlots", func(e *env) {
-		// Seed 003: 4/s, eight calls at one instant leave 250ms apart.
+		// The dialer: 4/s, eight calls at one instant leave 250ms apart.
 		s := carrier(2 * time.Second)
 		ids := map[string]bool{}
 		for i := range 8 {

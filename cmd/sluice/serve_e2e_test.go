@@ -305,7 +305,7 @@ func TestServeScaleRedis(t *testing.T) {
 	for range 3 {
 		procs = append(procs, startServe(t, file))
 	}
-	// Seed 000's scale scenario: 400 notifications over 20 categories at
+	// The notifier's scale scenario: 400 notifications over 20 categories at
 	// once, spread over the three instances.
 	const n, categories = 400, 20
 	var (

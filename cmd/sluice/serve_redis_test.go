@@ -10,7 +10,7 @@ import (
 )
 
 // TestServeRedisCluster serves from a Redis Cluster (store.redis.mode:
-// cluster): seed 000's policy lands in one slot, per-user policies spread.
+// cluster): the notifier's policy lands in one slot, per-user policies spread.
 func TestServeRedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t)

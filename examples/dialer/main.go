@@ -4,7 +4,7 @@
 // it, and leaves. The schedules live in Redis with -redis, so every process
 // that points at the same server shares them; calls above a carrier's rate
 // are delayed, and a call that would wait longer than -max-delay is offered
-// to the other carrier instead (seed 003).
+// to the other carrier instead.
 //
 //	go run ./examples/dialer -carriers 45=4/s,46=10/s -workers 4 -for 5s
 //	go run ./examples/dialer -redis redis://127.0.0.1:6390/0 -name p1 &

@@ -32,7 +32,7 @@ type sender struct {
 	out    io.Writer
 }
 
-// notifyPolicy is seed 000's policy: a global cap over a per-category cap.
+// notifyPolicy is the notifier's policy: a global cap over a per-category cap.
 func notifyPolicy(global, category int64, window time.Duration) *sluice.Policy {
 	return &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 		{Name: "global", Limit: global, Window: window},

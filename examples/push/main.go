@@ -72,7 +72,7 @@ func storeName(redisURL string) string {
 	return "redis"
 }
 
-// pushPolicy is seed 004's limit: 10 notifications per user in any minute,
+// pushPolicy is the push notifier's limit: 10 notifications per user in any minute,
 // at least 100 ms apart. Penalize stays off: a refused notification is not
 // recorded.
 var pushPolicy = sluice.Policy{

@@ -93,7 +93,7 @@ func limit(t *testing.T, resp *http.Response) (r, tt int64) {
 
 const hi = `{"message":"hi"}`
 
-// runScenario is seed 004's behaviour, on whichever store f runs.
+// runScenario is the push notifier's behaviour, on whichever store f runs.
 func runScenario(t *testing.T, f *fixture) {
 	// Two notifications 50 ms apart: the second waits for the gap.
 	if resp := f.push(t, "ann", hi); resp.StatusCode != http.StatusAccepted {

@@ -23,16 +23,16 @@ const designFile = `store:                      # absent: in-memory store
   timeout: 50ms
   on_error: deny
 policies:
-  - name: notify                   # seed 000
+  - name: notify                   # the notifier
     limits:
       - {name: global, limit: 100, window: 30m}
       - {name: category, by: [category], limit: 10, window: 30m}
-  - name: push                     # seed 004
+  - name: push                     # push notifications
     penalize: false
     limits:
       - {name: per-user, by: [user], limit: 10, window: 1m, min_gap: 100ms}
 schedules:
-  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}   # seed 003
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}   # the dialer
 `
 
 func TestParseDesignFile(t *testing.T) {
