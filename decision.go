@@ -5,31 +5,59 @@ import "time"
 // Decision is the outcome of deciding, peeking at or recording a request
 // against a policy. A denial is a Decision with Allowed false, not an error.
 //
+// Every store gives the same figures, and every protocol of sluice serve
+// reports them (rounding durations up to its unit). They describe the state
+// the decision leaves behind:
+//
+//	field        allowed (or recorded)             denied
+//	Used         the window's cost, this request   the window's cost; with Penalize (and
+//	             included                          for Record) this request included
+//	Remaining    Limit - Used, at least 0          Limit - Used, at least 0
+//	RetryAfter   0                                 the least wait after which the same
+//	                                               request is admitted if nothing else
+//	                                               happens, counting what the decision
+//	                                               recorded
+//	ResetAfter   time until the window is empty    time until the window is empty
+//	Cause        ""                                why DeniedBy's rule did not fit
+//
+// Peek gives the decision Allow would give, figures included (Used counts
+// the request when Allow would admit or penalize it), and records nothing.
+// Durations are exact to the microsecond: waiting RetryAfter and sending the
+// same request again admits it, and sending it a microsecond earlier does
+// not, unless something else changed the windows in between.
+//
 // Example: a policy of global 10 and category 3 per 60s, after three
 // "errors" notifications, decides a fourth "errors" notification as
-// Allowed=false, DeniedBy="category", Remaining=0, RetryAfter=the time until
-// the oldest "errors" entry leaves its window, and Limits holding global
-// (Used 3, Remaining 7) and category (Used 3, Remaining 0).
+// Allowed=false, DeniedBy="category", Cause=CauseLimit, Remaining=0,
+// RetryAfter=the time until the oldest "errors" entry leaves its window, and
+// Limits holding global (Used 3, Remaining 7) and category (Used 3,
+// Remaining 0).
 type Decision struct {
 	// Allowed reports whether the request fits every rule (always true for
 	// a shadow policy).
 	Allowed bool
 
 	// Remaining is the smallest Remaining over the rules: how much more cost
-	// fits right now.
+	// fits after this decision.
 	Remaining int64
 
-	// RetryAfter is, when denied, the time until a retry of the same cost
-	// could fit every rule that denied it (the largest over those rules), as
-	// far as the entries present now tell; 0 when allowed.
+	// RetryAfter is 0 when the request is allowed. When it is denied, it is
+	// the least wait after which the same request would be admitted if
+	// nothing else happened in between: the largest RetryAfter over the
+	// rules. With Penalize it counts the attempt this decision recorded.
 	RetryAfter time.Duration
 
-	// ResetAfter is the time until every window of the policy is empty.
+	// ResetAfter is the time until every window of the policy is empty,
+	// after this decision.
 	ResetAfter time.Duration
 
 	// DeniedBy names the first rule, in policy order, that did not fit;
 	// empty when every rule fits.
 	DeniedBy string
+
+	// Cause says why DeniedBy's rule did not fit: CauseLimit or CauseGap;
+	// empty when every rule fits.
+	Cause Cause
 
 	// Shadowed reports that the policy is in shadow mode and the request
 	// would have been denied by DeniedBy.
@@ -43,6 +71,20 @@ type Decision struct {
 	Limits []LimitStatus
 }
 
+// Cause says why a rule did not fit a request.
+type Cause string
+
+// Causes of a denial.
+const (
+	// CauseLimit: the window holds too much cost for the request's. A
+	// client waits for old entries to leave the window.
+	CauseLimit Cause = "limit"
+
+	// CauseGap: the request comes sooner than the rule's MinGap after the
+	// last event. A client waits for the gap, usually a short time.
+	CauseGap Cause = "gap"
+)
+
 // FailedClosed reports whether d is a denial made by the failure policy
 // alone: the store failed and no fallback store decided, so no rule was
 // checked. Serve it as "unavailable" (HTTP 503), not as a quota denial (429).
@@ -52,8 +94,8 @@ func (d *Decision) FailedClosed() bool {
 	return d.Degraded && !d.Allowed && len(d.Limits) == 0
 }
 
-// LimitStatus is the state of one rule's window as seen by a decision, after
-// the request was recorded if it was.
+// LimitStatus is the state of one rule's window as a decision leaves it
+// (see Decision for the figures' contract).
 type LimitStatus struct {
 	// Rule is the rule's name.
 	Rule string
@@ -62,18 +104,28 @@ type LimitStatus struct {
 	Limit  int64
 	Window time.Duration
 
-	// Used is the cost counted in the window.
+	// Used is the cost counted in the window after the decision: the
+	// request included when it was recorded (or, for a peek, would be).
 	Used int64
 
 	// Remaining is Limit-Used, never below zero.
 	Remaining int64
 
 	// Fits reports whether the request fit this rule (its cost and, if the
-	// rule has one, its minimum gap).
+	// rule has one, its minimum gap) before the decision.
 	Fits bool
 
-	// RetryAfter is, when the request did not fit, the time until a request
-	// of the same cost would fit this rule; 0 when it fit.
+	// Cause says why the request did not fit this rule: CauseLimit when the
+	// window had no room for its cost, CauseGap when it came too soon after
+	// the last event, and when both, the one that takes longer to clear
+	// (CauseLimit on a tie). Empty when it fit.
+	Cause Cause
+
+	// RetryAfter is 0 when the decision allowed the request. When it
+	// denied it, RetryAfter is the least wait after which this rule would
+	// fit the same request if nothing else happened, counting what the
+	// decision recorded (so a rule that fit may need a wait after a
+	// penalized attempt).
 	RetryAfter time.Duration
 
 	// ResetAfter is the time until this rule's window is empty.
@@ -82,9 +134,10 @@ type LimitStatus struct {
 
 // NewDecision combines per-rule statuses into a Decision: allowed when every
 // rule fits, Remaining the tightest rule, RetryAfter the largest over the
-// rules that do not fit, ResetAfter the largest over all rules, DeniedBy the
-// first rule that does not fit. Stores build their result with it so that
-// every store combines rules the same way.
+// rules (and every RetryAfter 0 when allowed), ResetAfter the largest over
+// all rules, DeniedBy and Cause from the first rule that does not fit.
+// Stores build their result with it so that every store combines rules the
+// same way.
 func NewDecision(limits []LimitStatus) Decision {
 	d := Decision{Allowed: true, Limits: limits}
 	for i := range limits {
@@ -93,12 +146,16 @@ func NewDecision(limits []LimitStatus) Decision {
 			d.Remaining = s.Remaining
 		}
 		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
-		if !s.Fits {
-			if d.Allowed {
-				d.Allowed = false
-				d.DeniedBy = s.Rule
-			}
-			d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
+		d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
+		if !s.Fits && d.Allowed {
+			d.Allowed = false
+			d.DeniedBy, d.Cause = s.Rule, s.Cause
+		}
+	}
+	if d.Allowed && d.RetryAfter != 0 {
+		d.RetryAfter = 0
+		for i := range limits {
+			limits[i].RetryAfter = 0
 		}
 	}
 	return d

@@ -9,8 +9,11 @@
 //     the request attributes named in By.
 //   - A Policy is a set of rules decided together: a request is allowed only
 //     when every rule fits, and is then recorded in all of them.
-//   - A Decision is the answer: allowed or not, which rule denied, what is
-//     left, when to retry, and the status of every rule.
+//   - A Decision is the answer: allowed or not, which rule denied and why
+//     (its window is full, or the request came too soon after the last
+//     event), what is left, when to retry, and the status of every rule.
+//     Its figures are a promise, the same on every store: waiting
+//     RetryAfter and sending the same request again admits it.
 //   - A Store keeps the windows and decides atomically. memstore keeps them in
 //     this process; redisstore keeps them in Redis, where every instance of a
 //     service shares them and Redis's own clock orders events.

@@ -91,17 +91,14 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	mode := ModeAllow
-	if p != nil && p.Penalize {
-		mode = ModeRecord
-	}
-	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: mode})
+	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: allowMode(p)})
 }
 
-// Peek returns the decision AllowN would return for cost units, recording
-// nothing.
+// Peek returns the decision AllowN would return for cost units, with the
+// figures AllowN would leave (Used counting the request when AllowN would
+// admit it, or penalize it on a Penalize policy), recording nothing.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: ModePeek})
+	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: allowMode(p), DryRun: true})
 }
 
 // Record adds cost units to every rule's window of p whether or not they fit
@@ -109,6 +106,15 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, 
 // whether the event fit and the counts after recording it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: ModeRecord})
+}
+
+// allowMode is the mode of AllowN on p: a Penalize policy records denied
+// attempts too.
+func allowMode(p *Policy) Mode {
+	if p != nil && p.Penalize {
+		return ModeRecord
+	}
+	return ModeAllow
 }
 
 func (l *Limiter) do(ctx context.Context, req *Request) (Decision, error) {

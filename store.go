@@ -12,9 +12,6 @@ const (
 	// ModeAllow records the request only when every rule fits: Allow.
 	ModeAllow Mode = iota
 
-	// ModePeek records nothing: Peek.
-	ModePeek
-
 	// ModeRecord records the request whether or not it fits: Record, and
 	// Allow on a Penalize policy.
 	ModeRecord
@@ -25,8 +22,6 @@ func (m Mode) String() string {
 	switch m {
 	case ModeAllow:
 		return "allow"
-	case ModePeek:
-		return "peek"
 	case ModeRecord:
 		return "record"
 	}
@@ -40,6 +35,11 @@ type Request struct {
 	Attributes map[string]string
 	Cost       int64
 	Mode       Mode
+
+	// DryRun asks for the decision the request would get in Mode, with
+	// every figure as the store would leave it, while changing nothing:
+	// Peek.
+	DryRun bool
 
 	// Limits, when its capacity holds one status per rule, is the buffer a
 	// store writes the decision's statuses into: Decision.Limits then shares

@@ -163,13 +163,18 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		sh := &s.shards[shardIdx[i]]
 		j, removed := sh.live(hashes[i], &keys[i], now, rules[i].Window.Microseconds())
 		moved = moved || removed
-		w := sh.at(j)
-		slots, wins = append(slots, j), append(wins, w)
-		check(&limits[i], &rules[i], sh.at(j), req.Cost, now)
+		slots, wins = append(slots, j), append(wins, sh.at(j))
+		check(&limits[i], &rules[i], wins[i], req.Cost, now)
 		allFit = allFit && limits[i].Fits
 	}
+	record := req.Mode == sluice.ModeRecord || allFit
+	if !allFit {
+		for i := range rules {
+			retry(&limits[i], &rules[i], wins[i], req.Cost, record, now)
+		}
+	}
 
-	if req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && allFit) {
+	if record && !req.DryRun {
 		for i := range rules {
 			sh := &s.shards[shardIdx[i]]
 			j := slots[i]
@@ -181,22 +186,17 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 			wins[i] = sh.slots[slots[i]]
 		}
 		for i := range rules {
-			if moved {
-				slots[i] = s.shards[shardIdx[i]].index(wins[i])
-			}
-			report(&limits[i], &rules[i], s.shards[shardIdx[i]].at(slots[i]), now)
+			report(&limits[i], &rules[i], wins[i], now)
 		}
 		for i := range rules {
 			s.shards[shardIdx[i]].evict(now)
 		}
 	} else {
 		for i := range rules {
-			sh := &s.shards[shardIdx[i]]
-			j := slots[i]
-			if moved && wins[i] != nil {
-				j = sh.index(wins[i])
+			report(&limits[i], &rules[i], wins[i], now)
+			if record {
+				pretend(&limits[i], &rules[i], wins[i], req.Cost, now)
 			}
-			report(&limits[i], &rules[i], sh.at(j), now)
 		}
 	}
 	for _, i := range locked {
@@ -216,13 +216,20 @@ func (s *Store) decideOne(req *sluice.Request) sluice.Decision {
 	sh.mu.Lock()
 	now := s.micros()
 	j, _ := sh.live(h, &k, now, r.Window.Microseconds())
-	check(st, r, sh.at(j), req.Cost, now)
-	record := req.Mode == sluice.ModeRecord || (req.Mode == sluice.ModeAllow && st.Fits)
-	if record {
-		j = sh.record(j, h, &k, r, req.Cost, now)
+	w := sh.at(j)
+	check(st, r, w, req.Cost, now)
+	record := req.Mode == sluice.ModeRecord || st.Fits
+	if !st.Fits {
+		retry(st, r, w, req.Cost, record, now)
 	}
-	report(st, r, sh.at(j), now)
-	if record {
+	if record && !req.DryRun {
+		w = sh.slots[sh.record(j, h, &k, r, req.Cost, now)]
+	}
+	report(st, r, w, now)
+	if record && req.DryRun {
+		pretend(st, r, w, req.Cost, now)
+	}
+	if record && !req.DryRun {
 		sh.evict(now)
 	}
 	sh.mu.Unlock()
@@ -259,25 +266,77 @@ func (sh *shard) at(j int) *window {
 }
 
 // check sets st to rule r's status before a request of cost at now: the
-// rule, Used, Fits and RetryAfter, given its window (nil: none).
+// rule, Used, Fits and Cause, given its window (nil: none).
 func check(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost, now int64) {
 	st.Rule, st.Limit, st.Window = r.Name, r.Limit, r.Window
 	st.Fits = true
 	if w == nil {
 		return
 	}
-	window := r.Window.Microseconds()
 	st.Used = w.used
-	var retry int64
-	if w.used+cost > r.Limit {
+	full := w.used+cost > r.Limit
+	early := r.MinGap > 0 && !w.empty() && now-w.newest < r.MinGap.Microseconds()
+	switch {
+	case full && early:
 		st.Fits = false
-		retry = w.freedAt(w.used+cost-r.Limit, window) - now
+		// The cause is the condition that takes longer to clear.
+		st.Cause = sluice.CauseLimit
+		if limit, gap := waits(r, w, cost, 0, now); gap > limit {
+			st.Cause = sluice.CauseGap
+		}
+	case full:
+		st.Fits, st.Cause = false, sluice.CauseLimit
+	case early:
+		st.Fits, st.Cause = false, sluice.CauseGap
 	}
-	if gap := r.MinGap.Microseconds(); gap > 0 && !w.empty() && now-w.newest < gap {
-		st.Fits = false
-		retry = max(retry, w.newest+gap-now)
+}
+
+// retry sets st.RetryAfter for a denied request of cost at now: the least
+// wait until rule r fits it again, after the decision recorded it (pending)
+// or not.
+func retry(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost int64, pending bool, now int64) {
+	var p int64
+	if pending {
+		p = cost
 	}
-	st.RetryAfter = time.Duration(retry) * time.Microsecond
+	limit, gap := waits(r, w, cost, p, now)
+	st.RetryAfter = time.Duration(max(limit, gap)) * time.Microsecond
+}
+
+// waits returns how long, from now, until rule r's window w (nil: none) has
+// room for cost, and until its minimum gap has passed, once pending units of
+// cost (0 for none) are recorded at now.
+func waits(r *sluice.Rule, w *window, cost, pending, now int64) (limit, gap int64) {
+	window := r.Window.Microseconds()
+	at := now // when the pending entry is recorded: never before the newest
+	var used int64
+	if w != nil {
+		used = w.used
+		at = max(now, w.newest)
+	}
+	if need := used + pending + cost - r.Limit; need > 0 {
+		freed := int64(-1)
+		if w != nil && need <= used {
+			freed = w.freedAt(need, window)
+		}
+		if freed < 0 {
+			freed = at + window // only the pending entry's leaving makes room
+		}
+		limit = freed - now
+	}
+	if g := r.MinGap.Microseconds(); g > 0 {
+		last := int64(-1)
+		switch {
+		case pending > 0:
+			last = at
+		case w != nil && !w.empty():
+			last = w.newest
+		}
+		if last >= 0 {
+			gap = max(0, last+g-now)
+		}
+	}
+	return limit, gap
 }
 
 // record adds cost at now to the window of k, whose hash is h, in slot j, or
@@ -304,6 +363,19 @@ func report(st *sluice.LimitStatus, r *sluice.Rule, w *window, now int64) {
 		}
 	}
 	st.Remaining = max(0, r.Limit-st.Used)
+}
+
+// pretend adjusts a status report gave for a dry run to what recording cost
+// at now would have left: the cost counted, and the window ending a window
+// after the entry.
+func pretend(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost, now int64) {
+	at := now
+	if w != nil {
+		at = max(now, w.newest)
+	}
+	st.Used += cost
+	st.Remaining = max(0, r.Limit-st.Used)
+	st.ResetAfter = time.Duration(at+r.Window.Microseconds()-now) * time.Microsecond
 }
 
 // lockOrder appends to dst the distinct shard indexes of idx in ascending

@@ -22,9 +22,9 @@ import (
 // a failed batch fails each of its decisions, and nothing is ever sent twice.
 //
 // A client talking to one server has one batcher. A Cluster client has one
-// per hash slot (see slotBatchers in evaler.go), since a script's keys must
-// lie in one slot: decisions on a hot slot, such as a global cap's, share
-// batches, and decisions spread over many slots mostly go out alone.
+// per hash slot (slotBatchers), since a script's keys must lie in one slot:
+// decisions on a hot slot, such as a global cap's, share batches, and
+// decisions spread over many slots mostly go out alone.
 
 const (
 	// maxInflight is how many batches may wait for their reply at once.
@@ -66,14 +66,42 @@ func (c *batchCall) finish() ([]int64, error) {
 // batcher sends decide.lua calls over a rueidis client, batching the calls
 // that arrive while others are in flight.
 type batcher struct {
-	client   rueidis.Client
+	ev       rueidisEvaler
 	mu       sync.Mutex
 	inflight int
 	queue    []*batchCall
 }
 
+var (
+	_ decider = (*batcher)(nil)
+	_ decider = (*slotBatchers)(nil)
+)
+
 func newBatcher(client rueidis.Client) *batcher {
-	return &batcher{client: client}
+	return &batcher{ev: rueidisEvaler{client: client}}
+}
+
+// slotBatchers are a Cluster client's batchers, one per hash slot that a
+// decision went to. A script's keys must lie in one slot, and every key of
+// one script call does (see keys.go), so the decisions of one slot can
+// share a batch.
+type slotBatchers struct {
+	client rueidis.Client
+	m      sync.Map // hash slot (uint16) -> *batcher
+}
+
+// decide runs decide.lua with the batcher of the keys' slot.
+func (s *slotBatchers) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("decide.lua needs at least one key")
+	}
+	cmd := s.client.B().Exists().Key(keys[0]).Build()
+	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
+	b, ok := s.m.Load(slot)
+	if !ok {
+		b, _ = s.m.LoadOrStore(slot, newBatcher(s.client))
+	}
+	return b.(*batcher).decide(ctx, keys, args)
 }
 
 // decide runs decide.lua with keys and args, alone or in a batch, and
@@ -169,11 +197,7 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		ev := rueidisEvaler{client: b.client}
-		c.reply, c.err = ev.EvalSHA(ctx, decideScript.sha1, c.keys, c.args)
-		if errors.Is(c.err, ErrNoScript) {
-			c.reply, c.err = ev.Eval(ctx, decideScript.src, c.keys, c.args)
-		}
+		c.reply, c.err = evalScript(ctx, decideScript, c.keys, c.args, b.ev.EvalSHA, b.ev.Eval)
 		return
 	}
 	// Requests with equal arguments (one policy, cost and mode) share a
@@ -214,7 +238,7 @@ func (b *batcher) exec(calls []*batchCall) {
 			args = append(args, strconv.Itoa(index[i]+1))
 		}
 	}
-	reply, err := b.eval(ctx, keys, args)
+	reply, err := evalScript(ctx, batchScript, keys, args, b.ev.arrayBySHA, b.ev.arrayBySource)
 	if err == nil {
 		err = splitBatchReply(reply, calls)
 	}
@@ -260,42 +284,6 @@ func splitBatchReply(reply []rueidis.RedisMessage, calls []*batchCall) error {
 		return fmt.Errorf("batch.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
 	}
 	return nil
-}
-
-// eval runs batch.lua with EVALSHA and, on NOSCRIPT (nothing ran), with
-// EVAL, which loads it.
-func (b *batcher) eval(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, error) {
-	cmd := b.client.B().Evalsha().Sha1(batchScript.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	res := b.client.Do(ctx, cmd)
-	if err := res.Error(); err != nil {
-		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
-			cmd = b.client.B().Eval().Script(batchScript.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-			res = b.client.Do(ctx, cmd)
-		}
-	}
-	if err := res.Error(); err != nil {
-		return nil, err
-	}
-	return res.ToArray()
-}
-
-// ints reads one request's element of batch.lua's reply: an array of
-// integers, or the error deciding it raised.
-func ints(m *rueidis.RedisMessage) ([]int64, error) {
-	if err := m.Error(); err != nil {
-		return nil, err
-	}
-	values, err := m.ToArray()
-	if err != nil {
-		return nil, fmt.Errorf("reply is not an array: %w", err)
-	}
-	out := make([]int64, len(values))
-	for i := range values {
-		if out[i], err = values[i].ToInt64(); err != nil {
-			return nil, fmt.Errorf("reply element %d is not an integer: %w", i, err)
-		}
-	}
-	return out, nil
 }
 
 // batchContext returns a context that ends at the latest deadline of the

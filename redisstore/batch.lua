@@ -5,75 +5,75 @@
 -- first.
 --
 -- KEYS     every request's keys, one request after the other.
--- ARGV[1]  the number of requests n.
--- ARGV[2]  the number of shapes s: distinct argument lists (decide.lua's
---          ARGV), which requests of one policy share.
--- ARGV[3..] per shape: its number of keys, its number of arguments, then
---          the arguments; then, when s > 1, per request the number of its
---          shape (from 1). Each argument costs the server a string, so a
---          request sends at most one besides its keys.
+-- ARGV     the number of requests n and of shapes s: distinct argument
+--          lists (decide.lua's ARGV), which the requests of one policy
+--          share; per shape its number of keys, its number of arguments,
+--          then the arguments; then, when s > 1, per request the number of
+--          its shape (from 1). Each argument costs the server a string, so
+--          a request sends at most one besides its keys.
 --
 -- Reply: one flat array, per request in turn: the length k of decide.lua's
--- reply for it, then that reply's k integers; or, when deciding it raised
--- an error, -1 and the error's message. An error leaves the other requests'
+-- reply for it, then that reply's k integers; or, when deciding it raised an
+-- error, -1 and the error's message. An error leaves the other requests'
 -- decisions as they are. (Nested arrays cost the server a table and a
 -- conversion per request.)
+
+local arg, key = reader(ARGV), reader(KEYS)
+local n, s = tonumber(arg()), tonumber(arg())
 
 -- One TIME for the whole call: the requests run back to back, atomically,
 -- so they are decided at one instant, as requests arriving within one
 -- microsecond would be.
 local now
-local n, s = tonumber(ARGV[1]), tonumber(ARGV[2])
-local a = 3
 local shapes = {}
 for i = 1, s do
-  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  local t = tonumber(ARGV[a + 4])
-  if not t then
-    if not now then
-      local r = call('TIME')
-      now = tonumber(r[1]) * 1000000 + tonumber(r[2])
-    end
-    t = now
+  local nk, na = tonumber(arg()), tonumber(arg())
+  if na ~= 3 + 3 * nk then
+    error('batch.lua: shape ' .. i .. ' has ' .. na .. ' arguments for ' .. nk .. ' keys', 0)
   end
-  shapes[i] = {nk, ARGV[a + 2], tonumber(ARGV[a + 3]), t, ruleArgs(ARGV, a + 5, a + 1 + na)}
-  a = a + 2 + na
+  local shape = {keys = nk, mode = arg(), cost = tonumber(arg()), now = tonumber(arg())}
+  if not shape.now then
+    now = now or clock('')
+    shape.now = now
+  end
+  shape.rules = rules(arg, nk)
+  shapes[i] = shape
 end
 
--- One keys table serves every request in turn: entries past a request's
--- own are cleared, so # counts its keys alone. decide only reads keys and
--- a shape's rules, and overwrites st.
-local out, st = {}, {}
 local function message(err)
   if type(err) == 'table' and err.err then
     return err.err
   end
   return tostring(err)
 end
-local keys, k, lastk = {}, 1, 0
-for d = 1, n do
+
+-- One keys table serves every request in turn: entries past a request's
+-- own are cleared, so # counts its keys alone.
+local out, keys, last = {}, {}, 0
+for _ = 1, n do
   local shape = shapes[1]
   if s > 1 then
-    shape = shapes[tonumber(ARGV[a + d - 1])]
+    shape = shapes[tonumber(arg())]
   end
-  local nk = shape[1]
-  for i = 1, nk do
-    keys[i] = KEYS[k + i - 1]
+  for i = 1, shape.keys do
+    keys[i] = key()
   end
-  for i = nk + 1, lastk do
+  for i = shape.keys + 1, last do
     keys[i] = nil
   end
-  k, lastk = k + nk, nk
-  local at = #out + 1
-  out[at], out[at + 1] = 0, shape[4]
-  local ok, err = pcall(decide, keys, shape[2], shape[3], shape[4], shape[5], out, st)
+  last = shape.keys
+  local head = #out + 1
+  out[head] = 0 -- the length of the request's reply, set below
+  out[#out + 1] = shape.now
+  local ok, err = pcall(decide, keys, shape.rules, shape.mode, shape.cost, shape.now, out)
   if ok then
-    out[at] = #out - at
+    out[head] = #out - head
   else
-    for j = #out, at + 2, -1 do
+    for j = #out, head + 1, -1 do
       out[j] = nil
     end
-    out[at], out[at + 1] = -1, message(err)
+    out[head] = -1
+    out[#out + 1] = message(err)
   end
 end
 flushAll()

@@ -10,28 +10,22 @@
 -- the end of the last reservation left, at once if that has passed.
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = clock(ARGV[1])
 local member = ARGV[2]
 
-local slot = redis.call('ZSCORE', key, member)
+local slot = call('ZSCORE', key, member)
 if not slot or tonumber(slot) < now then
   return {0, now}
 end
-redis.call('ZREM', key, member)
+call('ZREM', key, member)
 
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if #last == 2 then
   local e = tonumber(last[2]) + tonumber(string.match(last[1], '%.(%d+)$'))
   if e <= now then
-    redis.call('DEL', key)
+    call('DEL', key)
   else
-    redis.call('PEXPIRE', key, string.format('%d', math.ceil((e - now) / 1000)))
+    call('PEXPIRE', key, int(ceil((e - now) / 1000)))
   end
 end
 return {1, now}

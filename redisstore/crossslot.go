@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -53,212 +52,151 @@ const (
 // context ended.
 var backgroundRollbacks = make(chan struct{}, maxBackgroundRollbacks)
 
-// layout is where a request's rules live under SlotsPerRule.
-type layout struct {
-	keys   []string // per rule, in policy order
-	groups [][]int  // rule indexes of each slot group, in decision order
-}
-
-// ruleKeys returns the keys of p's rules for attrs, each under its own hash
-// tag, and the slot groups.
-func ruleKeys(prefix string, p *sluice.Policy, attrs map[string]string) layout {
-	l := layout{keys: make([]string, len(p.Rules))}
-	tags := make([]string, len(p.Rules))
-	var buf []byte
-	for i := range p.Rules {
-		r := &p.Rules[i]
-		buf = append(buf[:0], prefix...)
-		buf = append(buf, ":{"...)
-		buf = appendPart(buf, p.Name)
-		for _, a := range r.By {
-			buf = append(buf, ',')
-			buf = appendPart(buf, attrs[a])
-		}
-		buf = append(buf, '}')
-		tags[i] = string(buf[len(prefix)+1:])
-		buf = append(buf, ':')
-		buf = appendPart(buf, p.Name)
-		buf = append(buf, ':')
-		buf = appendPart(buf, r.Name)
-		for j, a := range r.By {
-			if j == 0 {
-				buf = append(buf, ':')
-			} else {
-				buf = append(buf, ',')
-			}
-			buf = appendPart(buf, attrs[a])
-		}
-		l.keys[i] = string(buf)
-	}
-	for i := range p.Rules {
-		found := false
-		for g := range l.groups {
-			if tags[l.groups[g][0]] == tags[i] {
-				l.groups[g] = append(l.groups[g], i)
-				found = true
-				break
-			}
-		}
-		if !found {
-			l.groups = append(l.groups, []int{i})
-		}
-	}
-	slices.SortStableFunc(l.groups, func(a, b []int) int {
-		return len(p.Rules[b[0]].By) - len(p.Rules[a[0]].By)
-	})
-	return l
-}
-
-// decideGroups decides a validated request under SlotsPerRule.
-func (s *Store) decideGroups(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
-	l := ruleKeys(s.prefix, req.Policy, req.Attributes)
-	rules := req.Policy.Rules
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock().UnixMicro(), 10)
-	}
-	limits := make([]sluice.LimitStatus, len(rules))
-	if len(l.groups) == 1 || req.Mode != sluice.ModeAllow {
-		for _, g := range l.groups {
-			if err := s.decideGroup(ctx, req.Mode, req.Cost, now, rules, l, g, limits); err != nil {
+// decideGroups decides req over the several slot groups of its plan.
+func (s *Store) decideGroups(ctx context.Context, req *sluice.Request, pl plan) (sluice.Decision, error) {
+	d := &groupDecision{s: s, req: req, now: s.nowArg(), limits: make([]sluice.LimitStatus, len(req.Policy.Rules))}
+	switch {
+	case req.Mode == sluice.ModeRecord:
+		// Recorded whatever the rules hold: each group records on its own.
+		for _, g := range pl.groups {
+			if _, err := d.run(ctx, g, scriptMode(req)); err != nil {
 				return sluice.Decision{}, err
 			}
 		}
-		return sluice.NewDecision(limits), nil
-	}
-
-	// Reserve group by group; roll back on the first group that denies.
-	var written []reservation
-	for gi, g := range l.groups {
-		res, fit, err := s.reserveGroup(ctx, req.Cost, now, rules, l, g, limits)
-		if err != nil {
-			s.rollback(ctx, req.Cost, written)
+	case req.DryRun:
+		// A peek: each group as if it were alone; when one denies, those
+		// that fit are reported as the denial leaves them, unrecorded.
+		var fit []groupResult
+		for _, g := range pl.groups {
+			res, err := d.run(ctx, g, "peek-group")
+			if err != nil {
+				return sluice.Decision{}, err
+			}
+			if res.fits {
+				fit = append(fit, res)
+			}
+		}
+		if len(fit) < len(pl.groups) {
+			d.unrecord(fit)
+		}
+	default:
+		if err := d.reserve(ctx, pl.groups); err != nil {
 			return sluice.Decision{}, err
 		}
-		if fit {
+	}
+	return sluice.NewDecision(d.limits), nil
+}
+
+// groupDecision is a request on its way through its slot groups.
+type groupDecision struct {
+	s      *Store
+	req    *sluice.Request
+	now    string // the time argument: Config.Clock's µs, or "" for Redis's TIME
+	limits []sluice.LimitStatus
+}
+
+// groupResult is what decide.lua did in a group mode on one group: whether
+// the group fit, and per rule the time the request was recorded at (0 if it
+// was not) and the reset-after from before any write.
+type groupResult struct {
+	group
+	fits        bool
+	at          []int64
+	resetBefore []time.Duration
+}
+
+// reserve decides an Allow over groups, in order: each group checks and
+// records the request when its rules fit; the first that denies rolls back
+// those before it, and the groups after it are peeked so that the decision
+// reports every rule.
+func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
+	var written []groupResult
+	for gi, g := range groups {
+		res, err := d.run(ctx, g, "group")
+		if err != nil {
+			d.s.rollback(ctx, d.req.Cost, written)
+			return err
+		}
+		if res.fits {
 			written = append(written, res)
 			continue
 		}
-		s.rollback(ctx, req.Cost, written)
-		for _, w := range written {
-			for k, i := range w.rules {
-				st := &limits[i]
-				st.Used -= req.Cost
-				st.Remaining = max(0, st.Limit-st.Used)
-				st.ResetAfter = w.resetBefore[k]
-			}
-		}
-		for _, g := range l.groups[gi+1:] {
-			if err := s.decideGroup(ctx, sluice.ModePeek, req.Cost, now, rules, l, g, limits); err != nil {
+		d.s.rollback(ctx, d.req.Cost, written)
+		d.unrecord(written)
+		for _, g := range groups[gi+1:] {
+			res, err := d.run(ctx, g, "peek-group")
+			switch {
+			case err != nil:
 				// The request is denied whatever these rules hold; report
 				// them as fitting with nothing counted rather than fail a
 				// decision already made.
-				for _, i := range g {
-					limits[i] = sluice.LimitStatus{Rule: rules[i].Name, Limit: rules[i].Limit, Window: rules[i].Window,
-						Remaining: rules[i].Limit, Fits: true}
+				for _, i := range g.rules {
+					r := &d.req.Policy.Rules[i]
+					d.limits[i] = sluice.LimitStatus{Rule: r.Name, Limit: r.Limit, Window: r.Window, Remaining: r.Limit, Fits: true}
 				}
+			case res.fits:
+				d.unrecord([]groupResult{res})
 			}
 		}
-		return sluice.NewDecision(limits), nil
-	}
-	return sluice.NewDecision(limits), nil
-}
-
-// groupArgs returns the rule arguments of a group's rules: window, limit
-// and gap of each.
-func groupArgs(args []string, rules []sluice.Rule, g []int) []string {
-	for _, i := range g {
-		args = appendRuleArgs(args, &rules[i])
-	}
-	return args
-}
-
-func groupKeys(l layout, g []int) []string {
-	ks := make([]string, len(g))
-	for k, i := range g {
-		ks[k] = l.keys[i]
-	}
-	return ks
-}
-
-// decideGroup runs decide.lua in mode on one group and writes its rules'
-// statuses into limits.
-func (s *Store) decideGroup(ctx context.Context, mode sluice.Mode, cost int64, now string, rules []sluice.Rule, l layout, g []int, limits []sluice.LimitStatus) error {
-	args := groupArgs([]string{scriptMode[mode], strconv.FormatInt(cost, 10), now}, rules, g)
-	reply, err := run(ctx, s.ev, decideScript, groupKeys(l, g), args)
-	if err != nil {
-		return err
-	}
-	return s.parseGroup(reply, rules, g, limits)
-}
-
-// parseGroup reads decide.lua's statuses of group g's rules into limits.
-func (s *Store) parseGroup(reply []int64, rules []sluice.Rule, g []int, limits []sluice.LimitStatus) error {
-	grules := make([]sluice.Rule, len(g))
-	for k, i := range g {
-		grules[k] = rules[i]
-	}
-	st, err := parseDecision(reply, grules)
-	if err != nil {
-		return err
-	}
-	for k, i := range g {
-		limits[i] = st[k]
+		return nil
 	}
 	return nil
 }
 
-// reservation is what decide.lua wrote in one group in "group" mode: for
-// each rule, the time the request was recorded at, and the reset-after from
-// before the write.
-type reservation struct {
-	keys        []string
-	rules       []int
-	ts          []int64
-	resetBefore []time.Duration
+// run runs decide.lua in mode on group g and writes its rules' statuses
+// into d.limits. A group mode's result tells what rollback needs.
+func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupResult, error) {
+	reply, err := d.s.decider.decide(ctx, g.keys, groupArgs(mode, d.req, d.now, g.rules))
+	if err != nil {
+		return groupResult{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
+	}
+	res := groupResult{group: g, fits: true}
+	stride := 4
+	if mode == "group" || mode == "peek-group" {
+		stride = 6
+	}
+	if _, err := parseStatuses(d.limits, reply, d.req.Policy.Rules, g.rules, stride); err != nil {
+		return groupResult{}, err
+	}
+	for k, i := range g.rules {
+		res.fits = res.fits && d.limits[i].Fits
+		if stride == 6 {
+			v := reply[1+6*k : 1+6*(k+1)]
+			before, at := v[4], v[5]
+			if before < 0 || at < 0 {
+				return groupResult{}, fmt.Errorf("redisstore: decide.lua (%s) replied reset-before=%dµs time=%d for rule %q, not a valid write",
+					mode, before, at, d.req.Policy.Rules[i].Name)
+			}
+			res.at = append(res.at, at)
+			res.resetBefore = append(res.resetBefore, time.Duration(before)*time.Microsecond)
+		}
+	}
+	return res, nil
 }
 
-// reserveGroup runs decide.lua in "group" mode on one group, writes its
-// rules' statuses into limits and reports whether the group fit (and so was
-// recorded).
-func (s *Store) reserveGroup(ctx context.Context, cost int64, now string, rules []sluice.Rule, l layout, g []int, limits []sluice.LimitStatus) (reservation, bool, error) {
-	args := groupArgs([]string{"group", strconv.FormatInt(cost, 10), now}, rules, g)
-	keys := groupKeys(l, g)
-	reply, err := run(ctx, s.ev, decideScript, keys, args)
-	if err != nil {
-		return reservation{}, false, err
-	}
-	n := len(g)
-	if want := 2 + 6*n; len(reply) != want || reply[1+4*n] != 0 && reply[1+4*n] != 1 {
-		return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied %d integers for %d rules, want %d", len(reply), n, want)
-	}
-	if err := s.parseGroup(reply[:1+4*n], rules, g, limits); err != nil {
-		return reservation{}, false, err
-	}
-	recorded := reply[1+4*n] == 1
-	res := reservation{keys: keys, rules: g}
-	for k, i := range g {
-		before, ts := reply[2+4*n+2*k], reply[3+4*n+2*k]
-		if before < 0 || recorded && (!limits[i].Fits || ts <= 0) {
-			return reservation{}, false, fmt.Errorf("redisstore: decide.lua (group) replied reset-before=%dµs time=%d for rule %q, not a valid write",
-				before, ts, rules[i].Name)
+// unrecord reports the rules of groups that fit, recorded (or, for a peek,
+// reported as recorded), as a denial leaves them: without the request.
+func (d *groupDecision) unrecord(groups []groupResult) {
+	for _, res := range groups {
+		for k, i := range res.rules {
+			st := &d.limits[i]
+			st.Used -= d.req.Cost
+			st.Remaining = max(0, st.Limit-st.Used)
+			st.ResetAfter = res.resetBefore[k]
 		}
-		res.ts = append(res.ts, ts)
-		res.resetBefore = append(res.resetBefore, time.Duration(before)*time.Microsecond)
 	}
-	return res, recorded, nil
 }
 
 // rollback removes the entries of written, most recent group first. It runs
 // each rollback once: in ctx while ctx lasts, otherwise in the background
 // with its own timeout. A rollback that fails leaves its entries to expire
 // with their windows (over-counting, never under-counting).
-func (s *Store) rollback(ctx context.Context, cost int64, written []reservation) {
+func (s *Store) rollback(ctx context.Context, cost int64, written []groupResult) {
 	for i := len(written) - 1; i >= 0; i-- {
 		w := written[i]
 		args := []string{strconv.FormatInt(cost, 10)}
-		for k := range w.keys {
-			args = append(args, strconv.FormatInt(w.ts[k], 10))
+		for _, at := range w.at {
+			args = append(args, strconv.FormatInt(at, 10))
 		}
 		if ctx.Err() == nil {
 			_, _ = run(ctx, s.ev, rollbackScript, w.keys, args)

@@ -17,7 +17,7 @@ func TestRuleKeysGroups(t *testing.T) {
 		{Name: "user-hour", Limit: 9, Window: time.Hour, By: []string{"tenant", "user"}},
 		{Name: "org", Limit: 9, Window: time.Hour, By: []string{"org"}},
 	}}
-	l := ruleKeys("s", p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"})
+	l := planOf("s", true, p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"})
 	wantKeys := []string{
 		"s:{tiers}:tiers:global",
 		"s:{tiers,t%7B1%7D}:tiers:tenant:t%7B1%7D",
@@ -30,8 +30,17 @@ func TestRuleKeysGroups(t *testing.T) {
 	}
 	// Most attributes first, ties in policy order; equal tags (tenant and
 	// org have the same value) are one group.
-	if want := [][]int{{2, 3}, {1, 4}, {0}}; !reflect.DeepEqual(l.groups, want) {
-		t.Errorf("groups %v, want %v", l.groups, want)
+	var groups [][]int
+	for _, g := range l.groups {
+		groups = append(groups, g.rules)
+		for k, i := range g.rules {
+			if g.keys[k] != l.keys[i] {
+				t.Errorf("group %v holds key %q for rule %d, want %q", g.rules, g.keys[k], i, l.keys[i])
+			}
+		}
+	}
+	if want := [][]int{{2, 3}, {1, 4}, {0}}; !reflect.DeepEqual(groups, want) {
+		t.Errorf("groups %v, want %v", groups, want)
 	}
 }
 
@@ -51,7 +60,7 @@ func FuzzRuleKeys(f *testing.F) {
 	// after the rule's name.
 	maxLen := len("s:{p,}:p:user:") + 2*(2*maxPartLen+1)
 	f.Fuzz(func(t *testing.T, user, tenant string) {
-		l := ruleKeys("s", p, map[string]string{"user": user, "tenant": tenant})
+		l := planOf("s", true, p, map[string]string{"user": user, "tenant": tenant})
 		for _, k := range l.keys {
 			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > maxLen {
 				t.Fatalf("key %q", k)

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,49 +11,66 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-// scriptMode is the name decide.lua gives each mode.
-var scriptMode = [...]string{
-	sluice.ModeAllow:  "allow",
-	sluice.ModePeek:   "peek",
-	sluice.ModeRecord: "record",
-}
-
-// decide runs decide.lua for a validated request and builds the decision
-// from its reply, in req.Limits when it is large enough.
-func (s *Store) decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
-	rules := req.Policy.Rules
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock().UnixMicro(), 10)
+// Decide implements sluice.Store: one round trip runs decide.lua, which
+// checks every rule and records the request in all of them or none, on the
+// Redis server's clock (or Config.Clock). A policy whose keys fall into
+// several slot groups (SlotsPerRule) takes one round trip per group
+// (crossslot.go).
+//
+// An error from Redis, a lost connection or a context that ends first is
+// returned as an error; the request may or may not have been recorded, and
+// it is never sent again.
+func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
-	args := decideArgs(req, now)
-	reply, err := run(ctx, s.ev, decideScript, keys(s.prefix, req.Policy, req.Attributes), args)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
 	}
-	limits, err := parseDecisionInto(req.LimitsBuffer(), reply, rules)
+	pl := planOf(s.prefix, s.perRule, req.Policy, req.Attributes)
+	if len(pl.groups) > 1 {
+		return s.decideGroups(ctx, req, pl)
+	}
+	reply, err := s.decider.decide(ctx, pl.keys, decideArgs(req, s.nowArg()))
+	if err != nil {
+		return sluice.Decision{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
+	}
+	limits, err := parseStatuses(req.LimitsBuffer(), reply, req.Policy.Rules, nil, 4)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
 	return sluice.NewDecision(limits), nil
 }
 
+// scriptMode returns decide.lua's name of req's mode (MODES in window.lua).
+func scriptMode(req *sluice.Request) string {
+	switch {
+	case req.Mode == sluice.ModeRecord && req.DryRun:
+		return "peek-record"
+	case req.Mode == sluice.ModeRecord:
+		return "record"
+	case req.DryRun:
+		return "peek"
+	}
+	return "allow"
+}
+
 // decideArgs returns decide.lua's arguments for req at the time now (µs in
 // decimal, or "" for Redis's TIME).
 func decideArgs(req *sluice.Request, now string) []string {
-	rules := req.Policy.Rules
-	args := make([]string, 3, 3+3*len(rules))
-	args[0], args[1], args[2] = scriptMode[req.Mode], strconv.FormatInt(req.Cost, 10), now
-	for i := range rules {
-		args = appendRuleArgs(args, &rules[i])
-	}
-	return args
+	return groupArgs(scriptMode(req), req, now, firstRules(len(req.Policy.Rules)))
 }
 
-// appendRuleArgs appends decide.lua's three arguments for r.
-func appendRuleArgs(args []string, r *sluice.Rule) []string {
-	a := argsOf(r)
-	return append(args, a[:]...)
+// groupArgs returns decide.lua's arguments, in mode, for the rules of req's
+// policy whose indexes are rules.
+func groupArgs(mode string, req *sluice.Request, now string, rules []int) []string {
+	args := make([]string, 3, 3+3*len(rules))
+	args[0], args[1], args[2] = mode, strconv.FormatInt(req.Cost, 10), now
+	for _, i := range rules {
+		a := argsOf(&req.Policy.Rules[i])
+		args = append(args, a[:]...)
+	}
+	return args
 }
 
 // ruleShape is what decide.lua needs of a rule.
@@ -87,25 +103,35 @@ func argsOf(r *sluice.Rule) *[3]string {
 	return a
 }
 
-// parseDecision reads decide.lua's reply: the time, then fits, used,
-// retry-after and reset-after for every rule.
-func parseDecision(reply []int64, rules []sluice.Rule) ([]sluice.LimitStatus, error) {
-	return parseDecisionInto(make([]sluice.LimitStatus, len(rules)), reply, rules)
-}
+// statusCause is the cause of each status decide.lua replies for a rule
+// (STATUS in window.lua); 1 is a rule that fits.
+var statusCause = map[int64]sluice.Cause{1: "", 0: sluice.CauseLimit, -1: sluice.CauseGap}
 
-// parseDecisionInto is parseDecision writing into limits, which holds one
-// status per rule.
-func parseDecisionInto(limits []sluice.LimitStatus, reply []int64, rules []sluice.Rule) ([]sluice.LimitStatus, error) {
-	if want := 1 + 4*len(rules); len(reply) != want {
-		return nil, fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), len(rules), want)
+// parseStatuses reads decide.lua's reply into limits: the time, then
+// stride numbers per rule, of which the first four are its status, used,
+// retry-after and reset-after. The reply's rules are those of rules whose
+// indexes are in (nil: all of them, in order); their statuses go to the
+// same indexes of limits.
+func parseStatuses(limits []sluice.LimitStatus, reply []int64, rules []sluice.Rule, in []int, stride int) ([]sluice.LimitStatus, error) {
+	n := len(in)
+	if in == nil {
+		n = len(rules)
 	}
-	for i := range rules {
+	if want := 1 + stride*n; len(reply) != want {
+		return nil, fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), n, want)
+	}
+	for k := range n {
+		i := k
+		if in != nil {
+			i = in[k]
+		}
 		r := &rules[i]
-		v := reply[1+4*i : 5+4*i]
-		fits, used, retry, reset := v[0], v[1], v[2], v[3]
-		if fits != 0 && fits != 1 || used < 0 || retry < 0 || reset < 0 || fits == 1 && retry != 0 {
-			return nil, fmt.Errorf("redisstore: decide.lua replied fits=%d used=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
-				fits, used, retry, reset, r.Name)
+		v := reply[1+stride*k : 1+stride*(k+1)]
+		status, used, retry, reset := v[0], v[1], v[2], v[3]
+		cause, ok := statusCause[status]
+		if !ok || used < 0 || retry < 0 || reset < 0 {
+			return nil, fmt.Errorf("redisstore: decide.lua replied status=%d used=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
+				status, used, retry, reset, r.Name)
 		}
 		limits[i] = sluice.LimitStatus{
 			Rule:       r.Name,
@@ -113,7 +139,8 @@ func parseDecisionInto(limits []sluice.LimitStatus, reply []int64, rules []sluic
 			Window:     r.Window,
 			Used:       used,
 			Remaining:  max(0, r.Limit-used),
-			Fits:       fits == 1,
+			Fits:       cause == "",
+			Cause:      cause,
 			RetryAfter: time.Duration(retry) * time.Microsecond,
 			ResetAfter: time.Duration(reset) * time.Microsecond,
 		}

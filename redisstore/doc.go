@@ -5,9 +5,10 @@
 // Each rule's window is a sorted set, one per combination of the rule's By
 // attribute values. One Lua script, decide.lua, decides a request against
 // every rule of its policy in a single round trip: it checks each rule, then
-// records the request in every rule's window or in none (sluice.ModeAllow),
-// never (ModePeek) or always (ModeRecord). A denied request changes nothing,
-// not even a key's expiry. The semantics are those of package memstore, and
+// records the request in every rule's window or in none (sluice.ModeAllow)
+// or always (ModeRecord), or, for a dry run (a peek), computes what it would
+// leave and writes nothing. A denied request changes nothing, not even a
+// key's expiry. The semantics are those of package memstore, and
 // the conformance suite in package storetest holds both to them.
 //
 // # Entries

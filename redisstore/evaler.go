@@ -6,10 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/redis/rueidis"
 )
+
+// The road to Redis. A Store runs every script through its Evaler, with
+// run; decide.lua, the hot one, goes through its decider, chosen when the
+// store is made: over a rueidis client, a batcher that sends the decisions
+// arriving together as one batch.lua call (batch.go); over any other
+// client, the Evaler itself.
 
 // Evaler is what a Store needs from a Redis client: running a Lua script by
 // its SHA-1 and, when Redis does not know the script, by its source. New and
@@ -45,89 +50,97 @@ func newScript(name, src string) *script {
 	return &script{name: name, src: src, sha1: hex.EncodeToString(sum[:])}
 }
 
-// run runs sc with EVALSHA and, if Redis does not have it, with EVAL, which
-// loads it. NOSCRIPT means the script did not run, so running it again
-// cannot count anything twice; any other error is returned as is.
-func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int64, error) {
-	reply, err := ev.EvalSHA(ctx, sc.sha1, keys, args)
+// eval is one way to send a script: by SHA-1 (EVALSHA) or by source (EVAL).
+type eval[R any] func(ctx context.Context, shaOrSource string, keys, args []string) (R, error)
+
+// evalScript runs sc by its SHA-1 and, when Redis does not have it, by its
+// source, which loads it. NOSCRIPT means the script did not run, so running
+// it again cannot count anything twice; any other error is returned as is.
+// It is the one place that handles NOSCRIPT.
+func evalScript[R any](ctx context.Context, sc *script, keys, args []string, bySHA, bySource eval[R]) (R, error) {
+	reply, err := bySHA(ctx, sc.sha1, keys, args)
 	if errors.Is(err, ErrNoScript) {
-		reply, err = ev.Eval(ctx, sc.src, keys, args)
+		reply, err = bySource(ctx, sc.src, keys, args)
 	}
+	return reply, err
+}
+
+// run runs sc through ev.
+func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int64, error) {
+	reply, err := evalScript(ctx, sc, keys, args, ev.EvalSHA, ev.Eval)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: running %s: %w", sc.name, err)
 	}
 	return reply, nil
 }
 
-// rueidisEvaler runs scripts over a rueidis client. Commands that are not
-// read-only, such as EVALSHA and EVAL, are never retried by rueidis. With
-// batchers, decide.lua calls go through them (see batch.go).
-type rueidisEvaler struct {
-	client rueidis.Client
-	batch  *batcher      // one server: any decisions may share a batch
-	slots  *slotBatchers // a Cluster: decisions of one hash slot may
+// decider runs decide.lua: a Store's road for decisions.
+type decider interface {
+	decide(ctx context.Context, keys, args []string) ([]int64, error)
 }
 
-// newRueidisEvaler returns the Evaler of a Store over client: it batches
-// decisions, on a Redis Cluster those whose keys lie in one hash slot.
-func newRueidisEvaler(client rueidis.Client) rueidisEvaler {
-	e := rueidisEvaler{client: client}
-	if client.Mode() == rueidis.ClientModeCluster {
-		e.slots = &slotBatchers{client: client}
-	} else {
-		e.batch = newBatcher(client)
-	}
-	return e
+// evalerDecider runs each decision as its own script call.
+type evalerDecider struct{ ev Evaler }
+
+func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+	return evalScript(ctx, decideScript, keys, args, d.ev.EvalSHA, d.ev.Eval)
+}
+
+// rueidisEvaler runs scripts over a rueidis client. Commands that are not
+// read-only, such as EVALSHA and EVAL, are never retried by rueidis.
+type rueidisEvaler struct {
+	client rueidis.Client
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
-	if sha1 == decideScript.sha1 && len(keys) > 0 {
-		switch {
-		case e.batch != nil:
-			return e.batch.decide(ctx, keys, args)
-		case e.slots != nil:
-			return e.slots.of(keys[0]).decide(ctx, keys, args)
-		}
-	}
-	cmd := e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	return intsReply(e.client.Do(ctx, cmd))
+	return ints(e.raw(ctx, e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
 }
 
 func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
-	cmd := e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	return intsReply(e.client.Do(ctx, cmd))
+	return ints(e.raw(ctx, e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
 }
 
-// slotBatchers are a Cluster client's batchers, one per hash slot that a
-// decision went to. A script's keys must lie in one slot, and every key of a
-// decision does (its keys share a hash tag: see keys.go and crossslot.go),
-// so the decisions of one slot can share a batch.
-type slotBatchers struct {
-	client rueidis.Client
-	m      sync.Map // hash slot (uint16) -> *batcher
-}
-
-// of returns the batcher of key's hash slot.
-func (s *slotBatchers) of(key string) *batcher {
-	cmd := s.client.B().Exists().Key(key).Build()
-	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
-	if b, ok := s.m.Load(slot); ok {
-		return b.(*batcher)
-	}
-	b, _ := s.m.LoadOrStore(slot, newBatcher(s.client))
-	return b.(*batcher)
-}
-
-func intsReply(res rueidis.RedisResult) ([]int64, error) {
-	if err := res.Error(); err != nil {
+// raw sends cmd and returns its reply message, with NOSCRIPT as ErrNoScript.
+func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
+	msg, err := e.client.Do(ctx, cmd).ToMessage()
+	if err != nil {
 		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
-			return nil, fmt.Errorf("%w: %v", ErrNoScript, err)
+			return msg, fmt.Errorf("%w: %v", ErrNoScript, err)
 		}
-		return nil, err
+		return msg, err
 	}
-	m, err := res.ToMessage()
+	return msg, nil
+}
+
+// arrayBySHA and arrayBySource are EvalSHA and Eval returning the reply as
+// an array of messages, for batch.lua, whose reply mixes integers and error
+// messages.
+func (e rueidisEvaler) arrayBySHA(ctx context.Context, sha1 string, keys, args []string) ([]rueidis.RedisMessage, error) {
+	return array(e.raw(ctx, e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+}
+
+func (e rueidisEvaler) arrayBySource(ctx context.Context, script string, keys, args []string) ([]rueidis.RedisMessage, error) {
+	return array(e.raw(ctx, e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+}
+
+func array(m rueidis.RedisMessage, err error) ([]rueidis.RedisMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ints(&m)
+	return m.ToArray()
+}
+
+// ints reads a reply that is an array of integers.
+func ints(m rueidis.RedisMessage, err error) ([]int64, error) {
+	values, err := array(m, err)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(values))
+	for i := range values {
+		if out[i], err = values[i].ToInt64(); err != nil {
+			return nil, fmt.Errorf("reply element %d is not an integer: %w", i, err)
+		}
+	}
+	return out, nil
 }

@@ -88,11 +88,11 @@ func TestMalformedReplies(t *testing.T) {
 		{"empty", nil},
 		{"only the time", []int64{1}},
 		{"too long", []int64{1, 1, 1, 0, 0, 7}},
-		{"fits not a boolean", []int64{1, 2, 1, 0, 0}},
+		{"unknown status 2", []int64{1, 2, 1, 0, 0}},
 		{"negative used", []int64{1, 1, -1, 0, 0}},
 		{"negative retry", []int64{1, 0, 5, -3, 0}},
 		{"negative reset", []int64{1, 1, 1, 0, -1}},
-		{"fits with a retry", []int64{1, 1, 1, 5, 0}},
+		{"unknown status -2", []int64{1, -2, 1, 5, 0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := decideWith(t, &stubEvaler{reply: tt.reply})

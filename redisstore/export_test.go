@@ -33,7 +33,7 @@ func DecisionArgs(req *sluice.Request, now int64) []string {
 
 // ParseDecision builds the decision of decide.lua's reply for rules.
 func ParseDecision(reply []int64, rules []sluice.Rule) (sluice.Decision, error) {
-	limits, err := parseDecision(reply, rules)
+	limits, err := parseStatuses(make([]sluice.LimitStatus, len(rules)), reply, rules, nil, 4)
 	if err != nil {
 		return sluice.Decision{}, err
 	}

@@ -21,7 +21,7 @@ import (
 func TestMatchesMemstore(t *testing.T) {
 	policies := differentialPolicies()
 	steps := []time.Duration{0, 0, 0, time.Microsecond, 10 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute - time.Microsecond}
-	modes := []sluice.Mode{sluice.ModeAllow, sluice.ModeAllow, sluice.ModeAllow, sluice.ModePeek, sluice.ModeRecord}
+	modes := requestModes
 
 	for _, b := range backends {
 		for seed := range uint64(4) {
@@ -62,7 +62,7 @@ func TestMatchesMemstore(t *testing.T) {
 func TestBatchMatchesMemstore(t *testing.T) {
 	policies := differentialPolicies()
 	steps := []time.Duration{time.Microsecond, 10 * time.Second, 10 * time.Second, 20 * time.Second, 30 * time.Second, time.Minute - time.Microsecond}
-	modes := []sluice.Mode{sluice.ModeAllow, sluice.ModeAllow, sluice.ModeAllow, sluice.ModePeek, sluice.ModeRecord}
+	modes := requestModes
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			t.Parallel()
@@ -126,21 +126,34 @@ func differentialPolicies() []*sluice.Policy {
 	}
 }
 
+// requestMode is a request's Mode and DryRun.
+type requestMode struct {
+	mode sluice.Mode
+	dry  bool
+}
+
+// requestModes are the modes random requests are drawn from: mostly Allow,
+// and peeks and records of both kinds.
+var requestModes = []requestMode{{sluice.ModeAllow, false}, {sluice.ModeAllow, false}, {sluice.ModeAllow, false},
+	{sluice.ModeAllow, true}, {sluice.ModeRecord, false}, {sluice.ModeRecord, true}}
+
 // randomRequest draws a request of one of policies, with a cost that fits
 // every rule's limit.
-func randomRequest(rng *rand.Rand, policies []*sluice.Policy, modes []sluice.Mode) *sluice.Request {
+func randomRequest(rng *rand.Rand, policies []*sluice.Policy, modes []requestMode) *sluice.Request {
 	p := policies[rng.IntN(len(policies))]
 	maxCost := p.Rules[0].Limit
 	for _, r := range p.Rules {
 		maxCost = min(maxCost, r.Limit)
 	}
-	return &sluice.Request{
+	req := &sluice.Request{
 		Policy: p,
 		Attributes: map[string]string{
 			"category": fmt.Sprintf("c%d", rng.IntN(3)),
 			"user":     fmt.Sprintf("u%d", rng.IntN(2)),
 		},
 		Cost: 1 + rng.Int64N(maxCost),
-		Mode: modes[rng.IntN(len(modes))],
 	}
+	m := modes[rng.IntN(len(modes))]
+	req.Mode, req.DryRun = m.mode, m.dry
+	return req
 }

@@ -43,22 +43,11 @@ func queueKey(prefix string, sched *sluice.Schedule, attrs map[string]string) st
 	buf = append(buf, prefix...)
 	buf = append(buf, ":{"...)
 	buf = appendPart(buf, sched.Name)
-	for _, a := range sched.By {
-		buf = append(buf, ',')
-		buf = appendPart(buf, attrs[a])
-	}
+	buf = appendValues(buf, ',', sched.By, attrs)
 	buf = append(buf, "}:"...)
 	buf = appendPart(buf, sched.Name)
 	buf = append(buf, ":@queue"...)
-	for i, a := range sched.By {
-		if i == 0 {
-			buf = append(buf, ':')
-		} else {
-			buf = append(buf, ',')
-		}
-		buf = appendPart(buf, attrs[a])
-	}
-	return string(buf)
+	return string(appendValues(buf, ':', sched.By, attrs))
 }
 
 // nowArg is the time argument of the scripts: Config.Clock's time in µs, or

@@ -21,38 +21,27 @@
 -- The key expires at the end of its last reservation.
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local length = tonumber(ARGV[2])
-local maxdelay = tonumber(ARGV[3])
-local maxqueue = tonumber(ARGV[4])
-local member = ARGV[5]
+local arg = reader(ARGV)
+local now = clock(arg())
+local length = tonumber(arg())
+local maxdelay = tonumber(arg())
+local maxqueue = tonumber(arg())
+local member = arg()
 
--- Numbers are passed to Redis formatted as integers: Lua's own conversion
--- would write large ones in exponent form.
-local function int(n)
-  return string.format('%d', n)
-end
-
-local passed = redis.call('ZCOUNT', key, '-inf', '(' .. int(now))
+local passed = call('ZCOUNT', key, '-inf', '(' .. int(now))
 if passed > 1 then
-  redis.call('ZREMRANGEBYRANK', key, 0, passed - 2)
+  call('ZREMRANGEBYRANK', key, 0, passed - 2)
 end
 
 local slot = now
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if #last == 2 then
   local e = tonumber(last[2]) + tonumber(string.match(last[1], '%.(%d+)$'))
   if e > slot then
     slot = e
   end
 end
-local queue = redis.call('ZCOUNT', key, int(now), '+inf')
+local queue = call('ZCOUNT', key, int(now), '+inf')
 
 if slot - now > maxdelay then
   return {0, 1, now, slot, queue}
@@ -60,8 +49,8 @@ end
 if maxqueue > 0 and queue >= maxqueue then
   return {0, 2, now, slot, queue}
 end
-if redis.call('ZADD', key, 'NX', int(slot), member) == 0 then
+if call('ZADD', key, 'NX', int(slot), member) == 0 then
   return redis.error_reply('ERR reserve.lua: reservation ID ' .. member .. ' already in use')
 end
-redis.call('PEXPIRE', key, int(math.ceil((slot + length - now) / 1000)))
+call('PEXPIRE', key, int(math.ceil((slot + length - now) / 1000)))
 return {1, 0, now, slot, queue + 1}

@@ -1,10 +1,9 @@
 -- rollback.lua undoes what decide.lua wrote in "group" mode for one request,
 -- when a later slot group of the same policy denied it (see crossslot.go).
 --
--- KEYS[i]  a window decide.lua recorded the request in.
--- ARGV[1]  the request's cost.
--- ARGV[2..] one per key, in KEYS order: the time (absolute µs) decide.lua
---          recorded the request at there.
+-- KEYS     the windows decide.lua recorded the request in.
+-- ARGV     the request's cost, then one per key, in KEYS order: the time
+--          (absolute µs) decide.lua recorded the request at there.
 --
 -- The request's cost is taken out of the key's entry of that time, which
 -- holds it: an entry is one instant's, and no other is touched. The entry
@@ -22,24 +21,22 @@
 --
 -- Reply: {number of entries changed}.
 
-local cost = tonumber(ARGV[1])
+local arg = reader(ARGV)
+local cost = tonumber(arg())
 local changed = 0
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local _, epoch = newest(key)
-  if epoch then
-    local rel = int(tonumber(ARGV[i + 1]) - epoch)
-    local m = call('ZRANGEBYSCORE', key, rel, rel)[1]
-    if m then
-      local e, c = parse(m)
-      if c >= cost then
-        changed = changed + 1
-        call('ZREM', key, m)
-        if c > cost then
-          call('ZADD', key, rel, member(e - cost, c - cost))
-        elseif call('ZCARD', key) == 1 then
-          call('DEL', key) -- the epoch alone is left
-        end
+for _, key in ipairs(KEYS) do
+  local at, epoch = tonumber(arg()), newest(key)
+  local rel = epoch and int(at - epoch)
+  local m = rel and call('ZRANGEBYSCORE', key, rel, rel)[1]
+  if m then
+    local e, c = parse(m)
+    if c >= cost then
+      changed = changed + 1
+      call('ZREM', key, m)
+      if c > cost then
+        call('ZADD', key, rel, member(e - cost, c - cost))
+      elseif call('ZCARD', key) == 1 then
+        call('DEL', key) -- the epoch alone is left
       end
     end
   end

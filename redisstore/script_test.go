@@ -33,6 +33,17 @@ func decide(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[strin
 	return d
 }
 
+// peek decides a request as a dry run: the decision Allow would give,
+// recording nothing.
+func peek(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string, cost int64) sluice.Decision {
+	t.Helper()
+	d, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Attributes: attrs, Cost: cost, DryRun: true})
+	if err != nil {
+		t.Fatalf("peek(%s, %v, cost %d): %v", p.Name, attrs, cost, err)
+	}
+	return d
+}
+
 func keysOf(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string) []string {
 	t.Helper()
 	ks, err := s.Keys(p, attrs)
@@ -72,7 +83,7 @@ func TestCostIsOneEntry(t *testing.T) {
 			decide(t, s, p, nil, cost, sluice.ModeAllow)
 			clock.Advance(time.Second)
 		}
-		d := decide(t, s, p, nil, 1<<39, sluice.ModePeek)
+		d := peek(t, s, p, nil, 1<<39)
 		if want := int64(1<<30 + 1<<39 + 1); d.Limits[0].Used != want || d.Allowed {
 			t.Errorf("peek: used %d allowed %v, want used %d and denied", d.Limits[0].Used, d.Allowed, want)
 		}
@@ -139,8 +150,8 @@ func TestDeniedChangesNothing(t *testing.T) {
 		if d := decide(t, s, p, info, 1, sluice.ModeAllow); d.Allowed || d.DeniedBy != "gap" || d.RetryAfter != 400*time.Millisecond {
 			t.Fatalf("info again: %+v, want denied by gap for 400ms", d)
 		}
-		decide(t, s, p, errs, 1, sluice.ModePeek)
-		decide(t, s, p, errs, 2, sluice.ModePeek)
+		peek(t, s, p, errs, 1)
+		peek(t, s, p, errs, 2)
 
 		if after := take(t, ks); !equalSnapshots(before, after) {
 			t.Errorf("denials changed the windows:\nbefore %v\nafter  %v", before, after)

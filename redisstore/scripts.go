@@ -4,12 +4,19 @@ import (
 	_ "embed"
 )
 
-// The package's Lua scripts. Those that read or write rule windows are
-// window.lua, which lays out a window and decides a request, followed by
-// their own main part; the schedule's scripts stand alone (see reserve.go).
+// The package's Lua scripts. Each is prelude.lua (the clock and shared
+// helpers), then, for those that read or write rule windows, window.lua (a
+// window's layout, reads and writes) and decision.lua (a request decided
+// over its rules' windows), then its own main part.
+
+//go:embed prelude.lua
+var preludeLua string
 
 //go:embed window.lua
 var windowLua string
+
+//go:embed decision.lua
+var decisionLua string
 
 //go:embed decide.lua
 var decideLua string
@@ -39,11 +46,12 @@ var (
 	// inspectScript reads windows for Inspect.
 	inspectScript = windowScript("inspect.lua", inspectLua)
 
-	reserveScript = newScript("reserve.lua", reserveLua)
-	cancelScript  = newScript("cancel.lua", cancelLua)
+	reserveScript = newScript("reserve.lua", preludeLua+"\n-- reserve.lua\n\n"+reserveLua)
+	cancelScript  = newScript("cancel.lua", preludeLua+"\n-- cancel.lua\n\n"+cancelLua)
 )
 
-// windowScript returns the script named name: window.lua, then main.
+// windowScript returns the script named name: the prelude, window.lua,
+// decision.lua, then main.
 func windowScript(name, main string) *script {
-	return newScript(name, windowLua+"\n-- "+name+"\n\n"+main)
+	return newScript(name, preludeLua+"\n"+windowLua+"\n"+decisionLua+"\n-- "+name+"\n\n"+main)
 }

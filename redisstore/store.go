@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -76,9 +75,10 @@ const defaultPrefix = "sluice"
 // A Store is safe for concurrent use. Create one with New, NewFromClient or
 // NewFromEvaler; the zero value is not usable.
 type Store struct {
-	ev     Evaler
-	prefix string
-	clock  func() time.Time
+	ev      Evaler  // every script call
+	decider decider // decide.lua's calls: batched over rueidis, else ev
+	prefix  string
+	clock   func() time.Time
 	// perRule reports SlotsPerRule: each rule's keys get their own hash
 	// tag, and policies spanning several tags are decided by crossslot.go.
 	perRule bool
@@ -122,7 +122,16 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	return NewFromEvaler(newRueidisEvaler(client), cfg)
+	s, err := NewFromEvaler(rueidisEvaler{client: client}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if client.Mode() == rueidis.ClientModeCluster {
+		s.decider = &slotBatchers{client: client}
+	} else {
+		s.decider = newBatcher(client)
+	}
+	return s, nil
 }
 
 // NewFromEvaler returns a Store that runs its scripts through ev: the way to
@@ -142,7 +151,7 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	if cfg.Slots > SlotsPerRule {
 		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
 	}
-	return &Store{ev: ev, prefix: prefix, clock: cfg.Clock, perRule: cfg.Slots == SlotsPerRule}, nil
+	return &Store{ev: ev, decider: evalerDecider{ev}, prefix: prefix, clock: cfg.Clock, perRule: cfg.Slots == SlotsPerRule}, nil
 }
 
 // Close stops the store: later calls return sluice.ErrStoreClosed. It closes
@@ -165,31 +174,5 @@ func (s *Store) Keys(p *sluice.Policy, attrs map[string]string) ([]string, error
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	if s.perRule {
-		return ruleKeys(s.prefix, p, attrs).keys, nil
-	}
-	return keys(s.prefix, p, attrs), nil
-}
-
-// Decide implements sluice.Store: one round trip runs decide.lua, which
-// checks every rule and records the request in all of them or none, on the
-// Redis server's clock (or Config.Clock).
-//
-// An error from Redis, a lost connection or a context that ends first is
-// returned as an error; the request may or may not have been recorded, and
-// it is never sent again.
-func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
-	if s.closed.Load() {
-		return sluice.Decision{}, sluice.ErrStoreClosed
-	}
-	if err := req.Validate(); err != nil {
-		return sluice.Decision{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, err
-	}
-	if s.perRule {
-		return s.decideGroups(ctx, req)
-	}
-	return s.decide(ctx, req)
+	return planOf(s.prefix, s.perRule, p, attrs).keys, nil
 }

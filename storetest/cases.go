@@ -96,10 +96,11 @@ var cases = []testCase{
 		if admitted != 3 {
 			e.t.Errorf("admitted %d of 5, want 3", admitted)
 		}
+		// A peek counts the request it would admit: 3 + 1 and 0 + 1.
 		d := e.peek(p, category("warnings"), 1)
-		e.expectUsed("peek", d, 3, 0)
-		if d.Limits[0].Remaining != 7 {
-			e.t.Errorf("global remaining %d, want 7", d.Limits[0].Remaining)
+		e.expectUsed("peek", d, 4, 1)
+		if d.Limits[0].Remaining != 6 {
+			e.t.Errorf("global remaining %d, want 6", d.Limits[0].Remaining)
 		}
 		// The window of the denied category still ends with its admitted
 		// entries: at T0+60s the first one leaves and one more fits.
@@ -121,10 +122,42 @@ var cases = []testCase{
 			e.clock.Advance(time.Second)
 		}
 		// At T0+10s the first attempt left; four are counted, still denied.
+		// A peek gives what Allow would: the attempt penalized too (five
+		// counted), so a retry waits for three entries to leave, at T0+13s.
 		e.clock.Set(T0.Add(10 * time.Second))
 		d := e.peek(p, nil, 1)
-		e.expect("after one window", d, denied("r", 0, 2*time.Second))
-		e.expectUsed("after one window", d, 4)
+		e.expect("after one window", d, denied("r", 0, 3*time.Second))
+		e.expectUsed("after one window", d, 5)
+	}},
+
+	{"PenalizeRetryAfter", func(e *env) {
+		// Limit 3 per 3s, penalized: admitted at 0, 1.2s and 1.5s; the
+		// fourth, at 2.4s, is denied and recorded. Three entries then count
+		// from 2.4s on (1.2s, 1.5s, 2.4s), so a retry fits when the one of
+		// 1.2s leaves, at 4.2s: RetryAfter 1.8s, not the 0.6s until the
+		// first entry leaves. Waiting exactly that long admits.
+		p := single("penalize-retry", 3, 3*time.Second)
+		p.Penalize = true
+		for _, at := range []time.Duration{0, 1200 * time.Millisecond, 1500 * time.Millisecond} {
+			e.clock.Set(T0.Add(at))
+			if d := e.allow(p, nil, 1); !d.Allowed {
+				e.t.Fatalf("at %v: denied by %s", at, d.DeniedBy)
+			}
+		}
+		e.clock.Set(T0.Add(2400 * time.Millisecond))
+		d := e.allow(p, nil, 1)
+		e.expect("fourth", d, denied("r", 0, 1800*time.Millisecond))
+		e.expectUsed("fourth", d, 4)
+		if d.Cause != sluice.CauseLimit {
+			e.t.Errorf("fourth: cause %q, want %q", d.Cause, sluice.CauseLimit)
+		}
+		// A microsecond early it is still denied; a peek tells what Allow
+		// would: that attempt penalized too, a retry would wait for the
+		// entry of 1.5s, until 4.5s.
+		e.clock.Set(T0.Add(4200*time.Millisecond - time.Microsecond))
+		e.expect("1µs early", e.peek(p, nil, 1), denied("r", 0, 300*time.Millisecond+time.Microsecond))
+		e.clock.Set(T0.Add(4200 * time.Millisecond))
+		e.expect("at RetryAfter", e.allow(p, nil, 1), allowed(0))
 	}},
 
 	{"MinGap", func(e *env) {
@@ -135,7 +168,11 @@ var cases = []testCase{
 		u := map[string]string{"user": "u1"}
 		e.expect("first", e.allow(p, u, 1), allowed(9))
 		e.clock.Advance(30 * time.Millisecond)
-		e.expect("30ms later", e.allow(p, u, 1), denied("per-user", 9, 70*time.Millisecond))
+		d := e.allow(p, u, 1)
+		e.expect("30ms later", d, denied("per-user", 9, 70*time.Millisecond))
+		if d.Cause != sluice.CauseGap || d.Limits[0].Cause != sluice.CauseGap {
+			e.t.Errorf("30ms later: cause %q (rule %q), want %q", d.Cause, d.Limits[0].Cause, sluice.CauseGap)
+		}
 		e.expect("other user", e.allow(p, map[string]string{"user": "u2"}, 1), allowed(9))
 		e.clock.Set(T0.Add(100*time.Millisecond - time.Microsecond))
 		e.expect("1µs before the gap", e.allow(p, u, 1), denied("per-user", 9, time.Microsecond))
@@ -169,8 +206,8 @@ var cases = []testCase{
 		e.expect("cost 3 fits exactly", e.allow(p, nil, 3), allowed(0))
 		e.clock.Set(T0.Add(10 * time.Second))
 		d := e.peek(p, nil, 1)
-		e.expect("after the first leaves", d, allowed(4))
-		e.expectUsed("after the first leaves", d, 6)
+		e.expect("after the first leaves", d, allowed(3))
+		e.expectUsed("after the first leaves", d, 7) // 6, and the request a peek counts
 	}},
 
 	{"RetryAfterExact", func(e *env) {
@@ -224,19 +261,24 @@ var cases = []testCase{
 			e.t.Errorf("category b ResetAfter %v, want 1m", got)
 		}
 		e.clock.Advance(10 * time.Second)
-		d = e.peek(p, category("a"), 1)
+		// A denied peek (cost 3 does not fit category a's 2 left) reports
+		// the windows as they are.
+		d = e.peek(p, category("a"), 3)
 		if d.ResetAfter != 50*time.Second || d.Limits[1].ResetAfter != 30*time.Second {
 			e.t.Errorf("peek a: ResetAfter %v (category %v), want 50s (30s)", d.ResetAfter, d.Limits[1].ResetAfter)
 		}
-		if d := e.peek(p, category("never"), 1); d.Limits[1].ResetAfter != 0 {
-			e.t.Errorf("empty window ResetAfter %v, want 0", d.Limits[1].ResetAfter)
+		if d := e.peek(p, category("never"), 1); d.Limits[1].ResetAfter != time.Minute {
+			e.t.Errorf("empty window, admitted by a peek: ResetAfter %v, want 1m (its entry's)", d.Limits[1].ResetAfter)
+		}
+		if d := e.peek(p, category("never"), 3); d.Limits[1].ResetAfter != time.Minute || !d.Allowed {
+			e.t.Errorf("empty window: peek %+v", d)
 		}
 	}},
 
 	{"PeekRecordsNothing", func(e *env) {
 		p := single("peek", 2, time.Minute)
 		for range 3 {
-			e.expect("peek on empty", e.peek(p, nil, 1), allowed(2))
+			e.expect("peek on empty", e.peek(p, nil, 1), allowed(1)) // 1 left after it
 		}
 		e.allow(p, nil, 1)
 		e.allow(p, nil, 1)
@@ -278,7 +320,7 @@ var cases = []testCase{
 		e.expect("1001st", d, denied("r", 0, time.Minute))
 		e.expectUsed("1001st", d, 1000)
 		e.clock.Advance(time.Minute)
-		e.expectUsed("a window later", e.peek(p, nil, 1), 0)
+		e.expectUsed("a window later", e.peek(p, nil, 1), 1) // the peeked request alone
 	}},
 
 	{"AttributesSelectWindows", func(e *env) {
@@ -355,7 +397,7 @@ var cases = []testCase{
 				}
 			}
 		}
-		e.expectUsed("after bad input", e.peek(p, attrs, 1), 0, 0)
+		e.expectUsed("after bad input", e.peek(p, attrs, 1), 1, 1) // the peeked request alone
 		if e.target.TTLs != nil {
 			keys, err := e.target.TTLs(e.ctx)
 			if err != nil {

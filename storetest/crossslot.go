@@ -104,7 +104,7 @@ var crossSlotCases = []testCase{
 
 	{"CrossSlotPeekAndRecord", func(e *env) {
 		p := globalPerUser(3, 2)
-		e.expectUsed("peek", e.peek(p, user("a"), 1), 0, 0)
+		e.expectUsed("peek", e.peek(p, user("a"), 1), 1, 1) // the peeked request alone
 		d := e.record(p, user("a"), 2)
 		e.expectUsed("record 2", d, 2, 2)
 		d = e.record(p, user("a"), 2)

@@ -20,6 +20,7 @@ type DecisionJSON struct {
 	RetryAfterMS int64       `json:"retry_after_ms"`
 	ResetAfterMS int64       `json:"reset_after_ms"`
 	DeniedBy     string      `json:"denied_by"`
+	Cause        string      `json:"cause"`
 	Shadowed     bool        `json:"shadowed,omitempty"`
 	Degraded     bool        `json:"degraded"`
 	Limits       []LimitJSON `json:"limits"`
@@ -33,6 +34,7 @@ type LimitJSON struct {
 	Remaining    int64  `json:"remaining"`
 	WindowMS     int64  `json:"window_ms"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
+	Cause        string `json:"cause"`
 }
 
 // ms returns d in whole milliseconds, rounded up so that a client that waits
@@ -52,13 +54,14 @@ func NewDecisionJSON(d *sluice.Decision) DecisionJSON {
 		RetryAfterMS: ms(d.RetryAfter),
 		ResetAfterMS: ms(d.ResetAfter),
 		DeniedBy:     d.DeniedBy,
+		Cause:        string(d.Cause),
 		Shadowed:     d.Shadowed,
 		Degraded:     d.Degraded,
 		Limits:       make([]LimitJSON, len(d.Limits)),
 	}
 	for i, l := range d.Limits {
 		out.Limits[i] = LimitJSON{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
-			WindowMS: ms(l.Window), RetryAfterMS: ms(l.RetryAfter)}
+			WindowMS: ms(l.Window), RetryAfterMS: ms(l.RetryAfter), Cause: string(l.Cause)}
 	}
 	return out
 }
@@ -89,9 +92,21 @@ func (s *Server) ok(w http.ResponseWriter, api string, v any) {
 	writeJSON(w, v)
 }
 
+// op is what a decide request asks: decide, peek or record.
+type op uint8
+
+const (
+	opDecide op = iota
+	opPeek
+	opRecord
+)
+
+// String returns the op's API name.
+func (o op) String() string { return [...]string{"decide", "peek", "record"}[o] }
+
 // handleDecide serves /v1/decide, /v1/peek and /v1/record.
-func (s *Server) handleDecide(mode sluice.Mode) http.HandlerFunc {
-	api := map[sluice.Mode]string{sluice.ModeAllow: "decide", sluice.ModePeek: "peek", sluice.ModeRecord: "record"}[mode]
+func (s *Server) handleDecide(mode op) http.HandlerFunc {
+	api := mode.String()
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
 		body, p := readBody(w, r, s.maxBody)
@@ -115,7 +130,7 @@ func (s *Server) handleDecide(mode sluice.Mode) http.HandlerFunc {
 
 // decide decides one request of api under st, counting and logging it. A
 // non-nil problem is the answer to give instead of a decision.
-func (s *Server) decide(ctx context.Context, st *state, api string, mode sluice.Mode, policy string, attrs map[string]string, cost int64) (sluice.Decision, *problem) {
+func (s *Server) decide(ctx context.Context, st *state, api string, mode op, policy string, attrs map[string]string, cost int64) (sluice.Decision, *problem) {
 	pol := st.cfg.Policy(policy)
 	if pol == nil {
 		return sluice.Decision{}, unknownPolicy(st, policy)
@@ -123,9 +138,9 @@ func (s *Server) decide(ctx context.Context, st *state, api string, mode sluice.
 	var d sluice.Decision
 	var err error
 	switch mode {
-	case sluice.ModePeek:
+	case opPeek:
 		d, err = st.lim.Peek(ctx, pol, attrs, cost)
-	case sluice.ModeRecord:
+	case opRecord:
 		d, err = st.lim.Record(ctx, pol, attrs, cost)
 	default:
 		d, err = st.lim.AllowN(ctx, pol, attrs, cost)
@@ -141,7 +156,7 @@ func (s *Server) decide(ctx context.Context, st *state, api string, mode sluice.
 		s.log.Warn("store failed; decided by on_error", slog.String("api", api), slog.String("policy", policy),
 			slog.Bool("allowed", d.Allowed), slog.Any("err", err))
 	}
-	if mode != sluice.ModePeek {
+	if mode != opPeek {
 		s.metrics.decision(policy, &d)
 	}
 	if d.Shadowed {

@@ -62,7 +62,7 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	if cost == 0 {
 		cost = 1
 	}
-	mode := sluice.ModeAllow
+	mode := opDecide
 	var override *uint64
 	for i, d := range descs {
 		if d.GetIsNegativeHits() {
@@ -85,7 +85,7 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	}
 	if override != nil {
 		if *override == 0 {
-			mode, cost = sluice.ModePeek, 1
+			mode, cost = opPeek, 1
 		} else if *override > math.MaxInt64 {
 			return nil, status.Error(codes.InvalidArgument, "hits_addend is too large")
 		} else {

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
 )
@@ -57,7 +56,7 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, api, p)
 		return
 	}
-	d, p := s.decide(r.Context(), st, api, sluice.ModeAllow, policy, attrs, cost)
+	d, p := s.decide(r.Context(), st, api, opDecide, policy, attrs, cost)
 	if p != nil {
 		s.fail(w, api, p)
 		return

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicerate/sluice"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
@@ -43,13 +42,13 @@ func (s *Server) count(api string, err error) {
 	s.metrics.requests.WithLabelValues(api, status.Code(err).String()).Inc()
 }
 
-func (g *sluiceService) decide(ctx context.Context, mode sluice.Mode, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
+func (g *sluiceService) decide(ctx context.Context, mode op, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
 	out, err := g.decideNoCount(ctx, mode, req)
 	g.s.count("grpc", err)
 	return out, err
 }
 
-func (g *sluiceService) decideNoCount(ctx context.Context, mode sluice.Mode, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
+func (g *sluiceService) decideNoCount(ctx context.Context, mode op, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
 	st := g.s.state.Load()
 	cost := int64(1)
 	if req.Cost != nil {
@@ -71,30 +70,31 @@ func (g *sluiceService) decideNoCount(ctx context.Context, mode sluice.Mode, req
 		RetryAfterMs: ms(d.RetryAfter),
 		ResetAfterMs: ms(d.ResetAfter),
 		DeniedBy:     d.DeniedBy,
+		Cause:        string(d.Cause),
 		Shadowed:     d.Shadowed,
 		Degraded:     d.Degraded,
 		Limits:       make([]*sluicev1.LimitStatus, len(d.Limits)),
 	}
 	for i, l := range d.Limits {
 		out.Limits[i] = &sluicev1.LimitStatus{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
-			WindowMs: ms(l.Window), RetryAfterMs: ms(l.RetryAfter)}
+			WindowMs: ms(l.Window), RetryAfterMs: ms(l.RetryAfter), Cause: string(l.Cause)}
 	}
 	return out, nil
 }
 
 // Decide implements sluice.v1.Sluice.
 func (g *sluiceService) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, sluice.ModeAllow, req)
+	return g.decide(ctx, opDecide, req)
 }
 
 // Peek implements sluice.v1.Sluice.
 func (g *sluiceService) Peek(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, sluice.ModePeek, req)
+	return g.decide(ctx, opPeek, req)
 }
 
 // Record implements sluice.v1.Sluice.
 func (g *sluiceService) Record(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, sluice.ModeRecord, req)
+	return g.decide(ctx, opRecord, req)
 }
 
 // Reserve implements sluice.v1.Sluice.

@@ -103,17 +103,18 @@ func TestEnvoyAtomicDescriptors(t *testing.T) {
 	if err != nil || res.OverallCode != rlsv3.RateLimitResponse_OK || res.Statuses[1].LimitRemaining != 97 {
 		t.Fatalf("carol = %v, %v; want OK with /orders at 97 remaining", res, err)
 	}
-	// A descriptor hits_addend of 0 checks without recording.
+	// A descriptor hits_addend of 0 checks without recording: it reports
+	// what the hit would leave (96), and leaves 97.
 	peek := proto.Clone(req).(*rlsv3.RateLimitRequest)
 	peek.Descriptors[1].HitsAddend = wrapperspb.UInt64(0)
 	peek.Descriptors[0] = descriptor("user", "dave")
 	res, err = client.ShouldRateLimit(ctx, peek)
-	if err != nil || res.Statuses[1].LimitRemaining != 97 {
+	if err != nil || res.Statuses[1].LimitRemaining != 96 {
 		t.Fatalf("peek = %v, %v", res, err)
 	}
 	res, _ = client.ShouldRateLimit(ctx, peek)
-	if res.Statuses[1].LimitRemaining != 97 {
-		t.Errorf("a peek recorded: remaining %d, want 97", res.Statuses[1].LimitRemaining)
+	if res.Statuses[1].LimitRemaining != 96 {
+		t.Errorf("a peek recorded: remaining %d, want 96", res.Statuses[1].LimitRemaining)
 	}
 }
 

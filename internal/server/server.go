@@ -168,9 +168,9 @@ func storeChanged(a, b *config.Store) bool {
 // 404 and known routes with the wrong method 405, both as problem+json.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/decide", s.handleDecide(sluice.ModeAllow))
-	mux.HandleFunc("POST /v1/peek", s.handleDecide(sluice.ModePeek))
-	mux.HandleFunc("POST /v1/record", s.handleDecide(sluice.ModeRecord))
+	mux.HandleFunc("POST /v1/decide", s.handleDecide(opDecide))
+	mux.HandleFunc("POST /v1/peek", s.handleDecide(opPeek))
+	mux.HandleFunc("POST /v1/record", s.handleDecide(opRecord))
 	mux.HandleFunc("POST /v1/reserve", s.handleReserve)
 	mux.HandleFunc("POST /v1/cancel", s.handleCancel)
 	mux.HandleFunc("GET /v1/policies", s.handlePolicies)

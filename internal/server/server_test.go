@@ -107,10 +107,14 @@ func TestDecideAPI(t *testing.T) {
 	if d.Allowed || d.DeniedBy != "category" || d.RetryAfterMS != 1800000 || d.Limits[1].RetryAfterMS != 1800000 {
 		t.Fatalf("third decision = %+v, want denied by category", d)
 	}
-	// Peek records nothing; record records unconditionally.
+	// Peek records nothing, and answers what decide would (global 2 + 2
+	// after it); record records unconditionally.
 	p := ts.decide("/v1/peek", `{"policy":"notify","attributes":{"category":"info"},"cost":2}`)
-	if !p.Allowed || p.Limits[0].Used != 2 {
-		t.Errorf("peek = %+v, want allowed with global used 2", p)
+	if !p.Allowed || p.Limits[0].Used != 4 {
+		t.Errorf("peek = %+v, want allowed with global used 4 after it", p)
+	}
+	if p := ts.decide("/v1/peek", `{"policy":"notify","attributes":{"category":"info"},"cost":2}`); p.Limits[0].Used != 4 {
+		t.Errorf("second peek = %+v, want global used 4 after it: the first recorded nothing", p)
 	}
 	r := ts.decide("/v1/record", `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`)
 	if r.Allowed || r.Limits[0].Used != 3 || r.Limits[1].Used != 3 {
@@ -173,10 +177,10 @@ func TestProblems(t *testing.T) {
 			}
 		})
 	}
-	// Nothing was recorded by the bad requests.
+	// Nothing was recorded by the bad requests: a peek counts itself alone.
 	d := ts.decide("/v1/peek", `{"policy":"notify","attributes":{"category":"a"}}`)
-	if d.Limits[0].Used != 0 {
-		t.Errorf("bad requests recorded %d", d.Limits[0].Used)
+	if d.Limits[0].Used != 1 {
+		t.Errorf("bad requests recorded %d", d.Limits[0].Used-1)
 	}
 }
 

@@ -1,0 +1,345 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// The property case drives a store with random sequences of decide, peek and
+// record calls, with random costs, gaps and penalize on or off, and holds
+// every decision to model: a naive log of every event, which answers from
+// the contract's definitions (RetryAfter by searching for the least wait, not
+// by a formula a store also uses). After every denial it checks the
+// contract's promise directly: a microsecond before RetryAfter the same
+// request is still denied, at RetryAfter it is admitted.
+//
+// Each run uses a fixed seed and a random one; a failure names the seed, and
+// SLUICE_PROPERTY_SEED=<seed> replays that one alone.
+
+// propertySteps is how many random calls each seed makes (denials add their
+// retry checks on top).
+const propertySteps = 1200
+
+// propertySeedEnv names a seed to replay alone.
+const propertySeedEnv = "SLUICE_PROPERTY_SEED"
+
+func propertySeeds(t interface{ Fatalf(string, ...any) }) []uint64 {
+	if s := os.Getenv(propertySeedEnv); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q is not a seed", propertySeedEnv, s)
+		}
+		return []uint64{seed}
+	}
+	return []uint64{1, rand.Uint64()}
+}
+
+var propertyCases = []testCase{
+	{"RandomSequencesKeepTheContract", func(e *env) {
+		for _, seed := range propertySeeds(e.t) {
+			if !runProperty(e, seed) {
+				e.t.Fatalf("seed %d failed; replay it alone with %s=%d", seed, propertySeedEnv, seed)
+			}
+		}
+	}},
+}
+
+// propertyPolicies returns a few random policies: one to three rules, small
+// limits, windows of minutes (a Redis store expires keys on its own clock,
+// which must not catch up with the manual one during a run), gaps on some
+// rules, penalize on some policies. Policy names carry the seed, so the
+// seeds of one run never share windows.
+func propertyPolicies(rng *rand.Rand, seed uint64) []*sluice.Policy {
+	attrs := []string{"user", "kind"}
+	var out []*sluice.Policy
+	for i := range 4 {
+		p := &sluice.Policy{Name: fmt.Sprintf("prop%d-%d", seed%1000003, i), Penalize: rng.IntN(2) == 0}
+		for j := range 1 + rng.IntN(3) {
+			r := sluice.Rule{
+				Name:   fmt.Sprintf("r%d", j),
+				Limit:  1 + rng.Int64N(8),
+				Window: time.Duration(1+rng.IntN(5)) * time.Minute,
+			}
+			if rng.IntN(3) == 0 {
+				r.MinGap = time.Duration(1+rng.IntN(20)) * time.Second
+			}
+			for _, a := range attrs {
+				if rng.IntN(2) == 0 {
+					r.By = append(r.By, a)
+				}
+			}
+			p.Rules = append(p.Rules, r)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// propertyAdvance returns a random step of the clock: none, a microsecond,
+// milliseconds, seconds, or a good part of a window.
+func propertyAdvance(rng *rand.Rand) time.Duration {
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return time.Microsecond
+	case 2:
+		return time.Duration(rng.Int64N(int64(50 * time.Millisecond)))
+	case 3:
+		return time.Duration(rng.Int64N(int64(5 * time.Second)))
+	case 4:
+		return time.Duration(rng.Int64N(int64(30 * time.Second)))
+	}
+	return time.Duration(rng.Int64N(int64(3 * time.Minute)))
+}
+
+// propertyCall is one call of a sequence.
+type propertyCall struct {
+	op    string // "allow", "peek" or "record"
+	p     *sluice.Policy
+	attrs map[string]string
+	cost  int64
+}
+
+func (c propertyCall) String() string {
+	return fmt.Sprintf("%s(%s penalize=%v, %v, cost %d)", c.op, c.p.Name, c.p.Penalize, c.attrs, c.cost)
+}
+
+// runProperty runs one seed and reports whether every decision matched.
+func runProperty(e *env, seed uint64) bool {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	policies := propertyPolicies(rng, seed)
+	m := newModel(e.clock.Now())
+	ok := true
+	do := func(step int, c propertyCall) sluice.Decision {
+		var got sluice.Decision
+		var err error
+		switch c.op {
+		case "allow":
+			got, err = e.lim.AllowN(e.ctx, c.p, c.attrs, c.cost)
+		case "peek":
+			got, err = e.lim.Peek(e.ctx, c.p, c.attrs, c.cost)
+		default:
+			got, err = e.lim.Record(e.ctx, c.p, c.attrs, c.cost)
+		}
+		if err != nil {
+			e.t.Fatalf("seed %d step %d: %v at %v: %v", seed, step, c, e.elapsed(), err)
+		}
+		want := m.decide(e.clock.Now(), c)
+		if diff := diffDecision(got, want); diff != "" && ok {
+			e.t.Errorf("seed %d step %d: %v at T0+%v:\n%s", seed, step, c, e.elapsed(), diff)
+			ok = false
+		}
+		return got
+	}
+	for step := range propertySteps {
+		if !ok {
+			break
+		}
+		e.clock.Advance(propertyAdvance(rng))
+		p := policies[rng.IntN(len(policies))]
+		limit := p.Rules[0].Limit
+		for _, r := range p.Rules {
+			limit = min(limit, r.Limit)
+		}
+		c := propertyCall{
+			op:    []string{"allow", "allow", "allow", "peek", "record"}[rng.IntN(5)],
+			p:     p,
+			attrs: map[string]string{"user": "u" + strconv.Itoa(rng.IntN(3)), "kind": "k" + strconv.Itoa(rng.IntN(2))},
+			cost:  1 + rng.Int64N(limit),
+		}
+		d := do(step, c)
+		if d.Allowed || !ok || c.op == "peek" && c.p.Penalize {
+			// A peek on a Penalize policy reports the wait after the
+			// penalty Allow would record; the peek recorded nothing.
+			continue
+		}
+		// The promise: the same request a microsecond before RetryAfter is
+		// denied (asked by a peek, which changes nothing), and at RetryAfter
+		// it is admitted.
+		retry := propertyCall{op: "allow", p: c.p, attrs: c.attrs, cost: c.cost}
+		at := e.clock.Now()
+		if d.RetryAfter <= 0 {
+			e.t.Errorf("seed %d step %d: %v denied with RetryAfter %v", seed, step, c, d.RetryAfter)
+			return false
+		}
+		e.clock.Set(at.Add(d.RetryAfter - time.Microsecond))
+		if early := do(step, propertyCall{op: "peek", p: c.p, attrs: c.attrs, cost: c.cost}); early.Allowed && ok {
+			e.t.Errorf("seed %d step %d: %v: admitted 1µs before RetryAfter %v", seed, step, c, d.RetryAfter)
+			ok = false
+		}
+		e.clock.Set(at.Add(d.RetryAfter))
+		if late := do(step, retry); !late.Allowed && ok {
+			e.t.Errorf("seed %d step %d: %v: denied by %s at RetryAfter %v", seed, step, c, late.DeniedBy, d.RetryAfter)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// diffDecision describes how got differs from want, or returns "".
+func diffDecision(got, want sluice.Decision) string {
+	var b strings.Builder
+	top := func(name string, g, w any) {
+		if g != w {
+			fmt.Fprintf(&b, "  %s: got %v, want %v\n", name, g, w)
+		}
+	}
+	top("Allowed", got.Allowed, want.Allowed)
+	top("DeniedBy", got.DeniedBy, want.DeniedBy)
+	top("Cause", got.Cause, want.Cause)
+	top("Remaining", got.Remaining, want.Remaining)
+	top("RetryAfter", got.RetryAfter, want.RetryAfter)
+	top("ResetAfter", got.ResetAfter, want.ResetAfter)
+	if len(got.Limits) != len(want.Limits) {
+		fmt.Fprintf(&b, "  %d limit statuses, want %d\n", len(got.Limits), len(want.Limits))
+		return b.String()
+	}
+	for i := range want.Limits {
+		if got.Limits[i] != want.Limits[i] {
+			fmt.Fprintf(&b, "  rule %d:\n    got  %+v\n    want %+v\n", i, got.Limits[i], want.Limits[i])
+		}
+	}
+	return b.String()
+}
+
+// model is the contract's reference: every event of every window, as a
+// plain list, in µs from the model's start.
+type model struct {
+	start time.Time
+	logs  map[string]*modelLog
+}
+
+type modelLog struct {
+	events []modelEvent
+	newest int64 // time of the newest event ever recorded; -1 for none
+}
+
+type modelEvent struct{ at, cost int64 }
+
+func newModel(start time.Time) *model { return &model{start: start, logs: map[string]*modelLog{}} }
+
+// used returns the cost of the log's events in the window of length w
+// ending at now: (now-w, now].
+func (l *modelLog) used(now, w int64) int64 {
+	var n int64
+	for _, ev := range l.events {
+		if ev.at > now-w {
+			n += ev.cost
+		}
+	}
+	return n
+}
+
+// fits reports whether rule r fits cost at now, by room and by gap.
+func (l *modelLog) fits(r *sluice.Rule, cost, now int64) (room, gap bool) {
+	room = l.used(now, r.Window.Microseconds())+cost <= r.Limit
+	gap = r.MinGap == 0 || l.newest < 0 || now-l.newest >= r.MinGap.Microseconds()
+	return room, gap
+}
+
+// wait returns the least d >= 0 such that cond(now+d) holds; cond is false
+// at now and turns true for good within horizon µs.
+func wait(now, horizon int64, cond func(t int64) bool) int64 {
+	lo, hi := int64(0), horizon // cond(now+lo) false, cond(now+hi) true
+	for lo+1 < hi {
+		mid := lo + (hi-lo)/2
+		if cond(now + mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+func (l *modelLog) clone() *modelLog {
+	return &modelLog{events: slices.Clone(l.events), newest: l.newest}
+}
+
+// record adds cost at now, never before the newest event.
+func (l *modelLog) record(cost, now int64) {
+	at := max(now, l.newest)
+	l.events = append(l.events, modelEvent{at, cost})
+	l.newest = at
+}
+
+// decide returns the decision the contract gives for c at time t.
+func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
+	now := t.Sub(m.start).Microseconds()
+	rules := c.p.Rules
+	logs := make([]*modelLog, len(rules))
+	limits := make([]sluice.LimitStatus, len(rules))
+	allFit := true
+	for i := range rules {
+		r := &rules[i]
+		k := c.p.Name + "\x00" + r.Name
+		for _, a := range r.By {
+			k += "\x00" + c.attrs[a]
+		}
+		if m.logs[k] == nil {
+			m.logs[k] = &modelLog{newest: -1}
+		}
+		logs[i] = m.logs[k]
+		room, gap := logs[i].fits(r, c.cost, now)
+		st := &limits[i]
+		st.Rule, st.Limit, st.Window, st.Fits = r.Name, r.Limit, r.Window, room && gap
+		switch {
+		case !room && !gap:
+			// Both: the one that takes longer to clear.
+			horizon := (r.Window + r.MinGap).Microseconds() + 1
+			roomWait := wait(now, horizon, func(t int64) bool { ok, _ := logs[i].fits(r, c.cost, t); return ok })
+			gapWait := wait(now, horizon, func(t int64) bool { _, ok := logs[i].fits(r, c.cost, t); return ok })
+			st.Cause = sluice.CauseLimit
+			if gapWait > roomWait {
+				st.Cause = sluice.CauseGap
+			}
+		case !room:
+			st.Cause = sluice.CauseLimit
+		case !gap:
+			st.Cause = sluice.CauseGap
+		}
+		allFit = allFit && st.Fits
+	}
+	record := allFit || c.op == "record" || c.p.Penalize
+	after := logs
+	if c.op == "peek" {
+		after = make([]*modelLog, len(logs))
+		for i, l := range logs {
+			after[i] = l.clone()
+		}
+	}
+	for i := range rules {
+		r := &rules[i]
+		st := &limits[i]
+		if record {
+			after[i].record(c.cost, now)
+		}
+		w := r.Window.Microseconds()
+		st.Used = after[i].used(now, w)
+		st.Remaining = max(0, r.Limit-st.Used)
+		for _, ev := range after[i].events {
+			if ev.at > now-w {
+				st.ResetAfter = max(st.ResetAfter, time.Duration(ev.at+w-now)*time.Microsecond)
+			}
+		}
+		if !allFit {
+			l := after[i]
+			if room, gap := l.fits(r, c.cost, now); !room || !gap {
+				horizon := (r.Window + r.MinGap).Microseconds() + 1
+				st.RetryAfter = time.Duration(wait(now, horizon, func(t int64) bool {
+					room, gap := l.fits(r, c.cost, t)
+					return room && gap
+				})) * time.Microsecond
+			}
+		}
+	}
+	return sluice.NewDecision(limits)
+}
