@@ -2,10 +2,11 @@
 
 GO ?= go
 
-.PHONY: test deps doctor vet staticcheck unit fuzz bench demo
+.PHONY: test deps doctor vet staticcheck proto proto-check unit fuzz bench demo
 
-## test: install what the tests need, then vet, staticcheck, short fuzz runs and every test with the race detector.
-test: deps vet staticcheck fuzz unit
+## test: install what the tests need, then vet, staticcheck, a check of the generated gRPC code, short fuzz
+## runs and every test with the race detector.
+test: deps vet staticcheck proto-check fuzz unit
 
 ## deps: the Debian packages the tests need, installed when missing (scripts/deps.sh has the list).
 ## Go tools are pinned in go.mod with tool directives and run with `go tool`: nothing goes into GOBIN.
@@ -21,6 +22,14 @@ vet:
 
 staticcheck:
 	$(GO) tool staticcheck ./...
+
+## proto: regenerate the gRPC code from proto/ (protoc from Debian, its plugins from go.mod's tools).
+proto:
+	@scripts/proto.sh .
+
+## proto-check: the committed generated code is what make proto writes.
+proto-check:
+	@scripts/proto.sh --check
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...

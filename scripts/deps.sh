@@ -14,6 +14,7 @@ needs=(
 	"redis-server|redis-server|make test: the Redis store's tests start standalone, Sentinel and Cluster servers|redis-server --version"
 	"redis-cli|redis-tools|make test: the test harness forms the Redis Cluster|redis-cli --version"
 	"caddy|caddy|make test: the forward-auth test puts Caddy in front of sluice serve|caddy version"
+	"protoc|protobuf-compiler|make test: checks that the generated gRPC code is current (make proto)|protoc --version"
 )
 
 # go.mod's go line: the oldest Go that builds sluice.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/redisstore"
 )
 
@@ -19,6 +20,18 @@ type inspectOutput struct {
 	Store   string          `json:"store"`
 	Now     time.Time       `json:"now"`
 	Windows []inspectWindow `json:"windows"`
+
+	// Next is, with --config, what a request of cost 1 would get now:
+	// the decision of a peek (nothing recorded).
+	Next *nextJSON `json:"next,omitempty"`
+}
+
+// nextJSON is the part of a peek's decision inspect shows.
+type nextJSON struct {
+	Allowed      bool   `json:"allowed"`
+	DeniedBy     string `json:"denied_by"`
+	Cause        string `json:"cause"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
 }
 
 // inspectWindow is one rule's window. Limit, WindowMS, Used and Counts
@@ -29,7 +42,8 @@ type inspectWindow struct {
 	Limit    int64          `json:"limit,omitempty"`
 	WindowMS int64          `json:"window_ms,omitempty"`
 	Used     *int64         `json:"used,omitempty"`
-	TTLMS    int64          `json:"ttl_ms"` // -1: no expiry; 0: no key
+	Cause    string         `json:"cause,omitempty"` // why a request of cost 1 would not fit now
+	TTLMS    int64          `json:"ttl_ms"`          // -1: no expiry; 0: no key
 	Entries  []inspectEntry `json:"entries"`
 }
 
@@ -113,6 +127,15 @@ flags:`)
 		return fail("%v", err)
 	}
 	out := inspectOutput{Policy: *policy, Store: store.Where, Now: now.UTC(), Windows: []inspectWindow{}}
+	var next sluice.Decision
+	if p != nil {
+		lim := sluice.NewLimiter(store.Redis, sluice.Config{Timeout: 5 * time.Second})
+		if next, err = lim.Peek(ctx, p, attrs.values, 1); err != nil {
+			return fail("%v", err)
+		}
+		out.Next = &nextJSON{Allowed: next.Allowed, DeniedBy: next.DeniedBy, Cause: string(next.Cause),
+			RetryAfterMS: server.NewDecisionJSON(&next).RetryAfterMS}
+	}
 	for i, w := range windows {
 		iw := inspectWindow{Rule: w.Rule, Key: w.Key, TTLMS: w.TTL.Milliseconds(), Entries: []inspectEntry{}}
 		if w.TTL < 0 {
@@ -122,6 +145,7 @@ flags:`)
 		if p != nil {
 			r = &p.Rules[i]
 			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
+			iw.Cause = string(next.Limits[i].Cause)
 		}
 		for _, e := range w.Entries {
 			age := now.Sub(e.Time)
@@ -146,6 +170,18 @@ flags:`)
 	fmt.Fprintf(stdout, "policy %q on %s, server time %s\n", *policy, store.Where, now.UTC().Format(time.RFC3339Nano))
 	if len(out.Windows) == 0 {
 		fmt.Fprintln(stdout, "no windows")
+	}
+	if n := out.Next; n != nil {
+		switch {
+		case n.Allowed:
+			fmt.Fprintln(stdout, "a request of cost 1 now: allowed")
+		case n.Cause == string(sluice.CauseGap):
+			fmt.Fprintf(stdout, "a request of cost 1 now: denied by rule %s, too soon after the last event; retry in %v\n",
+				n.DeniedBy, time.Duration(n.RetryAfterMS)*time.Millisecond)
+		default:
+			fmt.Fprintf(stdout, "a request of cost 1 now: denied by rule %s, its window is full; retry in %v\n",
+				n.DeniedBy, time.Duration(n.RetryAfterMS)*time.Millisecond)
+		}
 	}
 	for _, w := range out.Windows {
 		ttl := "no key"

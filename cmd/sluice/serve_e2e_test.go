@@ -76,8 +76,12 @@ func TestServeRedis(t *testing.T) {
 		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}:notify:category") {
 		t.Errorf("inspect = %+v", in)
 	}
+	if in.Next == nil || in.Next.Allowed || in.Next.DeniedBy != "category" || in.Next.Cause != "limit" || in.Windows[1].Cause != "limit" || in.Windows[0].Cause != "" {
+		t.Errorf("inspect's next request = %+v (windows %+v), want denied by category for its limit", in.Next, in.Windows)
+	}
 	code, out, _ = runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors")
-	if code != 0 || !strings.Contains(out, "rule category: 10/10 used per 30m0s; 10 entries; expires in") || !strings.Contains(out, "age ") {
+	if code != 0 || !strings.Contains(out, "rule category: 10/10 used per 30m0s; 10 entries; expires in") || !strings.Contains(out, "age ") ||
+		!strings.Contains(out, "a request of cost 1 now: denied by rule category, its window is full; retry in") {
 		t.Errorf("inspect text = %d\n%s", code, out)
 	}
 	// Without the file, inspect finds the windows with SCAN.
@@ -138,8 +142,9 @@ func exerciseEndpoints(t *testing.T, p *serveProc) {
 	if d.Allowed || d.DeniedBy != "category" || d.RetryAfterMS <= 0 || d.RetryAfterMS > 1800000 || d.Limits[0].Used != 10 {
 		t.Fatalf("11th decision = %+v, want denied by category", d)
 	}
+	// A peek answers what decide would: the 10 it asks for counted too.
 	p.post("/v1/peek", `{"policy":"notify","attributes":{"category":"info"},"cost":10}`, &d)
-	if !d.Allowed || d.Limits[0].Used != 10 || d.Limits[1].Used != 0 {
+	if !d.Allowed || d.Limits[0].Used != 20 || d.Limits[1].Used != 10 {
 		t.Errorf("peek = %+v", d)
 	}
 	p.post("/v1/record", `{"policy":"notify","attributes":{"category":"info"},"cost":10}`, &d)
@@ -281,7 +286,10 @@ func exerciseGRPC(t *testing.T, p *serveProc) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.Limits[1].Used
+		if !d.Allowed {
+			t.Fatalf("a peek of another user is denied: %v", d)
+		}
+		return d.Limits[1].Used - 1 // a peek counts the request it would admit
 	}
 	before := pathUsed()
 	res, err := env.ShouldRateLimit(ctx, req)
