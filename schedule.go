@@ -49,23 +49,22 @@ func (r *Rate) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParseRate parses "EVENTS/PERIOD": "4/s", "20/1s", "100/30m", "3/500ms".
-// PERIOD is a Go duration; a unit alone ("ms", "s", "m", "h") means one of
-// it.
+// ParseRate parses "EVENTS/PERIOD": "4/s", "20/1s", "100/30m", "3/500ms",
+// "1/d", "3/2d12h". PERIOD is a Go duration that may start with whole days
+// ("2d" is 48h); a unit alone ("ms", "s", "m", "h", "d") means one of it.
+// The period is at most a year, and the rate at most one event per
+// microsecond. The configuration file and `sluice reserve --rate` read rates
+// with it.
 func ParseRate(s string) (Rate, error) {
 	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("sluice: rate %q is not EVENTS/PERIOD; write one such as 4/s or 100/30m", s)
+		return Rate{}, fmt.Errorf("sluice: rate %q is not EVENTS/PERIOD; write one such as 4/s, 100/30m or 10/1m", s)
 	}
 	events, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
 	if err != nil || events < 1 {
 		return Rate{}, fmt.Errorf("sluice: rate %q must start with a whole number of events of at least 1, as in 4/s", s)
 	}
-	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
-	}
-	d, err := time.ParseDuration(per)
+	d, err := parsePeriod(strings.TrimSpace(per))
 	if err != nil {
 		return Rate{}, fmt.Errorf("sluice: rate %q has a bad period: %v", s, err)
 	}
@@ -74,6 +73,41 @@ func ParseRate(s string) (Rate, error) {
 		return Rate{}, fmt.Errorf("sluice: rate %q: %v", s, err)
 	}
 	return r, nil
+}
+
+// maxPeriod bounds the period ParseRate accepts: a period of more than a
+// year is a mistake.
+const maxPeriod = 366 * 24 * time.Hour
+
+// parsePeriod parses the period of a rate: a Go duration, optionally
+// starting with whole days ("1d", "2d12h"), or a unit alone, one of it.
+func parsePeriod(s string) (time.Duration, error) {
+	p := s
+	if p != "" && (p[0] < '0' || p[0] > '9') {
+		p = "1" + p
+	}
+	if _, err := strconv.ParseFloat(p, 64); err == nil {
+		return 0, fmt.Errorf("%q has no unit; write %ss, %sm or %sms", s, p, p, p)
+	}
+	var d time.Duration
+	if i := strings.IndexByte(p, 'd'); i > 0 {
+		days, err := strconv.ParseUint(p[:i], 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("%q does not start with a whole number of days, as in 2d12h", s)
+		}
+		d, p = time.Duration(days)*24*time.Hour, p[i+1:]
+	}
+	if p != "" || d == 0 {
+		rest, err := time.ParseDuration(p)
+		if err != nil || rest < 0 {
+			return 0, fmt.Errorf("%q is not a duration such as 250ms, 30s, 30m, 1h30m or 1d", s)
+		}
+		d += rest
+	}
+	if d < 0 || d > maxPeriod {
+		return 0, fmt.Errorf("%q is longer than a year; use a shorter one", s)
+	}
+	return d, nil
 }
 
 // validate reports why r is not a usable rate.

@@ -40,6 +40,11 @@ func TestParseRate(t *testing.T) {
 		{"3/500ms", Rate{3, 500 * time.Millisecond}},
 		{"1/h", Rate{1, time.Hour}},
 		{"1000000/s", Rate{1000000, time.Second}},
+		{"10/1m", Rate{10, time.Minute}},
+		{"1/d", Rate{1, 24 * time.Hour}},
+		{"7/1d", Rate{7, 24 * time.Hour}},
+		{"3/2d12h", Rate{3, 60 * time.Hour}},
+		{"1/366d", Rate{1, 366 * 24 * time.Hour}},
 	}
 	for _, tt := range good {
 		got, err := ParseRate(tt.in)
@@ -51,7 +56,8 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q.String() = %q) = %v, %v", tt.in, got.String(), back, err)
 		}
 	}
-	for _, in := range []string{"", "4", "4/", "/s", "0/s", "-1/s", "x/s", "4/x", "4/-1s", "4/0s", "2000001/s", "1.5/s"} {
+	for _, in := range []string{"", "4", "4/", "/s", "0/s", "-1/s", "x/s", "4/x", "4/-1s", "4/0s", "2000001/s", "1.5/s",
+		"4/30", "4/0", "4/1.5d", "4/0d", "4/1d-1h", "4/1d2d", "4/367d", "4/65535d", "4/99999999999d", "4/s/s"} {
 		if r, err := ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) = %v, want an error", in, r)
 		}
