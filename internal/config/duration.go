@@ -3,10 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/sluicerate/sluice"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicerate/sluice"
 )
 
 // maxDuration bounds every duration in a file: a window of more than a year
@@ -57,31 +58,12 @@ func parseWithDays(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// parseRate parses "N/PERIOD": "4/s", "100/30m", "10/1m". PERIOD is a
-// duration, and a unit alone ("s", "m", "h", "ms", "d") means one of it.
+// parseRate is sluice.ParseRate, the one reader of rates, with its message
+// as a file reports it: the file's name and position say where it is from.
 func parseRate(s string) (sluice.Rate, error) {
-	s = strings.TrimSpace(s)
-	n, per, ok := strings.Cut(s, "/")
-	if !ok {
-		return sluice.Rate{}, fmt.Errorf("rate %q is not EVENTS/PERIOD; write one such as 4/s, 100/30m or 10/1m", s)
-	}
-	events, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
-	if err != nil || events < 1 {
-		return sluice.Rate{}, fmt.Errorf("rate %q must start with a whole number of events of at least 1, as in 4/s", s)
-	}
-	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
-	}
-	d, err := parseDuration(per)
+	r, err := sluice.ParseRate(s)
 	if err != nil {
-		return sluice.Rate{}, fmt.Errorf("rate %q has a bad period: %v", s, err)
+		return r, errors.New(strings.TrimPrefix(err.Error(), "sluice: "))
 	}
-	if d == 0 {
-		return sluice.Rate{}, fmt.Errorf("rate %q has a period of zero; write one such as 4/s", s)
-	}
-	if d/time.Duration(events) < time.Microsecond {
-		return sluice.Rate{}, fmt.Errorf("rate %q is faster than one event per microsecond; lower it", s)
-	}
-	return sluice.Rate{Events: events, Per: d}, nil
+	return r, nil
 }
