@@ -1,6 +1,11 @@
 package sluice
 
-import "time"
+import (
+	"math"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
 
 // Decision is the outcome of deciding, peeking at or recording a request
 // against a policy. A denial is a Decision with Allowed false, not an error.
@@ -59,15 +64,21 @@ type Decision struct {
 	// empty when every rule fits.
 	Cause Cause
 
-	// Shadowed reports that the policy is in shadow mode and the request
-	// would have been denied by DeniedBy.
+	// Shadowed reports that the request was admitted although DeniedBy
+	// did not fit it: the policy, or that rule, is in shadow mode.
 	Shadowed bool
+
+	// Unlimited reports that no rule of the policy applied to the request
+	// (or every one that did exempts it): it was admitted with no limit,
+	// recorded nowhere, and Remaining is math.MaxInt64.
+	Unlimited bool
 
 	// Degraded reports that the store failed and this decision was made by
 	// the Limiter's failure policy instead of the store.
 	Degraded bool
 
-	// Limits holds one status per rule, in policy order.
+	// Limits holds one status per rule that applied to the request, in
+	// policy order.
 	Limits []LimitStatus
 }
 
@@ -130,33 +141,67 @@ type LimitStatus struct {
 
 	// ResetAfter is the time until this rule's window is empty.
 	ResetAfter time.Duration
+
+	// Shadow reports that the rule is in shadow mode: when it does not fit,
+	// it does not deny.
+	Shadow bool
 }
 
-// NewDecision combines per-rule statuses into a Decision: allowed when every
-// rule fits, Remaining the tightest rule, RetryAfter the largest over the
-// rules (and every RetryAfter 0 when allowed), ResetAfter the largest over
-// all rules, DeniedBy and Cause from the first rule that does not fit.
-// Stores build their result with it so that every store combines rules the
-// same way.
-func NewDecision(limits []LimitStatus) Decision {
-	d := Decision{Allowed: true, Limits: limits}
-	for i := range limits {
-		s := &limits[i]
+// newDecision combines the results of a store request into a Decision:
+// allowed when every check that is not Shadow fits, Remaining the tightest
+// rule, RetryAfter the largest over the rules that are not Shadow (0 when
+// allowed, unless a shadow rule would deny: then its wait), ResetAfter the
+// largest, DeniedBy and Cause from the first rule that does not fit, a
+// shadow rule only when no other denies. Every store's results are combined
+// the same way.
+func newDecision(req *store.Request) Decision {
+	if len(req.Checks) == 0 {
+		return Decision{Allowed: true, Unlimited: true, Remaining: math.MaxInt64}
+	}
+	d := Decision{Allowed: true, Limits: make([]LimitStatus, len(req.Checks))}
+	var shadowRetry time.Duration
+	shadowedBy, shadowCause := "", Cause("")
+	for i := range req.Checks {
+		c, r := &req.Checks[i], &req.Results[i]
+		s := LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, c.Limit-r.Used),
+			Fits: r.Fits, Cause: causes[r.Cause], RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Shadow: c.Shadow}
+		d.Limits[i] = s
 		if i == 0 || s.Remaining < d.Remaining {
 			d.Remaining = s.Remaining
 		}
 		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
-		d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
-		if !s.Fits && d.Allowed {
+		switch {
+		case s.Shadow:
+			if !s.Fits {
+				shadowRetry = max(shadowRetry, s.RetryAfter)
+				if shadowedBy == "" {
+					shadowedBy, shadowCause = s.Rule, s.Cause
+				}
+			}
+		case !s.Fits && d.Allowed:
 			d.Allowed = false
 			d.DeniedBy, d.Cause = s.Rule, s.Cause
+			fallthrough
+		default:
+			// A rule that fit may need a wait too, after a penalized
+			// attempt was recorded in it.
+			d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
 		}
 	}
-	if d.Allowed && d.RetryAfter != 0 {
-		d.RetryAfter = 0
-		for i := range limits {
-			limits[i].RetryAfter = 0
+	if !d.Allowed {
+		return d
+	}
+	d.RetryAfter = 0
+	for i := range d.Limits {
+		if s := &d.Limits[i]; s.Fits || !s.Shadow {
+			s.RetryAfter = 0
 		}
+	}
+	if shadowedBy != "" {
+		d.Shadowed, d.DeniedBy, d.Cause, d.RetryAfter = true, shadowedBy, shadowCause, shadowRetry
 	}
 	return d
 }
+
+// causes maps a store's causes to a Decision's.
+var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap}

@@ -6,21 +6,28 @@
 //
 //   - A Rule is one limit: at most Limit units of cost in any window of length
 //     Window, optionally with a MinGap between events, kept per combination of
-//     the request attributes named in By.
+//     the request attributes named in By. A rule may apply to some requests
+//     only (Optional, Unless, Match) and give matching values a limit of
+//     their own (Overrides): per user when the user is known and per IP
+//     otherwise, ten times the free plan's limit for the paid plan, a limit
+//     of 0 to block.
 //   - A Policy is a set of rules decided together: a request is allowed only
-//     when every rule fits, and is then recorded in all of them.
+//     when every rule that applies fits, and is then recorded in all of them.
 //   - A Decision is the answer: allowed or not, which rule denied and why
 //     (its window is full, or the request came too soon after the last
 //     event), what is left, when to retry, and the status of every rule.
 //     Its figures are a promise, the same on every store: waiting
 //     RetryAfter and sending the same request again admits it.
-//   - A Store keeps the windows and decides atomically. memstore keeps them in
-//     this process; redisstore keeps them in Redis, where every instance of a
-//     service shares them and Redis's own clock orders events.
 //   - A Schedule is a leaky-bucket queue: each Reservation gets the next free
 //     slot at a fixed rate, or is rejected when its wait would be too long.
-//   - A Limiter validates requests, applies a policy's modes and the failure
-//     policy, and asks its Store.
+//   - A Limiter resolves a policy and a request's attributes into the windows
+//     the request must fit, validates it, applies the policy's modes and the
+//     failure policy, and asks its store to decide.
+//   - A store keeps the windows and decides atomically: memstore keeps them
+//     in this process; redisstore keeps them in Redis, where every instance
+//     of a service shares them and Redis's own clock orders events. Package
+//     store is the contract between the Limiter and a store, for those who
+//     write one; storetest checks it.
 //
 // A denial is a value (Decision.Allowed false); an error is a failure or bad
 // input, and errors for bad input wrap the package's sentinel errors.

@@ -1,6 +1,10 @@
 package sluice
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicerate/sluice/store"
+)
 
 // Sentinel errors for bad input. A request that fails validation changes no
 // state in any store. Errors returned by the Limiter wrap these sentinels with
@@ -18,18 +22,21 @@ var (
 	ErrEmptyPolicy = errors.New("sluice: policy has no rules")
 
 	// ErrInvalidPolicy reports a policy or rule that cannot be enforced: a
-	// missing name, a limit or window of zero or less, a duplicate rule name.
+	// missing name, a negative limit, a window of zero or less, a duplicate
+	// rule name, a condition that cannot hold.
 	ErrInvalidPolicy = errors.New("sluice: invalid policy")
 
 	// ErrMissingAttribute reports a request that lacks an attribute named in
-	// a rule's By list.
+	// the By list of a rule that applies to it (a rule that is not
+	// Optional).
 	ErrMissingAttribute = errors.New("sluice: missing attribute")
 
 	// ErrUnknownPolicy reports a policy name that is not configured.
 	ErrUnknownPolicy = errors.New("sluice: unknown policy")
 
-	// ErrStoreClosed reports a call on a store after Close.
-	ErrStoreClosed = errors.New("sluice: store is closed")
+	// ErrStoreClosed reports a call on a store after Close. It is
+	// store.ErrClosed, for callers that know the store only as sluice's.
+	ErrStoreClosed = store.ErrClosed
 )
 
 // Sentinel errors of the scheduler. Like the others, errors returned for bad

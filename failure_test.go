@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // fakeStore fails or answers as told, and counts its calls.
@@ -21,7 +22,7 @@ type fakeStore struct {
 
 var errStoreDown = errors.New("store down")
 
-func (s *fakeStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+func (s *fakeStore) Decide(ctx context.Context, req *store.Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -30,9 +31,12 @@ func (s *fakeStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Dec
 		s.deadline = time.Until(d)
 	}
 	if s.err != nil {
-		return sluice.Decision{}, s.err
+		return s.err
 	}
-	return sluice.Decision{Allowed: true, Remaining: 1}, nil
+	for i := range req.ResultsBuffer() { // every window fits, one unit left
+		req.Results[i] = store.Result{Fits: true, Used: req.Checks[i].Limit - 1}
+	}
+	return nil
 }
 
 func (s *fakeStore) Close() error { return nil }
@@ -211,11 +215,11 @@ type blockingStore struct {
 	release chan struct{}
 }
 
-func (s *blockingStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+func (s *blockingStore) Decide(ctx context.Context, req *store.Request) error {
 	s.entered <- struct{}{}
 	select {
 	case <-ctx.Done():
-		return sluice.Decision{}, ctx.Err()
+		return ctx.Err()
 	case <-s.release:
 		return s.fakeStore.Decide(ctx, req)
 	}

@@ -3,6 +3,8 @@ package sluice
 import (
 	"context"
 	"time"
+
+	"github.com/sluicerate/sluice/store"
 )
 
 // OnError is what a Limiter decides when its store fails.
@@ -36,7 +38,7 @@ type Config struct {
 	// Fallback, when set, decides instead of OnError when the store fails
 	// or the circuit is open: typically an in-memory store, local to the
 	// process. Its decisions are marked Degraded. Default nil.
-	Fallback Store
+	Fallback store.Store
 
 	// FallbackShare divides every rule's limit (rounding down, at least 1)
 	// when Fallback decides: the number of processes that share the
@@ -49,9 +51,32 @@ type Config struct {
 	Breaker Breaker
 }
 
-// Limiter decides requests against policies over a Store. It validates every
-// request before the store sees it, applies a policy's Penalize and Shadow
-// modes, and applies the failure policy when the store fails.
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 50 * time.Millisecond
+
+// Breaker configures a Limiter's circuit breaker. The zero value is the
+// default.
+type Breaker struct {
+	// Failures is the number of consecutive store failures that open the
+	// circuit. Default 5; a negative value disables the breaker.
+	Failures int
+
+	// CoolDown is how long an open circuit answers without calling the
+	// store before one request probes it. Default 1s.
+	CoolDown time.Duration
+}
+
+// Defaults of Breaker's fields.
+const (
+	DefaultBreakerFailures = 5
+	DefaultBreakerCoolDown = time.Second
+)
+
+// Limiter decides requests against policies over a store. It resolves a
+// policy and a request's attributes into the windows the request must fit
+// (the rules that apply, with their limits), validates the request before
+// the store sees it, applies a policy's Penalize and Shadow modes, and
+// applies the failure policy when the store fails.
 //
 // Allow is shorthand for AllowN with cost 1. Peek answers what AllowN would
 // answer without recording anything, and Record records unconditionally.
@@ -59,20 +84,21 @@ type Config struct {
 // A Limiter is safe for concurrent use. Its zero value is not usable; create
 // one with NewLimiter.
 type Limiter struct {
-	store   Store
-	local   bool // store is a LocalStore
+	store   store.Store
+	local   bool // store is a store.Local
 	cfg     Config
 	breaker *breaker
 }
 
-// NewLimiter returns a Limiter over store.
-func NewLimiter(store Store, cfg Config) *Limiter {
-	_, local := store.(LocalStore)
-	return &Limiter{store: store, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
+// NewLimiter returns a Limiter over s: memstore.New(...) for one process,
+// redisstore.New(...) for many.
+func NewLimiter(s store.Store, cfg Config) *Limiter {
+	_, local := s.(store.Local)
+	return &Limiter{store: s, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
 }
 
 // Store returns the limiter's store.
-func (l *Limiter) Store() Store { return l.store }
+func (l *Limiter) Store() store.Store { return l.store }
 
 // Allow decides one unit of cost against p. It is shorthand for
 // AllowN(ctx, p, attrs, 1).
@@ -80,9 +106,10 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 	return l.AllowN(ctx, p, attrs, 1)
 }
 
-// AllowN decides cost units against every rule of p and, when all fit,
-// records them in every rule's window. A denied request is recorded only when
-// p.Penalize is set.
+// AllowN decides cost units against every rule of p that applies to attrs
+// and, when all fit, records them in every such rule's window. A denied
+// request is recorded only when p.Penalize is set. A request no rule applies
+// to is allowed with no limit (Decision.Unlimited).
 //
 // Bad input (an invalid policy, cost, or missing attribute) returns an error
 // wrapping one of the sentinel errors and changes nothing. A store failure
@@ -91,41 +118,56 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: allowMode(p)})
+	return l.do(ctx, p, attrs, cost, allowMode(p), false)
 }
 
 // Peek returns the decision AllowN would return for cost units, with the
 // figures AllowN would leave (Used counting the request when AllowN would
 // admit it, or penalize it on a Penalize policy), recording nothing.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: allowMode(p), DryRun: true})
+	return l.do(ctx, p, attrs, cost, allowMode(p), true)
 }
 
-// Record adds cost units to every rule's window of p whether or not they fit
-// (recording one event into many windows at once). The decision reports
-// whether the event fit and the counts after recording it.
+// Record adds cost units to the window of every rule of p that applies to
+// attrs, whether or not they fit (recording one event into many windows at
+// once). The decision reports whether the event fit and the counts after
+// recording it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, &Request{Policy: p, Attributes: attrs, Cost: cost, Mode: ModeRecord})
+	return l.do(ctx, p, attrs, cost, store.ModeRecord, false)
+}
+
+// Decide decides a request resolved by the caller into the windows it must
+// fit: for a front end with a model of its own, such as Envoy's rate-limit
+// descriptors. It validates req as AllowN validates a policy's request and
+// applies the failure policy; the decision's statuses follow req.Checks.
+func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
+	if err := checkRequest(req); err != nil {
+		return Decision{}, err
+	}
+	return l.decide(ctx, req)
 }
 
 // allowMode is the mode of AllowN on p: a Penalize policy records denied
 // attempts too.
-func allowMode(p *Policy) Mode {
+func allowMode(p *Policy) store.Mode {
 	if p != nil && p.Penalize {
-		return ModeRecord
+		return store.ModeRecord
 	}
-	return ModeAllow
+	return store.ModeAllow
 }
 
-func (l *Limiter) do(ctx context.Context, req *Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
+func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry bool) (Decision, error) {
+	s := getScratch()
+	defer putScratch(s)
+	if err := s.resolve(p, attrs, cost); err != nil {
 		return Decision{}, err
 	}
-	d, err := l.decide(ctx, req)
-	if err != nil && !d.Degraded {
-		return d, err
+	if len(s.req.Checks) == 0 {
+		return newDecision(&s.req), nil // no rule applies: no limit, and no store call
 	}
-	if req.Policy.Shadow && !d.Allowed {
+	s.req.Mode, s.req.DryRun = mode, dry
+	d, err := l.decide(ctx, &s.req)
+	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true
 		d.Shadowed = d.DeniedBy != ""

@@ -3,8 +3,9 @@ package sluice
 import "fmt"
 
 // Policy is a set of rules decided together: a request is allowed only when
-// every rule fits, and an allowed request is recorded in every rule's window
-// or in none. A global cap over a per-category cap is a policy of two rules.
+// every rule that applies to it fits, and an allowed request is recorded in
+// every such rule's window or in none. A global cap over a per-category cap
+// is a policy of two rules.
 //
 // A Policy is a plain value; it is safe for concurrent use as long as it is
 // not modified while in use.
@@ -78,13 +79,4 @@ func (p *Policy) Shares(attr string) bool {
 		}
 	}
 	return len(p.Rules) > 0
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

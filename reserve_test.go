@@ -12,15 +12,14 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // windowsOnly is a store that keeps no schedules.
 type windowsOnly struct{}
 
-func (windowsOnly) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{}, nil
-}
-func (windowsOnly) Close() error { return nil }
+func (windowsOnly) Decide(context.Context, *store.Request) error { return nil }
+func (windowsOnly) Close() error                                 { return nil }
 
 func TestReserveNeedsAScheduler(t *testing.T) {
 	lim := sluice.NewLimiter(windowsOnly{}, sluice.Config{OnError: sluice.Allow})
@@ -43,12 +42,12 @@ type downStore struct {
 	deadlines []time.Duration
 }
 
-func (s *downStore) Reserve(ctx context.Context, _ *sluice.ReserveRequest) (sluice.Reservation, error) {
+func (s *downStore) Reserve(ctx context.Context, _ *store.ReserveRequest) (store.Reservation, error) {
 	s.note(ctx)
-	return sluice.Reservation{}, errDown
+	return store.Reservation{}, errDown
 }
 
-func (s *downStore) Cancel(ctx context.Context, _ *sluice.CancelRequest) (bool, error) {
+func (s *downStore) Cancel(ctx context.Context, _ *store.CancelRequest) (bool, error) {
 	s.note(ctx)
 	return false, errDown
 }

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,12 @@ import (
 // policy (a global cap). A rule with By attributes keeps one window per
 // distinct combination of those attributes' values (per user, per category).
 //
+// A rule may apply to some requests only: when Optional, to those that carry
+// every By attribute; with Unless, to those that carry none of its
+// attributes; with Match, to those whose attribute values match. Overrides
+// give matching values a limit of their own. A request no rule applies to
+// is admitted with no limit.
+//
 // Windows are half-open: at time T a window covers (T-Window, T], so an event
 // recorded exactly Window ago no longer counts. Stores work in whole
 // microseconds; durations are truncated to microseconds.
@@ -20,7 +27,8 @@ type Rule struct {
 	// Decision.DeniedBy and in store keys. Required.
 	Name string
 
-	// Limit is the most cost admitted in any window. Required, > 0.
+	// Limit is the most cost admitted in any window. A Limit of 0 admits
+	// nothing: the rule blocks every request it applies to.
 	Limit int64
 
 	// Window is the length of the sliding window. Required, >= 1µs.
@@ -33,33 +41,180 @@ type Rule struct {
 	// By names the request attributes that select this rule's window, in
 	// order. Empty means one shared window.
 	By []string
+
+	// Optional makes the rule apply only to requests that carry every By
+	// attribute; it skips the others instead of failing them with
+	// ErrMissingAttribute. Per user when the user is known, say, beside a
+	// per-IP rule with Unless: [user] for the others.
+	Optional bool
+
+	// Unless makes the rule apply only to requests that carry none of
+	// these attributes.
+	Unless []string
+
+	// Match makes the rule apply only to requests whose attributes match:
+	// each key is an attribute, each value a pattern, either the value
+	// itself, or a prefix followed by '*' ("/api/*"); "*" matches any value.
+	// A request without the attribute does not match.
+	Match map[string]string
+
+	// Overrides give requests whose attributes match a limit of their own
+	// (plan=free 100 a minute, plan=paid 1000): the first override that
+	// matches sets the rule's Limit, or makes the request Unlimited for this
+	// rule (it is neither checked nor recorded there).
+	Overrides []Override
+
+	// Shadow makes the rule decide and report without denying: a request
+	// it would deny is admitted when the other rules allow it, reported with
+	// Decision.Shadowed, and recorded here too. Use it to roll out a rule.
+	Shadow bool
+}
+
+// Override is a limit of a rule for the requests whose attributes match.
+type Override struct {
+	// Match holds attribute patterns, as Rule.Match; every one must match.
+	// At least one.
+	Match map[string]string
+
+	// Limit replaces the rule's limit (0 blocks).
+	Limit int64
+
+	// Unlimited exempts the matching requests from the rule instead.
+	Unlimited bool
 }
 
 // validate reports why r cannot be enforced, or nil.
 func (r *Rule) validate() error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: rule %q: %s", ErrInvalidPolicy, r.Name, fmt.Sprintf(format, args...))
+	}
 	switch {
 	case r.Name == "":
 		return fmt.Errorf("%w: a rule has no name; give every rule a name such as \"global\" or \"per-user\"", ErrInvalidPolicy)
-	case r.Limit <= 0:
-		return fmt.Errorf("%w: rule %q has limit %d; a limit must be at least 1", ErrInvalidPolicy, r.Name, r.Limit)
+	case r.Limit < 0:
+		return invalid("limit %d is negative; use 0 to block, or a positive limit", r.Limit)
 	case r.Window < time.Microsecond:
 		return fmt.Errorf("%w: rule %q has window %v; a window must be at least 1µs", ErrInvalidPolicy, r.Name, r.Window)
 	case r.MinGap < 0:
 		return fmt.Errorf("%w: rule %q has negative min gap %v", ErrInvalidPolicy, r.Name, r.MinGap)
 	}
-	for i, a := range r.By {
-		if a == "" {
-			return fmt.Errorf("%w: rule %q has an empty attribute name in By[%d]", ErrInvalidPolicy, r.Name, i)
+	if err := checkNames("By", r.By); err != nil {
+		return invalid("%v", err)
+	}
+	if err := checkNames("Unless", r.Unless); err != nil {
+		return invalid("%v", err)
+	}
+	for _, a := range r.Unless {
+		if contains(r.By, a) {
+			return invalid("it is keyed by %q and applies unless %q is present: it would never apply", a, a)
 		}
-		for _, b := range r.By[:i] {
-			if a == b {
-				return fmt.Errorf("%w: rule %q names attribute %q twice in By", ErrInvalidPolicy, r.Name, a)
-			}
+	}
+	if err := checkPatterns(r.Match); err != nil {
+		return invalid("match: %v", err)
+	}
+	for i, o := range r.Overrides {
+		switch {
+		case len(o.Match) == 0:
+			return invalid("override %d has no match; an override applies to the requests its match selects", i+1)
+		case o.Limit < 0:
+			return invalid("override %d has limit %d; use 0 to block, or a positive limit", i+1, o.Limit)
+		case o.Unlimited && o.Limit != 0:
+			return invalid("override %d is unlimited and has limit %d; keep one", i+1, o.Limit)
+		}
+		if err := checkPatterns(o.Match); err != nil {
+			return invalid("override %d: %v", i+1, err)
 		}
 	}
 	return nil
 }
 
-// TTL is how long after its newest entry a window of r can matter: the window
-// plus the minimum gap. Stores expire idle keys after this long.
-func (r *Rule) TTL() time.Duration { return r.Window + r.MinGap }
+// checkNames reports an empty or repeated attribute name in the list field.
+func checkNames(field string, names []string) error {
+	for i, a := range names {
+		if a == "" {
+			return fmt.Errorf("an empty attribute name in %s[%d]", field, i)
+		}
+		if contains(names[:i], a) {
+			return fmt.Errorf("%s names attribute %q twice", field, a)
+		}
+	}
+	return nil
+}
+
+// checkPatterns reports a pattern with a '*' elsewhere than at its end, or
+// an empty attribute name.
+func checkPatterns(match map[string]string) error {
+	for a, p := range match {
+		if a == "" {
+			return fmt.Errorf("an empty attribute name")
+		}
+		if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+			return fmt.Errorf("pattern %q for %q has a '*' before its end; a pattern is a value, or a prefix followed by '*'", p, a)
+		}
+	}
+	return nil
+}
+
+// matches reports whether attrs carries every attribute of match with a
+// value its pattern matches.
+func matches(match map[string]string, attrs map[string]string) bool {
+	for a, p := range match {
+		v, ok := attrs[a]
+		if !ok {
+			return false
+		}
+		if prefix, wild := strings.CutSuffix(p, "*"); wild {
+			if !strings.HasPrefix(v, prefix) {
+				return false
+			}
+		} else if v != p {
+			return false
+		}
+	}
+	return true
+}
+
+// applies reports whether r applies to a request with attrs: its Optional,
+// Unless and Match conditions hold. A required By attribute that is missing
+// does not make r not apply: the request is then bad input.
+func (r *Rule) applies(attrs map[string]string) bool {
+	if r.Optional {
+		for _, a := range r.By {
+			if _, ok := attrs[a]; !ok {
+				return false
+			}
+		}
+	}
+	for _, a := range r.Unless {
+		if _, ok := attrs[a]; ok {
+			return false
+		}
+	}
+	return matches(r.Match, attrs)
+}
+
+// limitFor returns r's limit for attrs, after the first override that
+// matches, and whether that override makes the request unlimited.
+func (r *Rule) limitFor(attrs map[string]string) (limit int64, unlimited bool) {
+	for i := range r.Overrides {
+		if o := &r.Overrides[i]; matches(o.Match, attrs) {
+			return o.Limit, o.Unlimited
+		}
+	}
+	return r.Limit, false
+}
+
+// conditional reports whether r applies to some requests only, or has
+// overrides: what a decision must evaluate per request.
+func (r *Rule) conditional() bool {
+	return r.Optional || len(r.Unless) > 0 || len(r.Match) > 0 || len(r.Overrides) > 0
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

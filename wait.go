@@ -7,22 +7,6 @@ import (
 	"time"
 )
 
-// Clock tells the time and sleeps: Limiter.Wait reads the context's
-// deadline and waits for slots with it. The stores keep their own clocks.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-
-	// After returns a channel that receives once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
-// systemClock is the Clock of package time, the default.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // cancelTimeout bounds the Cancel that Wait makes after its context ended.
 const cancelTimeout = 5 * time.Second
 
@@ -47,20 +31,18 @@ const cancelTimeout = 5 * time.Second
 //
 // Wait sleeps on Config.Clock.
 func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string, cost int64) (Reservation, error) {
-	req := &ReserveRequest{Schedule: s, Attributes: attrs, Cost: cost}
+	var maxDelay time.Duration
 	if s != nil {
-		req.MaxDelay = s.MaxDelay
+		maxDelay = s.MaxDelay
 	}
-	if err := req.Validate(); err != nil {
+	req, err := reserveRequest(s, attrs, cost, maxDelay)
+	if err != nil {
 		return Reservation{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Reservation{}, err
 	}
-	clock := l.cfg.Clock
-	if clock == nil {
-		clock = systemClock{}
-	}
+	clock := l.clock()
 	bounded := false
 	if deadline, ok := ctx.Deadline(); ok {
 		left := deadline.Sub(clock.Now())

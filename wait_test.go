@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Every test here runs in a synctest bubble: time.Now and timers are fake
@@ -247,14 +248,14 @@ type failingStore struct {
 
 var errDown = errors.New("store down")
 
-func (s failingStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+func (s failingStore) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
 	if s.failReserve {
-		return sluice.Reservation{}, errDown
+		return store.Reservation{}, errDown
 	}
 	return s.Store.Reserve(ctx, req)
 }
 
-func (s failingStore) Cancel(context.Context, *sluice.CancelRequest) (bool, error) {
+func (s failingStore) Cancel(context.Context, *store.CancelRequest) (bool, error) {
 	return false, errDown
 }
 

@@ -28,16 +28,18 @@ type memContender struct {
 
 func memContenders() []memContender {
 	return []memContender{
-		{"sluice memstore (Store.Decide)", "exact sliding log; one Request and Limits buffer reused", func(names []string) func() decideFunc {
+		{"sluice memstore (Store.Decide)", "exact sliding log; one store request, resolved once, reused", func(names []string) func() decideFunc {
 			s := memstore.New(memstore.Config{})
 			p := onePolicy()
 			return func() decideFunc {
-				attrs := map[string]string{"key": ""}
-				req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
+				req, err := sluice.Resolve(p, map[string]string{"key": ""}, 1)
+				if err != nil {
+					panic(err)
+				}
 				return func(ctx context.Context, i int) (bool, error) {
-					attrs["key"] = names[i]
-					d, err := s.Decide(ctx, req)
-					return d.Allowed, err
+					req.Checks[0].Values[0] = names[i]
+					err := s.Decide(ctx, req)
+					return err == nil && req.Results[0].Fits, err
 				}
 			}
 		}},

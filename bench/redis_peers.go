@@ -109,11 +109,11 @@ func openSluice(p *sluice.Policy, limiterCfg sluice.Config) func(addr string, na
 				}
 			},
 			redisKey: func(i int) string {
-				ks, err := s.Keys(p, map[string]string{"key": names[i]})
+				req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
 				if err != nil {
 					return ""
 				}
-				return ks[last]
+				return s.Keys(req)[last]
 			},
 			zset:  true,
 			close: func() { s.Close() },

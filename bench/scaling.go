@@ -180,8 +180,11 @@ func (b *bench) limitsTable() {
 			return
 		}
 		inst := &instance{redisKey: func(i int) string {
-			ks, _ := s.Keys(p, map[string]string{"key": names[i]})
-			return ks[0]
+			req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
+			if err != nil {
+				return ""
+			}
+			return s.Keys(req)[0]
 		}, zset: true}
 		perKey, perEvent := b.adm.perKey(inst, keys, 100)
 		enc := b.adm.encoding(inst.redisKey(0))

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -155,8 +156,8 @@ func TestMissingKey(t *testing.T) {
 // failingStore is a store whose every decision fails.
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{}, errors.New("redis: connection refused to 10.1.2.3:6379")
+func (failingStore) Decide(context.Context, *store.Request) error {
+	return errors.New("redis: connection refused to 10.1.2.3:6379")
 }
 
 func (failingStore) Close() error { return nil }
@@ -284,7 +285,7 @@ func TestNewErrors(t *testing.T) {
 		{"no limiter", Config{Policies: []*sluice.Policy{perKey(1)}, Keys: keys}, "Limiter is nil"},
 		{"no policies", Config{Limiter: lim, Keys: keys}, "Policies is empty"},
 		{"nil policy", Config{Limiter: lim, Policies: []*sluice.Policy{nil}, Keys: keys}, "Policies[0] is nil"},
-		{"invalid policy", Config{Limiter: lim, Policies: []*sluice.Policy{perKey(0)}, Keys: keys}, "limit 0"},
+		{"invalid policy", Config{Limiter: lim, Policies: []*sluice.Policy{perKey(-1)}, Keys: keys}, "limit -1 is negative"},
 		{"duplicate policy", Config{Limiter: lim, Policies: []*sluice.Policy{perKey(1), perKey(2)}, Keys: keys}, "listed twice"},
 		{"missing key function", Config{Limiter: lim, Policies: []*sluice.Policy{perKey(1)}}, `attribute "key", which has no function`},
 	}

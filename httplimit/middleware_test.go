@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -226,8 +227,8 @@ func TestMiddlewareShadowNeverDenies(t *testing.T) {
 // failingStore is a store whose every decision fails.
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{}, errors.New("redis: connection refused to 10.1.2.3:6379")
+func (failingStore) Decide(context.Context, *store.Request) error {
+	return errors.New("redis: connection refused to 10.1.2.3:6379")
 }
 
 func (failingStore) Close() error { return nil }
@@ -477,7 +478,7 @@ func TestNewErrors(t *testing.T) {
 		{"no limiter", Config{Policies: []*sluice.Policy{perIP(1, time.Second)}, Keys: keys}, "Limiter is nil"},
 		{"no policies", Config{Limiter: lim, Keys: keys}, "Policies is empty"},
 		{"nil policy", Config{Limiter: lim, Policies: []*sluice.Policy{nil}, Keys: keys}, "Policies[0] is nil"},
-		{"invalid policy", Config{Limiter: lim, Policies: []*sluice.Policy{perIP(0, time.Second)}, Keys: keys}, "limit 0"},
+		{"invalid policy", Config{Limiter: lim, Policies: []*sluice.Policy{perIP(-1, time.Second)}, Keys: keys}, "limit -1 is negative"},
 		{"duplicate policy", Config{Limiter: lim, Policies: []*sluice.Policy{perIP(1, time.Second), perIP(2, time.Second)}, Keys: keys}, "listed twice"},
 		{"duplicate rule name", Config{Limiter: lim, Policies: []*sluice.Policy{perIP(1, time.Second), other}, Keys: keys}, `rule name "per-ip" is used by policies`},
 		{"missing key function", Config{Limiter: lim, Policies: []*sluice.Policy{perIP(1, time.Second)}}, `attribute "ip", which has no function`},

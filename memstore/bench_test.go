@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // BenchmarkDecide measures one decision of a one-rule policy spread over
@@ -95,16 +96,19 @@ func benchmarkStoreDecide(b *testing.B, keys int) {
 	for i := range names {
 		names[i] = "user-" + strconv.Itoa(i)
 	}
-	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{
-		{Name: "per-user", Limit: 100, Window: time.Minute, By: []string{"user"}},
-	}}
+	// A per-user rule of 100 a minute, as the Limiter resolves it.
+	newRequest := func() (*store.Request, []string) {
+		values := make([]string, 1)
+		return &store.Request{Policy: "api", Checks: []store.Check{
+			{Rule: "per-user", Values: values, Limit: 100, Window: time.Minute, Cost: 1},
+		}, Results: make([]store.Result, 1)}, values
+	}
 	s := New(Config{})
 	ctx := context.Background()
-	attrs := map[string]string{"user": ""}
-	req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
+	req, user := newRequest()
 	for i := range names { // every key warm
-		attrs["user"] = names[i]
-		if _, err := s.Decide(ctx, req); err != nil {
+		user[0] = names[i]
+		if err := s.Decide(ctx, req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -112,8 +116,8 @@ func benchmarkStoreDecide(b *testing.B, keys int) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			attrs["user"] = names[i]
-			if _, err := s.Decide(ctx, req); err != nil {
+			user[0] = names[i]
+			if err := s.Decide(ctx, req); err != nil {
 				b.Fatal(err)
 			}
 			if i++; i == keys {
@@ -124,12 +128,11 @@ func benchmarkStoreDecide(b *testing.B, keys int) {
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			attrs := map[string]string{"user": ""}
-			req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1, Limits: make([]sluice.LimitStatus, 1)}
+			req, user := newRequest()
 			i := int(time.Now().UnixNano() % int64(keys))
 			for pb.Next() {
-				attrs["user"] = names[i]
-				if _, err := s.Decide(ctx, req); err != nil {
+				user[0] = names[i]
+				if err := s.Decide(ctx, req); err != nil {
 					b.Error(err)
 					return
 				}

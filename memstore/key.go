@@ -39,19 +39,18 @@ func namesHash(policy, rule string) uint64 {
 	return h ^ h>>31
 }
 
-// encodeValues returns the values of the attributes named in by, encoded so
-// that distinct value lists give distinct strings. One attribute is its value
-// as is (no allocation); several are length-prefixed.
-func encodeValues(by []string, attrs map[string]string) string {
-	switch len(by) {
+// encodeValues returns values encoded so that distinct value lists give
+// distinct strings. One value is itself (no allocation); several are
+// length-prefixed.
+func encodeValues(values []string) string {
+	switch len(values) {
 	case 0:
 		return ""
 	case 1:
-		return attrs[by[0]]
+		return values[0]
 	}
 	var b strings.Builder
-	for _, a := range by {
-		v := attrs[a]
+	for _, v := range values {
 		b.WriteString(strconv.Itoa(len(v)))
 		b.WriteByte(':')
 		b.WriteString(v)

@@ -1,4 +1,4 @@
-// Package memstore is the in-memory sluice.Store: exact sliding-window logs
+// Package memstore is the in-memory store of sluice (a store.Store): exact sliding-window logs
 // kept in this process, with the same semantics as the Redis store. It is the
 // embedded default for a single process, and the reference the conformance
 // suite holds every other store to.
@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Config configures a Store. The zero value is the default.
@@ -45,10 +45,10 @@ type Store struct {
 	queues queues // the schedules' queues (see reserve.go)
 }
 
-var _ sluice.LocalStore = (*Store)(nil)
+var _ store.Local = (*Store)(nil)
 
-// Local marks the store as a sluice.LocalStore: the Limiter calls it without
-// a deadline or circuit breaker.
+// Local marks the store as a store.Local: the Limiter calls it without a
+// deadline or circuit breaker.
 func (*Store) Local() {}
 
 // shard is one lock's share of the windows: a hash table of the windows
@@ -90,7 +90,7 @@ func New(cfg Config) *Store {
 	return s
 }
 
-// Close drops every window. Later calls return sluice.ErrStoreClosed.
+// Close drops every window. Later calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.closed.Store(true)
 	for i := range s.shards {
@@ -116,24 +116,25 @@ func (s *Store) Len() int {
 	return n
 }
 
-// maxInlineRules is how many rules a decision handles without allocating
+// maxInlineRules is how many checks a decision handles without allocating
 // its bookkeeping.
 const maxInlineRules = 8
 
-// Decide implements sluice.Store. It allocates nothing for a policy of up
-// to 8 rules when req.Limits holds a status per rule, except when a window
-// is created or its log grows.
-func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+// Decide implements store.Store. It allocates nothing for up to 8 checks
+// when req.Results has room for them, except when a window is created or
+// its log grows.
+func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if s.closed.Load() {
-		return sluice.Decision{}, sluice.ErrStoreClosed
+		return store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, err
+		return err
 	}
-	if len(req.Policy.Rules) == 1 {
-		return s.decideOne(req), nil
+	if len(req.Checks) == 1 {
+		s.decideOne(req)
+		return nil
 	}
-	rules := req.Policy.Rules
+	checks := req.Checks
 	var (
 		keysBuf   [maxInlineRules]key
 		hashBuf   [maxInlineRules]uint64
@@ -143,8 +144,8 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 		slotBuf   [maxInlineRules]int
 	)
 	keys, hashes, shardIdx, wins, slots := keysBuf[:0], hashBuf[:0], shardsBuf[:0], winBuf[:0], slotBuf[:0]
-	for i := range rules {
-		k := key{policy: req.Policy.Name, rule: rules[i].Name, values: encodeValues(rules[i].By, req.Attributes)}
+	for i := range checks {
+		k := key{policy: req.Policy, rule: checks[i].Rule, values: encodeValues(checks[i].Values)}
 		h := k.hash(s.seed)
 		keys = append(keys, k)
 		hashes = append(hashes, h)
@@ -156,84 +157,84 @@ func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decisio
 	}
 
 	now := s.micros()
-	limits := req.LimitsBuffer()
+	results := req.ResultsBuffer()
 	allFit := true
 	moved := false // whether a slot found may have moved since (see table.go)
-	for i := range rules {
+	for i := range checks {
 		sh := &s.shards[shardIdx[i]]
-		j, removed := sh.live(hashes[i], &keys[i], now, rules[i].Window.Microseconds())
+		j, removed := sh.live(hashes[i], &keys[i], now, checks[i].Window.Microseconds())
 		moved = moved || removed
 		slots, wins = append(slots, j), append(wins, sh.at(j))
-		check(&limits[i], &rules[i], wins[i], req.Cost, now)
-		allFit = allFit && limits[i].Fits
+		check(&results[i], &checks[i], wins[i], now)
+		allFit = allFit && (results[i].Fits || checks[i].Shadow)
 	}
-	record := req.Mode == sluice.ModeRecord || allFit
-	if !allFit {
-		for i := range rules {
-			retry(&limits[i], &rules[i], wins[i], req.Cost, record, now)
+	record := req.Mode == store.ModeRecord || allFit
+	for i := range checks {
+		// As redisstore does: a window that fits may need a wait after a
+		// recorded attempt, which matters when the request is denied.
+		if !allFit || !results[i].Fits || req.Mode == store.ModeRecord {
+			retry(&results[i], &checks[i], wins[i], record, now)
 		}
 	}
 
 	if record && !req.DryRun {
-		for i := range rules {
+		for i := range checks {
 			sh := &s.shards[shardIdx[i]]
 			j := slots[i]
 			if moved && wins[i] != nil {
 				j = sh.index(wins[i])
 			}
-			slots[i] = sh.record(j, hashes[i], &keys[i], &rules[i], req.Cost, now)
+			slots[i] = sh.record(j, hashes[i], &keys[i], &checks[i], now)
 			moved = moved || j < 0 // an insertion may move or grow the table
 			wins[i] = sh.slots[slots[i]]
 		}
-		for i := range rules {
-			report(&limits[i], &rules[i], wins[i], now)
+		for i := range checks {
+			report(&results[i], &checks[i], wins[i], now)
 		}
-		for i := range rules {
+		for i := range checks {
 			s.shards[shardIdx[i]].evict(now)
 		}
 	} else {
-		for i := range rules {
-			report(&limits[i], &rules[i], wins[i], now)
+		for i := range checks {
+			report(&results[i], &checks[i], wins[i], now)
 			if record {
-				pretend(&limits[i], &rules[i], wins[i], req.Cost, now)
+				pretend(&results[i], &checks[i], wins[i], now)
 			}
 		}
 	}
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
-	return sluice.NewDecision(limits), nil
+	return nil
 }
 
-// decideOne is Decide for a policy of one rule: one key, one shard.
-func (s *Store) decideOne(req *sluice.Request) sluice.Decision {
-	r := &req.Policy.Rules[0]
-	k := key{policy: req.Policy.Name, rule: r.Name, values: encodeValues(r.By, req.Attributes)}
+// decideOne is Decide for a request of one check: one key, one shard.
+func (s *Store) decideOne(req *store.Request) {
+	c := &req.Checks[0]
+	k := key{policy: req.Policy, rule: c.Rule, values: encodeValues(c.Values)}
 	h := k.hash(s.seed)
 	sh := &s.shards[h&s.mask]
-	limits := req.LimitsBuffer()
-	st := &limits[0]
+	res := &req.ResultsBuffer()[0]
 	sh.mu.Lock()
 	now := s.micros()
-	j, _ := sh.live(h, &k, now, r.Window.Microseconds())
+	j, _ := sh.live(h, &k, now, c.Window.Microseconds())
 	w := sh.at(j)
-	check(st, r, w, req.Cost, now)
-	record := req.Mode == sluice.ModeRecord || st.Fits
-	if !st.Fits {
-		retry(st, r, w, req.Cost, record, now)
+	check(res, c, w, now)
+	record := req.Mode == store.ModeRecord || res.Fits || c.Shadow
+	if !res.Fits || req.Mode == store.ModeRecord {
+		retry(res, c, w, record, now)
 	}
 	if record && !req.DryRun {
-		w = sh.slots[sh.record(j, h, &k, r, req.Cost, now)]
+		w = sh.slots[sh.record(j, h, &k, c, now)]
 	}
-	report(st, r, w, now)
+	report(res, c, w, now)
 	if record && req.DryRun {
-		pretend(st, r, w, req.Cost, now)
+		pretend(res, c, w, now)
 	}
 	if record && !req.DryRun {
 		sh.evict(now)
 	}
 	sh.mu.Unlock()
-	return sluice.NewDecision(limits)
 }
 
 // live returns the index of the slot of k, whose hash is h, with the entries
@@ -265,56 +266,58 @@ func (sh *shard) at(j int) *window {
 	return sh.slots[j]
 }
 
-// check sets st to rule r's status before a request of cost at now: the
-// rule, Used, Fits and Cause, given its window (nil: none).
-func check(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost, now int64) {
-	st.Rule, st.Limit, st.Window = r.Name, r.Limit, r.Window
-	st.Fits = true
+// check sets res's Used, Fits and Cause for check c before the decision at
+// now, given its window (nil: none).
+func check(res *store.Result, c *store.Check, w *window, now int64) {
+	res.Fits = true
 	if w == nil {
+		res.Fits = c.Cost <= c.Limit
+		if !res.Fits {
+			res.Cause = store.CauseLimit
+		}
 		return
 	}
-	st.Used = w.used
-	full := w.used+cost > r.Limit
-	early := r.MinGap > 0 && !w.empty() && now-w.newest < r.MinGap.Microseconds()
+	res.Used = w.used
+	full := w.used+c.Cost > c.Limit
+	early := c.MinGap > 0 && !w.empty() && now-w.newest < c.MinGap.Microseconds()
 	switch {
 	case full && early:
-		st.Fits = false
+		res.Fits = false
 		// The cause is the condition that takes longer to clear.
-		st.Cause = sluice.CauseLimit
-		if limit, gap := waits(r, w, cost, 0, now); gap > limit {
-			st.Cause = sluice.CauseGap
+		res.Cause = store.CauseLimit
+		if limit, gap := waits(c, w, 0, now); gap > limit {
+			res.Cause = store.CauseGap
 		}
 	case full:
-		st.Fits, st.Cause = false, sluice.CauseLimit
+		res.Fits, res.Cause = false, store.CauseLimit
 	case early:
-		st.Fits, st.Cause = false, sluice.CauseGap
+		res.Fits, res.Cause = false, store.CauseGap
 	}
 }
 
-// retry sets st.RetryAfter for a denied request of cost at now: the least
-// wait until rule r fits it again, after the decision recorded it (pending)
-// or not.
-func retry(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost int64, pending bool, now int64) {
+// retry sets res.RetryAfter: the least wait until c fits again, after the
+// decision recorded it (pending) or not.
+func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64) {
 	var p int64
 	if pending {
-		p = cost
+		p = c.Cost
 	}
-	limit, gap := waits(r, w, cost, p, now)
-	st.RetryAfter = time.Duration(max(limit, gap)) * time.Microsecond
+	limit, gap := waits(c, w, p, now)
+	res.RetryAfter = time.Duration(max(limit, gap)) * time.Microsecond
 }
 
-// waits returns how long, from now, until rule r's window w (nil: none) has
-// room for cost, and until its minimum gap has passed, once pending units of
+// waits returns how long, from now, until c's window w (nil: none) has room
+// for c's cost, and until its minimum gap has passed, once pending units of
 // cost (0 for none) are recorded at now.
-func waits(r *sluice.Rule, w *window, cost, pending, now int64) (limit, gap int64) {
-	window := r.Window.Microseconds()
+func waits(c *store.Check, w *window, pending, now int64) (limit, gap int64) {
+	window := c.Window.Microseconds()
 	at := now // when the pending entry is recorded: never before the newest
 	var used int64
 	if w != nil {
 		used = w.used
 		at = max(now, w.newest)
 	}
-	if need := used + pending + cost - r.Limit; need > 0 {
+	if need := used + pending + c.Cost - c.Limit; need > 0 {
 		freed := int64(-1)
 		if w != nil && need <= used {
 			freed = w.freedAt(need, window)
@@ -324,7 +327,7 @@ func waits(r *sluice.Rule, w *window, cost, pending, now int64) (limit, gap int6
 		}
 		limit = freed - now
 	}
-	if g := r.MinGap.Microseconds(); g > 0 {
+	if g := c.MinGap.Microseconds(); g > 0 {
 		last := int64(-1)
 		switch {
 		case pending > 0:
@@ -339,43 +342,42 @@ func waits(r *sluice.Rule, w *window, cost, pending, now int64) (limit, gap int6
 	return limit, gap
 }
 
-// record adds cost at now to the window of k, whose hash is h, in slot j, or
-// to a new window when j is -1, and returns the window's slot.
-func (sh *shard) record(j int, h uint64, k *key, r *sluice.Rule, cost, now int64) int {
-	ttl := r.TTL().Microseconds()
+// record adds c's cost at now to the window of k, whose hash is h, in slot
+// j, or to a new window when j is -1, and returns the window's slot.
+func (sh *shard) record(j int, h uint64, k *key, c *store.Check, now int64) int {
+	ttl := c.TTL().Microseconds()
 	if j < 0 {
 		w := &window{h: h}
-		w.add(now, cost, ttl, r.Limit)
+		w.add(now, c.Cost, ttl, c.Limit)
 		sh.enqueue(w, ttl)
 		return sh.insert(k, w)
 	}
-	sh.slots[j].add(now, cost, ttl, r.Limit)
+	sh.slots[j].add(now, c.Cost, ttl, c.Limit)
 	return j
 }
 
-// report sets st's Used, Remaining and ResetAfter after the decision, given
-// rule r's window (nil: none).
-func report(st *sluice.LimitStatus, r *sluice.Rule, w *window, now int64) {
-	if w != nil {
-		st.Used = w.used
-		if w.n > 0 { // then the newest entry is in the window
-			st.ResetAfter = time.Duration(w.newest+r.Window.Microseconds()-now) * time.Microsecond
-		}
+// report sets res's Used and ResetAfter after the decision, given c's
+// window (nil: none).
+func report(res *store.Result, c *store.Check, w *window, now int64) {
+	if w == nil {
+		return
 	}
-	st.Remaining = max(0, r.Limit-st.Used)
+	res.Used = w.used
+	if w.n > 0 { // then the newest entry is in the window
+		res.ResetAfter = time.Duration(w.newest+c.Window.Microseconds()-now) * time.Microsecond
+	}
 }
 
-// pretend adjusts a status report gave for a dry run to what recording cost
-// at now would have left: the cost counted, and the window ending a window
-// after the entry.
-func pretend(st *sluice.LimitStatus, r *sluice.Rule, w *window, cost, now int64) {
+// pretend adjusts what report gave for a dry run to what recording c at now
+// would have left: the cost counted, and the window ending a window after
+// the entry.
+func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 	at := now
 	if w != nil {
 		at = max(now, w.newest)
 	}
-	st.Used += cost
-	st.Remaining = max(0, r.Limit-st.Used)
-	st.ResetAfter = time.Duration(at+r.Window.Microseconds()-now) * time.Microsecond
+	res.Used += c.Cost
+	res.ResetAfter = time.Duration(at+c.Window.Microseconds()-now) * time.Microsecond
 }
 
 // lockOrder appends to dst the distinct shard indexes of idx in ascending

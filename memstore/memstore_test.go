@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -81,8 +82,8 @@ func TestCanceledContext(t *testing.T) {
 	s := New(Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	p := &sluice.Policy{Name: "p", Rules: []sluice.Rule{{Name: "r", Limit: 1, Window: time.Second}}}
-	if _, err := s.Decide(ctx, &sluice.Request{Policy: p, Cost: 1}); !errors.Is(err, context.Canceled) {
+	req := &store.Request{Policy: "p", Checks: []store.Check{{Rule: "r", Limit: 1, Window: time.Second, Cost: 1}}}
+	if err := s.Decide(ctx, req); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	if s.Len() != 0 {

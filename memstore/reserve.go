@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // The scheduler. Each schedule's queue (one per combination of its By
@@ -23,7 +23,7 @@ import (
 // its queues in a min-heap by expiry, and each write drops a bounded number
 // of expired ones, so memory stays bounded by the queues in use.
 
-var _ sluice.Scheduler = (*Store)(nil)
+var _ store.Scheduler = (*Store)(nil)
 
 // queues holds the schedules' queues, sharded like the windows: a queue is
 // locked on its own shard, so reservations on different queues rarely
@@ -121,18 +121,15 @@ func (q *queue) pending(now int64) int64 {
 	return n
 }
 
-// Reserve implements sluice.Scheduler.
-func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+// Reserve implements store.Scheduler.
+func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
 	if s.closed.Load() {
-		return sluice.Reservation{}, sluice.ErrStoreClosed
-	}
-	if err := req.Validate(); err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, err
 	}
-	k := qkey{name: req.Schedule.Name, values: encodeValues(req.Schedule.By, req.Attributes)}
+	k := qkey{name: req.Queue.Schedule, values: encodeValues(req.Queue.Values)}
 	sh := s.lockQueue(k)
 	defer sh.mu.Unlock()
 
@@ -143,21 +140,21 @@ func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice
 		slot = max(now, q.expires)
 	}
 	delay := slot - now
-	r := sluice.Reservation{
+	r := store.Reservation{
 		Delay: time.Duration(delay) * time.Microsecond,
 		Slot:  time.UnixMicro(slot),
 		Queue: q.pending(now),
 	}
 	switch {
 	case delay > req.MaxDelay.Microseconds():
-		r.Reason = sluice.ReasonDelay
+		r.Reason = store.ReasonDelay
 		return r, nil
-	case req.Schedule.MaxQueue > 0 && r.Queue >= req.Schedule.MaxQueue:
-		r.Reason = sluice.ReasonQueue
+	case req.MaxQueue > 0 && r.Queue >= req.MaxQueue:
+		r.Reason = store.ReasonQueue
 		return r, nil
 	}
 	id := s.queues.ids.Add(1)
-	end := slot + req.Cost*req.Schedule.Interval().Microseconds()
+	end := slot + req.Cost*req.Interval.Microseconds()
 	if q == nil {
 		q = &queue{}
 		sh.queues[k] = q
@@ -171,13 +168,10 @@ func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice
 	return r, nil
 }
 
-// Cancel implements sluice.Scheduler.
-func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+// Cancel implements store.Scheduler.
+func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
 	if s.closed.Load() {
-		return false, sluice.ErrStoreClosed
-	}
-	if err := req.Validate(); err != nil {
-		return false, err
+		return false, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -186,7 +180,7 @@ func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, er
 	if err != nil {
 		return false, nil // not an ID this store gave
 	}
-	k := qkey{name: req.Schedule.Name, values: encodeValues(req.Schedule.By, req.Attributes)}
+	k := qkey{name: req.Queue.Schedule, values: encodeValues(req.Queue.Values)}
 	sh := s.lockQueue(k)
 	defer sh.mu.Unlock()
 

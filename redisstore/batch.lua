@@ -28,15 +28,15 @@ local now
 local shapes = {}
 for i = 1, s do
   local nk, na = tonumber(arg()), tonumber(arg())
-  if na ~= 3 + 3 * nk then
+  if na ~= 3 + 4 * nk then
     error('batch.lua: shape ' .. i .. ' has ' .. na .. ' arguments for ' .. nk .. ' keys', 0)
   end
-  local shape = {keys = nk, mode = arg(), cost = tonumber(arg()), now = tonumber(arg())}
+  local shape = {keys = nk, mode = arg(), now = tonumber(arg())}
   if not shape.now then
     now = now or clock('')
     shape.now = now
   end
-  shape.rules = rules(arg, nk)
+  shape.rules = rules(arg, nk, arg())
   shapes[i] = shape
 end
 
@@ -65,7 +65,7 @@ for _ = 1, n do
   local head = #out + 1
   out[head] = 0 -- the length of the request's reply, set below
   out[#out + 1] = shape.now
-  local ok, err = pcall(decide, keys, shape.rules, shape.mode, shape.cost, shape.now, out)
+  local ok, err = pcall(decide, keys, shape.rules, shape.mode, shape.now, out)
   if ok then
     out[head] = #out - head
   else

@@ -35,7 +35,7 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 	for g := range keys * tries {
 		wg.Go(func() {
 			k := "k" + strconv.Itoa(g%keys)
-			d, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Attributes: map[string]string{"key": k}, Cost: 1})
+			d, err := direct(s).Decide(context.Background(), request(t, p, map[string]string{"key": k}, 1))
 			if err != nil {
 				t.Error(err)
 				return

@@ -38,17 +38,15 @@ func BenchmarkDecide(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				i := int(next.Add(7919))
-				attrs := map[string]string{}
-				req := &sluice.Request{Policy: p, Attributes: attrs, Cost: 1}
+				req := request(b, p, map[string]string{"key": ""}, 1)
 				for pb.Next() {
-					attrs["key"] = names[i%nkeys]
+					req.Checks[0].Values[0] = names[i%nkeys]
 					i++
-					d, err := s.Decide(ctx, req)
-					if err != nil {
+					if err := s.Decide(ctx, req); err != nil {
 						failed.Add(1)
 						continue
 					}
-					if d.Allowed {
+					if req.Results[0].Fits {
 						allowed.Add(1)
 					}
 				}

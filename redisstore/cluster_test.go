@@ -124,10 +124,7 @@ func TestClusterKeysSpread(t *testing.T) {
 	masters := map[string]int{}
 	var global string
 	for i := range 30 {
-		ks, err := s.Keys(p, map[string]string{"user": fmt.Sprintf("u%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ks := s.Keys(request(t, p, map[string]string{"user": fmt.Sprintf("u%d", i)}, 1))
 		if global == "" {
 			global = ks[0]
 		} else if ks[0] != global {
@@ -181,12 +178,11 @@ func TestClusterCrossSlotIsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &sluice.Policy{Name: "x", Rules: []sluice.Rule{{Name: "r", Limit: 10, Window: time.Minute}}}
-	req := &sluice.Request{Policy: p, Cost: 1}
-	d, err := s.Decide(context.Background(), req)
-	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") || d.Allowed {
-		t.Fatalf("Decide = %+v, %v; want a CROSSSLOT error and no admission", d, err)
+	req := request(t, p, nil, 1)
+	if err := s.Decide(context.Background(), req); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("Decide = %v; want a CROSSSLOT error", err)
 	}
-	d, err = sluice.NewLimiter(s, sluice.Config{}).Allow(context.Background(), p, nil)
+	d, err := sluice.NewLimiter(s, sluice.Config{}).Allow(context.Background(), p, nil)
 	if err == nil || d.Allowed || !d.Degraded {
 		t.Fatalf("Limiter.Allow = %+v, %v; want a degraded denial with the error", d, err)
 	}
@@ -242,10 +238,7 @@ func TestClusterMultiProcess(t *testing.T) {
 			stored := 0
 			for i := range clusterUsers {
 				u := fmt.Sprintf("u%d", i)
-				ks, err := s.Keys(p, map[string]string{"user": u})
-				if err != nil {
-					t.Fatal(err)
-				}
+				ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
 				n := units(entries(t, rc, ks[len(ks)-1]))
 				if n != perUser[u] {
 					t.Errorf("user %s: window holds %d entries, %d admitted", u, n, perUser[u])
@@ -368,7 +361,7 @@ func TestClusterBatchesBySlot(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				if _, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Cost: 1}); err != nil {
+				if _, err := direct(s).Decide(context.Background(), request(t, p, nil, 1)); err != nil {
 					t.Error(err)
 					return
 				}

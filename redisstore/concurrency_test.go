@@ -94,11 +94,7 @@ func TestMultiProcess(t *testing.T) {
 	defer store.Close()
 	p := hierarchy()
 	keysOf := func(category string) []string {
-		ks, err := store.Keys(p, map[string]string{"category": category})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ks
+		return store.Keys(request(t, p, map[string]string{"category": category}, 1))
 	}
 	global := timestamps(entries(t, rc, keysOf("c0")[0]))
 	checkWindows(t, "global", global, hour, globalLimit)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Cross-slot decisions (SlotsPerRule).
@@ -53,14 +53,15 @@ const (
 var backgroundRollbacks = make(chan struct{}, maxBackgroundRollbacks)
 
 // decideGroups decides req over the several slot groups of its plan.
-func (s *Store) decideGroups(ctx context.Context, req *sluice.Request, pl plan) (sluice.Decision, error) {
-	d := &groupDecision{s: s, req: req, now: s.nowArg(), limits: make([]sluice.LimitStatus, len(req.Policy.Rules))}
+func (s *Store) decideGroups(ctx context.Context, req *store.Request, pl plan) error {
+	req.ResultsBuffer()
+	d := &groupDecision{s: s, req: req, now: s.nowArg()}
 	switch {
-	case req.Mode == sluice.ModeRecord:
-		// Recorded whatever the rules hold: each group records on its own.
+	case req.Mode == store.ModeRecord:
+		// Recorded whatever the windows hold: each group records on its own.
 		for _, g := range pl.groups {
 			if _, err := d.run(ctx, g, scriptMode(req)); err != nil {
-				return sluice.Decision{}, err
+				return err
 			}
 		}
 	case req.DryRun:
@@ -70,7 +71,7 @@ func (s *Store) decideGroups(ctx context.Context, req *sluice.Request, pl plan) 
 		for _, g := range pl.groups {
 			res, err := d.run(ctx, g, "peek-group")
 			if err != nil {
-				return sluice.Decision{}, err
+				return err
 			}
 			if res.fits {
 				fit = append(fit, res)
@@ -80,24 +81,22 @@ func (s *Store) decideGroups(ctx context.Context, req *sluice.Request, pl plan) 
 			d.unrecord(fit)
 		}
 	default:
-		if err := d.reserve(ctx, pl.groups); err != nil {
-			return sluice.Decision{}, err
-		}
+		return d.reserve(ctx, pl.groups)
 	}
-	return sluice.NewDecision(d.limits), nil
+	return nil
 }
 
 // groupDecision is a request on its way through its slot groups.
 type groupDecision struct {
-	s      *Store
-	req    *sluice.Request
-	now    string // the time argument: Config.Clock's µs, or "" for Redis's TIME
-	limits []sluice.LimitStatus
+	s   *Store
+	req *store.Request
+	now string // the time argument: Config.Clock's µs, or "" for Redis's TIME
 }
 
 // groupResult is what decide.lua did in a group mode on one group: whether
-// the group fit, and per rule the time the request was recorded at (0 if it
-// was not) and the reset-after from before any write.
+// the group fit (every check but the shadow ones), and per check the time
+// the request was recorded at (0 if it was not) and the reset-after from
+// before any write.
 type groupResult struct {
 	group
 	fits        bool
@@ -106,33 +105,32 @@ type groupResult struct {
 }
 
 // reserve decides an Allow over groups, in order: each group checks and
-// records the request when its rules fit; the first that denies rolls back
-// those before it, and the groups after it are peeked so that the decision
-// reports every rule.
+// records the request when its windows fit; the first that denies rolls
+// back those before it, and the groups after it are peeked so that the
+// decision reports every window.
 func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 	var written []groupResult
 	for gi, g := range groups {
 		res, err := d.run(ctx, g, "group")
 		if err != nil {
-			d.s.rollback(ctx, d.req.Cost, written)
+			d.s.rollback(ctx, d.req, written)
 			return err
 		}
 		if res.fits {
 			written = append(written, res)
 			continue
 		}
-		d.s.rollback(ctx, d.req.Cost, written)
+		d.s.rollback(ctx, d.req, written)
 		d.unrecord(written)
 		for _, g := range groups[gi+1:] {
 			res, err := d.run(ctx, g, "peek-group")
 			switch {
 			case err != nil:
-				// The request is denied whatever these rules hold; report
+				// The request is denied whatever these windows hold; report
 				// them as fitting with nothing counted rather than fail a
 				// decision already made.
-				for _, i := range g.rules {
-					r := &d.req.Policy.Rules[i]
-					d.limits[i] = sluice.LimitStatus{Rule: r.Name, Limit: r.Limit, Window: r.Window, Remaining: r.Limit, Fits: true}
+				for _, i := range g.checks {
+					d.req.Results[i] = store.Result{Fits: true}
 				}
 			case res.fits:
 				d.unrecord([]groupResult{res})
@@ -143,10 +141,10 @@ func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 	return nil
 }
 
-// run runs decide.lua in mode on group g and writes its rules' statuses
-// into d.limits. A group mode's result tells what rollback needs.
+// run runs decide.lua in mode on group g and writes its checks' results
+// into the request's. A group mode's result tells what rollback needs.
 func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupResult, error) {
-	reply, err := d.s.decider.decide(ctx, g.keys, groupArgs(mode, d.req, d.now, g.rules))
+	reply, err := d.s.decider.decide(ctx, g.keys, decideArgs(mode, d.req, d.now, g.checks))
 	if err != nil {
 		return groupResult{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
@@ -155,17 +153,17 @@ func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupRes
 	if mode == "group" || mode == "peek-group" {
 		stride = 6
 	}
-	if _, err := parseStatuses(d.limits, reply, d.req.Policy.Rules, g.rules, stride); err != nil {
+	if err := parseResults(d.req, reply, g.checks, stride); err != nil {
 		return groupResult{}, err
 	}
-	for k, i := range g.rules {
-		res.fits = res.fits && d.limits[i].Fits
+	for k, i := range g.checks {
+		res.fits = res.fits && (d.req.Results[i].Fits || d.req.Checks[i].Shadow)
 		if stride == 6 {
 			v := reply[1+6*k : 1+6*(k+1)]
 			before, at := v[4], v[5]
 			if before < 0 || at < 0 {
 				return groupResult{}, fmt.Errorf("redisstore: decide.lua (%s) replied reset-before=%dµs time=%d for rule %q, not a valid write",
-					mode, before, at, d.req.Policy.Rules[i].Name)
+					mode, before, at, d.req.Checks[i].Rule)
 			}
 			res.at = append(res.at, at)
 			res.resetBefore = append(res.resetBefore, time.Duration(before)*time.Microsecond)
@@ -174,15 +172,18 @@ func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupRes
 	return res, nil
 }
 
-// unrecord reports the rules of groups that fit, recorded (or, for a peek,
-// reported as recorded), as a denial leaves them: without the request.
+// unrecord reports the checks of groups that fit, recorded (or, for a
+// peek, reported as recorded), as a denial leaves them: without the
+// request.
 func (d *groupDecision) unrecord(groups []groupResult) {
 	for _, res := range groups {
-		for k, i := range res.rules {
-			st := &d.limits[i]
-			st.Used -= d.req.Cost
-			st.Remaining = max(0, st.Limit-st.Used)
-			st.ResetAfter = res.resetBefore[k]
+		for k, i := range res.checks {
+			r := &d.req.Results[i]
+			r.Used -= d.req.Checks[i].Cost
+			r.ResetAfter = res.resetBefore[k]
+			if r.Fits {
+				r.RetryAfter = 0
+			}
 		}
 	}
 }
@@ -191,27 +192,57 @@ func (d *groupDecision) unrecord(groups []groupResult) {
 // each rollback once: in ctx while ctx lasts, otherwise in the background
 // with its own timeout. A rollback that fails leaves its entries to expire
 // with their windows (over-counting, never under-counting).
-func (s *Store) rollback(ctx context.Context, cost int64, written []groupResult) {
+func (s *Store) rollback(ctx context.Context, req *store.Request, written []groupResult) {
 	for i := len(written) - 1; i >= 0; i-- {
 		w := written[i]
-		args := []string{strconv.FormatInt(cost, 10)}
-		for _, at := range w.at {
-			args = append(args, strconv.FormatInt(at, 10))
+		// One rollback per cost: a group's checks may count differently.
+		for _, part := range splitByCost(req, w) {
+			s.rollbackOnce(ctx, part.keys, part.args)
 		}
-		if ctx.Err() == nil {
-			_, _ = run(ctx, s.ev, rollbackScript, w.keys, args)
-			continue
-		}
-		select {
-		case backgroundRollbacks <- struct{}{}:
-		default:
-			continue // too many already: leave the entries to expire
-		}
-		go func() {
-			defer func() { <-backgroundRollbacks }()
-			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-			defer cancel()
-			_, _ = run(bg, s.ev, rollbackScript, w.keys, args)
-		}()
 	}
+}
+
+// rollbackCall is one rollback.lua call: keys of one cost, and its args.
+type rollbackCall struct {
+	keys, args []string
+}
+
+// splitByCost returns the rollback calls of a group's writes, one per cost.
+func splitByCost(req *store.Request, w groupResult) []rollbackCall {
+	var calls []rollbackCall
+	byCost := map[int64]int{}
+	for k, i := range w.checks {
+		if w.at[k] == 0 {
+			continue // not recorded there
+		}
+		cost := req.Checks[i].Cost
+		j, ok := byCost[cost]
+		if !ok {
+			j = len(calls)
+			byCost[cost] = j
+			calls = append(calls, rollbackCall{args: []string{costArg(cost)}})
+		}
+		calls[j].keys = append(calls[j].keys, w.keys[k])
+		calls[j].args = append(calls[j].args, strconv.FormatInt(w.at[k], 10))
+	}
+	return calls
+}
+
+// rollbackOnce runs one rollback.lua call, once.
+func (s *Store) rollbackOnce(ctx context.Context, keys, args []string) {
+	if ctx.Err() == nil {
+		_, _ = run(ctx, s.ev, rollbackScript, keys, args)
+		return
+	}
+	select {
+	case backgroundRollbacks <- struct{}{}:
+	default:
+		return // too many already: leave the entries to expire
+	}
+	go func() {
+		defer func() { <-backgroundRollbacks }()
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_, _ = run(bg, s.ev, rollbackScript, keys, args)
+	}()
 }

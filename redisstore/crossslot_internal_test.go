@@ -17,7 +17,7 @@ func TestRuleKeysGroups(t *testing.T) {
 		{Name: "user-hour", Limit: 9, Window: time.Hour, By: []string{"tenant", "user"}},
 		{Name: "org", Limit: 9, Window: time.Hour, By: []string{"org"}},
 	}}
-	l := planOf("s", true, p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"})
+	l := planOf("s", true, policyRequest(p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"}))
 	wantKeys := []string{
 		"s:{tiers}:tiers:global",
 		"s:{tiers,t%7B1%7D}:tiers:tenant:t%7B1%7D",
@@ -32,10 +32,10 @@ func TestRuleKeysGroups(t *testing.T) {
 	// org have the same value) are one group.
 	var groups [][]int
 	for _, g := range l.groups {
-		groups = append(groups, g.rules)
-		for k, i := range g.rules {
+		groups = append(groups, g.checks)
+		for k, i := range g.checks {
 			if g.keys[k] != l.keys[i] {
-				t.Errorf("group %v holds key %q for rule %d, want %q", g.rules, g.keys[k], i, l.keys[i])
+				t.Errorf("group %v holds key %q for rule %d, want %q", g.checks, g.keys[k], i, l.keys[i])
 			}
 		}
 	}
@@ -60,7 +60,7 @@ func FuzzRuleKeys(f *testing.F) {
 	// after the rule's name.
 	maxLen := len("s:{p,}:p:user:") + 2*(2*maxPartLen+1)
 	f.Fuzz(func(t *testing.T, user, tenant string) {
-		l := planOf("s", true, p, map[string]string{"user": user, "tenant": tenant})
+		l := planOf("s", true, policyRequest(p, map[string]string{"user": user, "tenant": tenant}))
 		for _, k := range l.keys {
 			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > maxLen {
 				t.Fatalf("key %q", k)

@@ -8,46 +8,43 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
-// Decide implements sluice.Store: one round trip runs decide.lua, which
-// checks every rule and records the request in all of them or none, on the
-// Redis server's clock (or Config.Clock). A policy whose keys fall into
+// Decide implements store.Store: one round trip runs decide.lua, which
+// checks every window and records the request in all of them or none, on
+// the Redis server's clock (or Config.Clock). A request whose keys fall into
 // several slot groups (SlotsPerRule) takes one round trip per group
 // (crossslot.go).
 //
 // An error from Redis, a lost connection or a context that ends first is
 // returned as an error; the request may or may not have been recorded, and
 // it is never sent again.
-func (s *Store) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if s.closed.Load() {
-		return sluice.Decision{}, sluice.ErrStoreClosed
+		return store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, err
+		return err
 	}
-	pl := planOf(s.prefix, s.perRule, req.Policy, req.Attributes)
+	pl := planOf(s.prefix, s.perRule, req)
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}
-	reply, err := s.decider.decide(ctx, pl.keys, decideArgs(req, s.nowArg()))
+	reply, err := s.decider.decide(ctx, pl.keys, decideArgs(scriptMode(req), req, s.nowArg(), pl.groups[0].checks))
 	if err != nil {
-		return sluice.Decision{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
+		return fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
-	limits, err := parseStatuses(req.LimitsBuffer(), reply, req.Policy.Rules, nil, 4)
-	if err != nil {
-		return sluice.Decision{}, err
-	}
-	return sluice.NewDecision(limits), nil
+	return parseResults(req, reply, nil, 4)
 }
 
-// scriptMode returns decide.lua's name of req's mode (MODES in window.lua).
-func scriptMode(req *sluice.Request) string {
+// scriptMode returns decide.lua's name of req's mode (modes in
+// decision.lua).
+func scriptMode(req *store.Request) string {
 	switch {
-	case req.Mode == sluice.ModeRecord && req.DryRun:
+	case req.Mode == store.ModeRecord && req.DryRun:
 		return "peek-record"
-	case req.Mode == sluice.ModeRecord:
+	case req.Mode == store.ModeRecord:
 		return "record"
 	case req.DryRun:
 		return "peek"
@@ -55,25 +52,32 @@ func scriptMode(req *sluice.Request) string {
 	return "allow"
 }
 
-// decideArgs returns decide.lua's arguments for req at the time now (µs in
-// decimal, or "" for Redis's TIME).
-func decideArgs(req *sluice.Request, now string) []string {
-	return groupArgs(scriptMode(req), req, now, firstRules(len(req.Policy.Rules)))
-}
-
-// groupArgs returns decide.lua's arguments, in mode, for the rules of req's
-// policy whose indexes are rules.
-func groupArgs(mode string, req *sluice.Request, now string, rules []int) []string {
-	args := make([]string, 3, 3+3*len(rules))
-	args[0], args[1], args[2] = mode, strconv.FormatInt(req.Cost, 10), now
-	for _, i := range rules {
-		a := argsOf(&req.Policy.Rules[i])
-		args = append(args, a[:]...)
+// decideArgs returns decide.lua's arguments, in mode at the time now (µs
+// in decimal, or "" for Redis's TIME), for the checks of req whose indexes
+// are checks.
+func decideArgs(mode string, req *store.Request, now string, checks []int) []string {
+	args := make([]string, 3, 3+4*len(checks))
+	args[0], args[1] = mode, now
+	var flags []byte
+	for k, i := range checks {
+		c := &req.Checks[i]
+		if c.Shadow {
+			if flags == nil {
+				flags = make([]byte, len(checks))
+				for j := range flags {
+					flags[j] = '.'
+				}
+			}
+			flags[k] = 's'
+		}
+		a := argsOf(c)
+		args = append(args, a[0], a[1], a[2], costArg(c.Cost))
 	}
+	args[2] = string(flags)
 	return args
 }
 
-// ruleShape is what decide.lua needs of a rule.
+// ruleShape is what decide.lua needs of a check besides its cost.
 type ruleShape struct {
 	window, limit, gap int64
 }
@@ -87,10 +91,10 @@ var (
 
 const maxRuleArgs = 4096
 
-// argsOf returns decide.lua's three arguments for r: window µs, limit and
-// min gap µs.
-func argsOf(r *sluice.Rule) *[3]string {
-	k := ruleShape{r.Window.Microseconds(), r.Limit, r.MinGap.Microseconds()}
+// argsOf returns decide.lua's first three arguments for c: window µs, limit
+// and min gap µs.
+func argsOf(c *store.Check) *[3]string {
+	k := ruleShape{c.Window.Microseconds(), c.Limit, c.MinGap.Microseconds()}
 	if v, ok := ruleArgs.Load(k); ok {
 		return v.(*[3]string)
 	}
@@ -103,47 +107,53 @@ func argsOf(r *sluice.Rule) *[3]string {
 	return a
 }
 
-// statusCause is the cause of each status decide.lua replies for a rule
-// (STATUS in window.lua); 1 is a rule that fits.
-var statusCause = map[int64]sluice.Cause{1: "", 0: sluice.CauseLimit, -1: sluice.CauseGap}
+// smallCosts are the decimal forms of the costs most requests have.
+var smallCosts = func() (c [17]string) {
+	for i := range c {
+		c[i] = strconv.Itoa(i)
+	}
+	return c
+}()
 
-// parseStatuses reads decide.lua's reply into limits: the time, then
-// stride numbers per rule, of which the first four are its status, used,
-// retry-after and reset-after. The reply's rules are those of rules whose
-// indexes are in (nil: all of them, in order); their statuses go to the
-// same indexes of limits.
-func parseStatuses(limits []sluice.LimitStatus, reply []int64, rules []sluice.Rule, in []int, stride int) ([]sluice.LimitStatus, error) {
+func costArg(cost int64) string {
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		return smallCosts[cost]
+	}
+	return strconv.FormatInt(cost, 10)
+}
+
+// statusCause is the cause of each status decide.lua replies for a rule
+// (1 fits, 0 no room, -1 too soon).
+var statusCause = map[int64]store.Cause{1: store.CauseNone, 0: store.CauseLimit, -1: store.CauseGap}
+
+// parseResults reads decide.lua's reply into req.Results: the time, then
+// stride numbers per check, of which the first four are its status, used,
+// retry-after and reset-after. The reply's checks are those of req whose
+// indexes are in (nil: all of them, in order); their results go to the same
+// indexes of req.Results, which the caller has sized when in is not nil.
+func parseResults(req *store.Request, reply []int64, in []int, stride int) error {
 	n := len(in)
 	if in == nil {
-		n = len(rules)
+		n = len(req.Checks)
+		req.ResultsBuffer()
 	}
 	if want := 1 + stride*n; len(reply) != want {
-		return nil, fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), n, want)
+		return fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), n, want)
 	}
 	for k := range n {
 		i := k
 		if in != nil {
 			i = in[k]
 		}
-		r := &rules[i]
 		v := reply[1+stride*k : 1+stride*(k+1)]
 		status, used, retry, reset := v[0], v[1], v[2], v[3]
 		cause, ok := statusCause[status]
 		if !ok || used < 0 || retry < 0 || reset < 0 {
-			return nil, fmt.Errorf("redisstore: decide.lua replied status=%d used=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
-				status, used, retry, reset, r.Name)
+			return fmt.Errorf("redisstore: decide.lua replied status=%d used=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
+				status, used, retry, reset, req.Checks[i].Rule)
 		}
-		limits[i] = sluice.LimitStatus{
-			Rule:       r.Name,
-			Limit:      r.Limit,
-			Window:     r.Window,
-			Used:       used,
-			Remaining:  max(0, r.Limit-used),
-			Fits:       cause == "",
-			Cause:      cause,
-			RetryAfter: time.Duration(retry) * time.Microsecond,
-			ResetAfter: time.Duration(reset) * time.Microsecond,
-		}
+		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used,
+			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
 	}
-	return limits, nil
+	return nil
 }

@@ -1,15 +1,15 @@
 -- decide.lua decides one request: window.lua's decide.
 --
 -- KEYS     the windows of the request's rules.
--- ARGV     mode (see MODES), cost (>= 1), the time in µs or "" for Redis's
---          TIME, then three per rule, in KEYS order: window µs, limit,
---          minimum gap µs.
+-- ARGV     mode (see modes), the time in µs or "" for Redis's TIME, flags
+--          (see rules), then four per rule, in KEYS order: window µs,
+--          limit, minimum gap µs, cost.
 --
 -- Reply: {now, then decide's numbers}.
 
 local arg = reader(ARGV)
-local mode, cost, now = arg(), tonumber(arg()), clock(arg())
+local mode, now, flags = arg(), clock(arg()), arg()
 local out = {now}
-decide(KEYS, rules(arg, #KEYS), mode, cost, now, out)
+decide(KEYS, rules(arg, #KEYS, flags), mode, now, out)
 flushAll()
 return out

@@ -2,12 +2,15 @@
 -- (window.lua): every rule is checked, then the request is recorded in all
 -- of them or in none, and the reply says what the decision leaves.
 
--- rules reads n rules with next (see reader): window µs, limit, gap µs each.
-local function rules(next, n)
+-- rules reads n rules with next (see reader): four each, the window µs,
+-- the limit, the minimum gap µs and the cost; flags holds one character per
+-- rule, "s" for a shadow rule ("" when there is none).
+local function rules(next, n, flags)
   local out = {}
   for i = 1, n do
-    local w, limit, gap = tonumber(next()), tonumber(next()), tonumber(next())
-    out[i] = {w = w, limit = limit, gap = gap, ttl = int(ceil((w + gap) / 1000))}
+    local w, limit, gap, cost = tonumber(next()), tonumber(next()), tonumber(next()), tonumber(next())
+    out[i] = {w = w, limit = limit, gap = gap, cost = cost, shadow = byte(flags, i) == 115, -- 's'
+      ttl = int(ceil((w + gap) / 1000))}
   end
   return out
 end
@@ -30,33 +33,35 @@ end
 
 local states = {} -- decide's states, one per key
 
--- decide decides a request of cost at now over keys, the windows of rules,
--- in mode, and appends four numbers per rule to out: status, used,
--- retry-after µs and reset-after µs, as the decision leaves them; a group
--- mode two more: the reset-after µs before any write, and the time (µs) it
--- recorded at, 0 for none.
-local function decide(keys, rules, mode, cost, now, out)
+-- decide decides a request at now over keys, the windows of rules, in
+-- mode, and appends four numbers per rule to out: status, used, retry-after
+-- µs and reset-after µs, as the decision leaves them; a group mode two more:
+-- the reset-after µs before any write, and the time (µs) it recorded at, 0
+-- for none. The request is recorded when every rule but the shadow ones
+-- fits (or always, in record modes).
+local function decide(keys, rules, mode, now, out)
   local always, dry, group = modes(mode)
   local fits = true
   for i, key in ipairs(keys) do
-    local s = load(key, rules[i].w, now)
-    s.fits, s.cause = check(s, rules[i], cost, now)
-    fits = fits and s.fits
+    local r = rules[i]
+    local s = load(key, r.w, now)
+    s.fits, s.cause = check(s, r, now)
+    fits = fits and (s.fits or r.shadow)
     states[i] = s
   end
   local record = fits or always
   for i = 1, #keys do
     local s, r = states[i], rules[i]
     local retry, reset, at = 0, 0, 0
-    if not fits or always then -- a group that records whatever it holds may be denied by another
-      retry = max(waits(s, r, cost, record and cost or 0, now))
+    if not fits or always or not s.fits then -- a group that records whatever it holds may be denied by another
+      retry = max(waits(s, r, record and r.cost or 0, now))
     end
     if s.live then reset = s.at + s.w - now end
     local used, after = s.used, reset
     if record and dry then
-      used, after = used + cost, max(now, s.at or now) + s.w - now
+      used, after = used + r.cost, max(now, s.at or now) + s.w - now
     elseif record then
-      at = write(s, r, cost, now)
+      at = write(s, r, now)
       used, after = s.used, at + s.w - now
     end
     out[#out + 1] = (s.cause == 'limit' and 0) or (s.cause == 'gap' and -1) or 1

@@ -47,7 +47,11 @@ func decideWith(t *testing.T, ev Evaler) (sluice.Decision, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.Decide(context.Background(), &sluice.Request{Policy: onePolicy, Cost: 1})
+	req, err := sluice.Resolve(onePolicy, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sluice.NewLimiter(s, sluice.Config{Timeout: -1, Breaker: sluice.Breaker{Failures: -1}}).Decide(context.Background(), req)
 }
 
 func TestNoScriptLoadsOnce(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // NewRueidisEvaler exposes the rueidis Evaler to the external tests.
@@ -27,15 +27,11 @@ func DecideBatch(c rueidis.Client, keys, args [][]string) ([][]int64, []error) {
 }
 
 // DecisionArgs returns decide.lua's arguments for req at the time now (µs).
-func DecisionArgs(req *sluice.Request, now int64) []string {
-	return decideArgs(req, strconv.FormatInt(now, 10))
+func DecisionArgs(req *store.Request, now int64) []string {
+	return decideArgs(scriptMode(req), req, strconv.FormatInt(now, 10), firstChecks(len(req.Checks)))
 }
 
-// ParseDecision builds the decision of decide.lua's reply for rules.
-func ParseDecision(reply []int64, rules []sluice.Rule) (sluice.Decision, error) {
-	limits, err := parseStatuses(make([]sluice.LimitStatus, len(rules)), reply, rules, nil, 4)
-	if err != nil {
-		return sluice.Decision{}, err
-	}
-	return sluice.NewDecision(limits), nil
+// ParseResults reads decide.lua's reply for req into req.Results.
+func ParseResults(req *store.Request, reply []int64) error {
+	return parseResults(req, reply, nil, 4)
 }

@@ -265,7 +265,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	defer s.Close()
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
 	p := perUserPolicy(failoverLimit)
-	ks, _ := s.Keys(p, map[string]string{"user": "u0"})
+	ks := s.Keys(request(t, p, map[string]string{"user": "u0"}, 1))
 	_, replica, err := c.MasterOf(ks[0])
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestFaultClusterFailover(t *testing.T) {
 	})
 	rc := clusterClient(t, c)
 	failoverFigures(t, "CLUSTER FAILOVER under load", out, start, newMaster, func(u string) int {
-		ks, _ := s.Keys(p, map[string]string{"user": u})
+		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
 		return units(entries(t, rc, ks[0]))
 	})
 	checkStored(t, c.Nodes(), prefix, failoverLimit)
@@ -312,7 +312,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 		t.Fatal("no new master")
 	}
 	failoverFigures(t, "SENTINEL FAILOVER under load", out, start, newMaster, func(u string) int {
-		ks, _ := s.Keys(p, map[string]string{"user": u})
+		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
 		n, _ := next.Do("ZCARD", ks[0])
 		var c int
 		fmt.Sscan(n, &c)

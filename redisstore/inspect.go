@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Window is the stored state of one rule's window, as Inspect reads it.
@@ -35,17 +35,15 @@ type Entry struct {
 	Cost int64
 }
 
-// Inspect reads, changing nothing, the windows of every rule of p for
-// attrs, in policy order, and the Redis server's time (read with the last
-// window; each window is read on its own). It is for operators
-// looking at a store (sluice inspect), not for deciding: the windows may
-// change between Inspect and any later call.
-func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]string) ([]Window, time.Time, error) {
-	ks, err := s.Keys(p, attrs)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	// One call per key: with SlotsPerRule the keys of a policy may lie in
+// Inspect reads, changing nothing, the window of every check of req, in
+// order, and the Redis server's time (read with the last window; each
+// window is read on its own). It is for operators looking at a store
+// (sluice inspect), not for deciding: the windows may change between
+// Inspect and any later call. sluice.Resolve gives the request of a policy
+// and attributes.
+func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time.Time, error) {
+	ks := s.Keys(req)
+	// One call per key: with SlotsPerRule the keys of a request may lie in
 	// several cluster slots.
 	windows := make([]Window, len(ks))
 	var now time.Time
@@ -55,7 +53,7 @@ func (s *Store) Inspect(ctx context.Context, p *sluice.Policy, attrs map[string]
 			return nil, time.Time{}, err
 		}
 		windows[i], now = w[0], t
-		windows[i].Rule = p.Rules[i].Name
+		windows[i].Rule = req.Checks[i].Rule
 	}
 	return windows, now, nil
 }
@@ -134,7 +132,7 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 // inspect runs inspect.lua over keys, which share one slot.
 func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, error) {
 	if s.closed.Load() {
-		return nil, time.Time{}, sluice.ErrStoreClosed
+		return nil, time.Time{}, store.ErrClosed
 	}
 	reply, err := run(ctx, s.ev, inspectScript, ks, nil)
 	if err != nil {

@@ -21,7 +21,7 @@ func TestInspect(t *testing.T) {
 	}}
 	lim := sluice.NewLimiter(s, sluice.Config{})
 	attrs := map[string]string{"category": "errors"}
-	before, _, err := s.Inspect(ctx, p, attrs)
+	before, _, err := s.Inspect(ctx, request(t, p, attrs, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +33,11 @@ func TestInspect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	windows, now, err := s.Inspect(ctx, p, attrs)
+	windows, now, err := s.Inspect(ctx, request(t, p, attrs, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, _ := s.Keys(p, attrs)
+	keys := s.Keys(request(t, p, attrs, 1))
 	for i, w := range windows {
 		if w.Rule != p.Rules[i].Name || w.Key != keys[i] {
 			t.Errorf("window %d = %s %s, want %s %s", i, w.Rule, w.Key, p.Rules[i].Name, keys[i])
@@ -54,8 +54,8 @@ func TestInspect(t *testing.T) {
 			}
 		}
 	}
-	if _, _, err := s.Inspect(ctx, p, nil); err == nil {
-		t.Error("Inspect without the category attribute succeeded")
+	if _, err := sluice.Resolve(p, nil, 1); err == nil {
+		t.Error("resolving without the category attribute succeeded")
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Keys. Every rule's window of a request has the key
@@ -17,8 +17,8 @@ import (
 // the policy name followed by values:
 //
 //   - SlotsShared: the values of the attributes every rule of the policy
-//     goes by (Policy.SharedAttributes), so all of a decision's keys share
-//     one tag, and one script call decides them;
+//     goes by (store.Request.Shared), so all of a decision's keys share one
+//     tag, and one script call decides them;
 //   - SlotsPerRule: the values of the rule's own By attributes, so per-user
 //     windows spread over the cluster while a global cap has a slot of its
 //     own; the rules whose tags are equal form a slot group, decided by one
@@ -38,82 +38,75 @@ const maxPartLen = 64
 // part never equals an encoded one.
 const hashPrefix = '#'
 
-// plan is where a request's windows live: each rule's key, and the slot
+// plan is where a request's windows live: each check's key, and the slot
 // groups the keys fall into, in the order they are decided.
 type plan struct {
-	keys   []string // per rule, in policy order
+	keys   []string // per check, in request order
 	groups []group
 }
 
-// group is the rules of a plan whose keys share a hash tag: one script call
+// group is the checks of a plan whose keys share a hash tag: one script call
 // decides them atomically.
 type group struct {
-	rules []int    // indexes of the policy's rules, in policy order
-	keys  []string // their keys
+	checks []int    // indexes of the request's checks, in request order
+	keys   []string // their keys
 }
 
-// planOf returns the plan of p's windows for attrs, whose hash tags are per
-// rule when perRule is set and shared otherwise. The caller has checked
-// that attrs holds every attribute the rules name.
-func planOf(prefix string, perRule bool, p *sluice.Policy, attrs map[string]string) plan {
+// planOf returns the plan of req's windows, whose hash tags are per rule
+// when perRule is set and shared otherwise.
+func planOf(prefix string, perRule bool, req *store.Request) plan {
 	var room [128]byte // enough for most keys: no allocation but the keys'
-	pl := plan{keys: make([]string, len(p.Rules))}
+	pl := plan{keys: make([]string, len(req.Checks))}
 	if !perRule {
 		buf := append(room[:0], prefix...)
 		buf = append(buf, ":{"...)
-		buf = appendPart(buf, p.Name)
-		if len(p.Rules) > 0 {
-			for _, a := range p.Rules[0].By { // p.SharedAttributes(), without a slice
-				if p.Shares(a) {
-					buf = append(buf, ',')
-					buf = appendPart(buf, attrs[a])
-				}
-			}
-		}
+		buf = appendPart(buf, req.Policy)
+		buf = appendValues(buf, ',', req.Shared)
 		buf = append(buf, '}')
 		head := len(buf)
-		for i := range p.Rules {
-			pl.keys[i] = string(appendWindow(buf[:head], p, &p.Rules[i], attrs))
+		for i := range req.Checks {
+			pl.keys[i] = string(appendWindow(buf[:head], req.Policy, &req.Checks[i]))
 		}
-		pl.groups = []group{{rules: firstRules(len(p.Rules)), keys: pl.keys}}
+		pl.groups = []group{{checks: firstChecks(len(req.Checks)), keys: pl.keys}}
 		return pl
 	}
-	tags := make([]int, len(p.Rules)) // where each key's tag ends
-	for i := range p.Rules {
-		r := &p.Rules[i]
+	tags := make([]int, len(req.Checks)) // where each key's tag ends
+	for i := range req.Checks {
+		c := &req.Checks[i]
 		buf := append(room[:0], prefix...)
 		buf = append(buf, ":{"...)
-		buf = appendPart(buf, p.Name)
-		buf = appendValues(buf, ',', r.By, attrs)
+		buf = appendPart(buf, req.Policy)
+		buf = appendValues(buf, ',', c.Values)
 		buf = append(buf, '}')
 		tags[i] = len(buf)
-		pl.keys[i] = string(appendWindow(buf, p, r, attrs))
+		pl.keys[i] = string(appendWindow(buf, req.Policy, c))
 	}
 	for i, k := range pl.keys {
 		g := slices.IndexFunc(pl.groups, func(g group) bool {
-			first := pl.keys[g.rules[0]]
-			return first[:tags[g.rules[0]]] == k[:tags[i]]
+			first := g.checks[0]
+			return pl.keys[first][:tags[first]] == k[:tags[i]]
 		})
 		if g < 0 {
 			pl.groups = append(pl.groups, group{})
 			g = len(pl.groups) - 1
 		}
-		pl.groups[g].rules = append(pl.groups[g].rules, i)
+		pl.groups[g].checks = append(pl.groups[g].checks, i)
 		pl.groups[g].keys = append(pl.groups[g].keys, k)
 	}
-	// Groups whose rules go by more attributes first, ties in policy order:
-	// the global cap, the hottest key and the likeliest to deny, comes last.
+	// Groups whose rules go by more attributes first, ties in request
+	// order: the global cap, the hottest key and the likeliest to deny,
+	// comes last.
 	slices.SortStableFunc(pl.groups, func(a, b group) int {
-		return len(p.Rules[b.rules[0]].By) - len(p.Rules[a.rules[0]].By)
+		return len(req.Checks[b.checks[0]].Values) - len(req.Checks[a.checks[0]].Values)
 	})
 	return pl
 }
 
-// firstRules returns the indexes 0 to n-1: the rules of a plan of one
-// group. It allocates only for policies of more than 64 rules.
-func firstRules(n int) []int {
-	if n <= len(ruleIndexes) {
-		return ruleIndexes[:n:n]
+// firstChecks returns the indexes 0 to n-1: the checks of a plan of one
+// group. It allocates only for requests of more than 64 checks.
+func firstChecks(n int) []int {
+	if n <= len(checkIndexes) {
+		return checkIndexes[:n:n]
 	}
 	r := make([]int, n)
 	for i := range r {
@@ -122,7 +115,7 @@ func firstRules(n int) []int {
 	return r
 }
 
-var ruleIndexes = func() (r [64]int) {
+var checkIndexes = func() (r [64]int) {
 	for i := range r {
 		r[i] = i
 	}
@@ -130,24 +123,23 @@ var ruleIndexes = func() (r [64]int) {
 }()
 
 // appendWindow appends ":<policy>:<rule>[:<values>]" to a key's tag.
-func appendWindow(buf []byte, p *sluice.Policy, r *sluice.Rule, attrs map[string]string) []byte {
+func appendWindow(buf []byte, policy string, c *store.Check) []byte {
 	buf = append(buf, ':')
-	buf = appendPart(buf, p.Name)
+	buf = appendPart(buf, policy)
 	buf = append(buf, ':')
-	buf = appendPart(buf, r.Name)
-	return appendValues(buf, ':', r.By, attrs)
+	buf = appendPart(buf, c.Rule)
+	return appendValues(buf, ':', c.Values)
 }
 
-// appendValues appends the values of the attributes by, the first after
-// sep and the others after ','.
-func appendValues(buf []byte, sep byte, by []string, attrs map[string]string) []byte {
-	for j, a := range by {
+// appendValues appends values, the first after sep and the others after ','.
+func appendValues(buf []byte, sep byte, values []string) []byte {
+	for j, v := range values {
 		if j == 0 {
 			buf = append(buf, sep)
 		} else {
 			buf = append(buf, ',')
 		}
-		buf = appendPart(buf, attrs[a])
+		buf = appendPart(buf, v)
 	}
 	return buf
 }

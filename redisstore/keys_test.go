@@ -58,7 +58,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := planOf("sluice", false, tt.p, tt.attrs).keys
+			got := planOf("sluice", false, policyRequest(tt.p, tt.attrs)).keys
 			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 				t.Errorf("keys = %q\nwant   %q", got, tt.want)
 			}
@@ -83,8 +83,8 @@ func FuzzKey(f *testing.F) {
 			{Name: "global"},
 			{Name: rule + "x", By: []string{"a", "b"}},
 		}}
-		k1 := planOf("pre", false, p, map[string]string{"a": a1, "b": b1}).keys
-		k2 := planOf("pre", false, p, map[string]string{"a": a2, "b": b2}).keys
+		k1 := planOf("pre", false, policyRequest(p, map[string]string{"a": a1, "b": b1})).keys
+		k2 := planOf("pre", false, policyRequest(p, map[string]string{"a": a2, "b": b2})).keys
 		for _, k := range append(k1, k2...) {
 			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || strings.Index(k, "{") != len("pre:") {
 				t.Fatalf("key %q: braces other than the hash tag's", k)

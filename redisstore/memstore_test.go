@@ -11,6 +11,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -35,18 +36,18 @@ func TestMatchesMemstore(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 42))
 				for i := range 400 {
 					clock.Advance(steps[rng.IntN(len(steps))])
-					req := randomRequest(rng, policies, modes)
-					want, err := ms.Decide(ctx, req)
-					if err != nil {
+					req := randomRequest(t, rng, policies, modes)
+					mreq := *req
+					mreq.Results = nil
+					if err := ms.Decide(ctx, &mreq); err != nil {
 						t.Fatal(err)
 					}
-					got, err := rs.Decide(ctx, req)
-					if err != nil {
+					if err := rs.Decide(ctx, req); err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(got, want) {
-						t.Fatalf("step %d at T0+%v: %s %v cost %d %v:\nredis  %+v\nmemory %+v",
-							i, clock.Now().Sub(storetest.T0), req.Policy.Name, req.Attributes, req.Cost, req.Mode, got, want)
+					if !reflect.DeepEqual(req.Results, mreq.Results) {
+						t.Fatalf("step %d at T0+%v: %s %+v %v dry %v:\nredis  %+v\nmemory %+v",
+							i, clock.Now().Sub(storetest.T0), req.Policy, req.Checks, req.Mode, req.DryRun, req.Results, mreq.Results)
 					}
 				}
 			})
@@ -76,32 +77,28 @@ func TestBatchMatchesMemstore(t *testing.T) {
 			for round := range 60 {
 				clock.Advance(steps[rng.IntN(len(steps))])
 				now := clock.Now().UnixMicro()
-				reqs := make([]*sluice.Request, 1+rng.IntN(16))
+				reqs := make([]*store.Request, 1+rng.IntN(16))
 				keys, args := make([][]string, len(reqs)), make([][]string, len(reqs))
 				for i := range reqs {
-					reqs[i] = randomRequest(rng, policies, modes)
-					ks, err := rs.Keys(reqs[i].Policy, reqs[i].Attributes)
-					if err != nil {
-						t.Fatal(err)
-					}
-					keys[i], args[i] = ks, redisstore.DecisionArgs(reqs[i], now)
+					reqs[i] = randomRequest(t, rng, policies, modes)
+					keys[i], args[i] = rs.Keys(reqs[i]), redisstore.DecisionArgs(reqs[i], now)
 				}
 				replies, errs := redisstore.DecideBatch(c, keys, args)
 				for i, req := range reqs {
-					want, err := ms.Decide(ctx, req)
-					if err != nil {
+					mreq := *req
+					mreq.Results = nil
+					if err := ms.Decide(ctx, &mreq); err != nil {
 						t.Fatal(err)
 					}
 					if errs[i] != nil {
 						t.Fatalf("round %d, request %d: %v", round, i+1, errs[i])
 					}
-					got, err := redisstore.ParseDecision(replies[i], req.Policy.Rules)
-					if err != nil {
+					if err := redisstore.ParseResults(req, replies[i]); err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(got, want) {
-						t.Fatalf("round %d at T0+%v, request %d of %d: %s %v cost %d %v:\nredis  %+v\nmemory %+v",
-							round, clock.Now().Sub(storetest.T0), i+1, len(reqs), req.Policy.Name, req.Attributes, req.Cost, req.Mode, got, want)
+					if !reflect.DeepEqual(req.Results, mreq.Results) {
+						t.Fatalf("round %d at T0+%v, request %d of %d: %s %+v %v dry %v:\nredis  %+v\nmemory %+v",
+							round, clock.Now().Sub(storetest.T0), i+1, len(reqs), req.Policy, req.Checks, req.Mode, req.DryRun, req.Results, mreq.Results)
 					}
 				}
 			}
@@ -123,35 +120,42 @@ func differentialPolicies() []*sluice.Policy {
 			{Name: "global", Limit: 9, Window: 2 * time.Minute},
 		}},
 		{Name: "bytes", Rules: []sluice.Rule{{Name: "r", Limit: 10, Window: time.Minute, By: []string{"user"}}}},
+		{Name: "blocked", Rules: []sluice.Rule{
+			{Name: "per-user", Limit: 5, Window: time.Minute, By: []string{"user"}},
+			{Name: "u1-blocked", Limit: 3, Window: time.Minute, By: []string{"user"},
+				Overrides: []sluice.Override{{Match: map[string]string{"user": "u1"}, Limit: 0}}},
+		}},
 	}
 }
 
 // requestMode is a request's Mode and DryRun.
 type requestMode struct {
-	mode sluice.Mode
+	mode store.Mode
 	dry  bool
 }
 
 // requestModes are the modes random requests are drawn from: mostly Allow,
 // and peeks and records of both kinds.
-var requestModes = []requestMode{{sluice.ModeAllow, false}, {sluice.ModeAllow, false}, {sluice.ModeAllow, false},
-	{sluice.ModeAllow, true}, {sluice.ModeRecord, false}, {sluice.ModeRecord, true}}
+var requestModes = []requestMode{{store.ModeAllow, false}, {store.ModeAllow, false}, {store.ModeAllow, false},
+	{store.ModeAllow, true}, {store.ModeRecord, false}, {store.ModeRecord, true}}
 
 // randomRequest draws a request of one of policies, with a cost that fits
-// every rule's limit.
-func randomRequest(rng *rand.Rand, policies []*sluice.Policy, modes []requestMode) *sluice.Request {
+// every rule's limit, some of its checks in shadow mode.
+func randomRequest(t testing.TB, rng *rand.Rand, policies []*sluice.Policy, modes []requestMode) *store.Request {
 	p := policies[rng.IntN(len(policies))]
-	maxCost := p.Rules[0].Limit
+	maxCost := int64(1 << 62)
 	for _, r := range p.Rules {
-		maxCost = min(maxCost, r.Limit)
+		if r.Limit > 0 {
+			maxCost = min(maxCost, r.Limit)
+		}
 	}
-	req := &sluice.Request{
-		Policy: p,
-		Attributes: map[string]string{
-			"category": fmt.Sprintf("c%d", rng.IntN(3)),
-			"user":     fmt.Sprintf("u%d", rng.IntN(2)),
-		},
-		Cost: 1 + rng.Int64N(maxCost),
+	attrs := map[string]string{
+		"category": fmt.Sprintf("c%d", rng.IntN(3)),
+		"user":     fmt.Sprintf("u%d", rng.IntN(2)),
+	}
+	req := request(t, p, attrs, 1+rng.Int64N(maxCost))
+	for i := range req.Checks {
+		req.Checks[i].Shadow = rng.IntN(8) == 0
 	}
 	m := modes[rng.IntN(len(modes))]
 	req.Mode, req.DryRun = m.mode, m.dry

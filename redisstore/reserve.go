@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Schedules. Each schedule's queue (one per combination of its By values)
@@ -25,29 +25,22 @@ import (
 // with a policy's window. The key expires at the end of its last
 // reservation: an idle schedule leaves nothing behind.
 
-var _ sluice.Scheduler = (*Store)(nil)
+var _ store.Scheduler = (*Store)(nil)
 
-// QueueKey returns the Redis key of the queue of s for attrs: the key
-// Reserve and Cancel read and write. It returns an error for an invalid
-// schedule or a missing attribute.
-func (s *Store) QueueKey(sched *sluice.Schedule, attrs map[string]string) (string, error) {
-	req := sluice.CancelRequest{Schedule: sched, Attributes: attrs}
-	if err := req.Validate(); err != nil {
-		return "", err
-	}
-	return queueKey(s.prefix, sched, attrs), nil
-}
+// QueueKey returns the Redis key of queue q: the key Reserve and Cancel
+// read and write.
+func (s *Store) QueueKey(q store.Queue) string { return queueKey(s.prefix, q) }
 
-func queueKey(prefix string, sched *sluice.Schedule, attrs map[string]string) string {
+func queueKey(prefix string, q store.Queue) string {
 	var buf []byte
 	buf = append(buf, prefix...)
 	buf = append(buf, ":{"...)
-	buf = appendPart(buf, sched.Name)
-	buf = appendValues(buf, ',', sched.By, attrs)
+	buf = appendPart(buf, q.Schedule)
+	buf = appendValues(buf, ',', q.Values)
 	buf = append(buf, "}:"...)
-	buf = appendPart(buf, sched.Name)
+	buf = appendPart(buf, q.Schedule)
 	buf = append(buf, ":@queue"...)
-	return string(appendValues(buf, ':', sched.By, attrs))
+	return string(appendValues(buf, ':', q.Values))
 }
 
 // nowArg is the time argument of the scripts: Config.Clock's time in µs, or
@@ -59,7 +52,7 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.clock().UnixMicro(), 10)
 }
 
-// Reserve implements sluice.Scheduler: one round trip runs reserve.lua,
+// Reserve implements store.Scheduler: one round trip runs reserve.lua,
 // which gives the next free slot or rejects the request without changing
 // anything, on the Redis server's clock (or Config.Clock).
 //
@@ -67,43 +60,40 @@ func (s *Store) nowArg() string {
 // returned as an error; the slot may or may not have been reserved, and the
 // request is never sent again. A slot reserved that way is held until it
 // passes: the error is toward sending less, never more.
-func (s *Store) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
 	if s.closed.Load() {
-		return sluice.Reservation{}, sluice.ErrStoreClosed
-	}
-	if err := req.Validate(); err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, err
 	}
-	length := req.Cost * req.Schedule.Interval().Microseconds()
+	length := req.Cost * req.Interval.Microseconds()
 	id := fmt.Sprintf("%016x.%d", rand.Uint64(), length)
 	args := []string{
 		s.nowArg(),
 		strconv.FormatInt(length, 10),
 		strconv.FormatInt(req.MaxDelay.Microseconds(), 10),
-		strconv.FormatInt(req.Schedule.MaxQueue, 10),
+		strconv.FormatInt(req.MaxQueue, 10),
 		id,
 	}
-	reply, err := run(ctx, s.ev, reserveScript, []string{queueKey(s.prefix, req.Schedule, req.Attributes)}, args)
+	reply, err := run(ctx, s.ev, reserveScript, []string{queueKey(s.prefix, req.Queue)}, args)
 	if err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, err
 	}
 	return parseReservation(reply, id)
 }
 
 // parseReservation reads reserve.lua's reply: ok, reason, now, slot, queue.
-func parseReservation(reply []int64, id string) (sluice.Reservation, error) {
+func parseReservation(reply []int64, id string) (store.Reservation, error) {
 	if len(reply) != 5 {
-		return sluice.Reservation{}, fmt.Errorf("redisstore: reserve.lua replied %d integers, want 5", len(reply))
+		return store.Reservation{}, fmt.Errorf("redisstore: reserve.lua replied %d integers, want 5", len(reply))
 	}
 	ok, reason, now, slot, queue := reply[0], reply[1], reply[2], reply[3], reply[4]
 	if ok != 0 && ok != 1 || reason < 0 || reason > 2 || (ok == 1) != (reason == 0) || slot < now || queue < int64(ok) {
-		return sluice.Reservation{}, fmt.Errorf("redisstore: reserve.lua replied ok=%d reason=%d now=%d slot=%d queue=%d, not a valid reservation",
+		return store.Reservation{}, fmt.Errorf("redisstore: reserve.lua replied ok=%d reason=%d now=%d slot=%d queue=%d, not a valid reservation",
 			ok, reason, now, slot, queue)
 	}
-	r := sluice.Reservation{
+	r := store.Reservation{
 		OK:    ok == 1,
 		Delay: time.Duration(slot-now) * time.Microsecond,
 		Slot:  time.UnixMicro(slot),
@@ -113,21 +103,18 @@ func parseReservation(reply []int64, id string) (sluice.Reservation, error) {
 	case 0:
 		r.ID = id
 	case 1:
-		r.Reason = sluice.ReasonDelay
+		r.Reason = store.ReasonDelay
 	case 2:
-		r.Reason = sluice.ReasonQueue
+		r.Reason = store.ReasonQueue
 	}
 	return r, nil
 }
 
-// Cancel implements sluice.Scheduler: one round trip runs cancel.lua. An ID
+// Cancel implements store.Scheduler: one round trip runs cancel.lua. An ID
 // this store could not have given is not sent.
-func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
 	if s.closed.Load() {
-		return false, sluice.ErrStoreClosed
-	}
-	if err := req.Validate(); err != nil {
-		return false, err
+		return false, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -136,7 +123,7 @@ func (s *Store) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, er
 		return false, nil
 	}
 	args := []string{s.nowArg(), req.ID}
-	reply, err := run(ctx, s.ev, cancelScript, []string{queueKey(s.prefix, req.Schedule, req.Attributes)}, args)
+	reply, err := run(ctx, s.ev, cancelScript, []string{queueKey(s.prefix, req.Queue)}, args)
 	if err != nil {
 		return false, err
 	}

@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 func TestParseReservation(t *testing.T) {
 	const now = 1_767_225_600_000_000
 	good := []struct {
 		reply []int64
-		want  sluice.Reservation
+		want  store.Reservation
 	}{
-		{[]int64{1, 0, now, now + 250_000, 2}, sluice.Reservation{OK: true, Delay: 250 * time.Millisecond, Slot: time.UnixMicro(now + 250_000), Queue: 2, ID: "id"}},
-		{[]int64{0, 1, now, now + 1_250_000, 5}, sluice.Reservation{Delay: 1250 * time.Millisecond, Slot: time.UnixMicro(now + 1_250_000), Queue: 5, Reason: sluice.ReasonDelay}},
-		{[]int64{0, 2, now, now, 0}, sluice.Reservation{Slot: time.UnixMicro(now), Reason: sluice.ReasonQueue}},
+		{[]int64{1, 0, now, now + 250_000, 2}, store.Reservation{OK: true, Delay: 250 * time.Millisecond, Slot: time.UnixMicro(now + 250_000), Queue: 2, ID: "id"}},
+		{[]int64{0, 1, now, now + 1_250_000, 5}, store.Reservation{Delay: 1250 * time.Millisecond, Slot: time.UnixMicro(now + 1_250_000), Queue: 5, Reason: store.ReasonDelay}},
+		{[]int64{0, 2, now, now, 0}, store.Reservation{Slot: time.UnixMicro(now), Reason: store.ReasonQueue}},
 	}
 	for _, tt := range good {
 		got, err := parseReservation(tt.reply, "id")
@@ -43,18 +43,17 @@ func TestParseReservation(t *testing.T) {
 
 func TestQueueKey(t *testing.T) {
 	tests := []struct {
-		sched *sluice.Schedule
-		attrs map[string]string
-		want  string
+		q    store.Queue
+		want string
 	}{
-		{&sluice.Schedule{Name: "carrier", By: []string{"carrier"}}, map[string]string{"carrier": "45"}, "sluice:{carrier,45}:carrier:@queue:45"},
-		{&sluice.Schedule{Name: "all"}, map[string]string{"carrier": "45"}, "sluice:{all}:all:@queue"},
-		{&sluice.Schedule{Name: "a:b", By: []string{"x", "y"}}, map[string]string{"x": "1,2", "y": "}"}, "sluice:{a%3Ab,1%2C2,%7D}:a%3Ab:@queue:1%2C2,%7D"},
-		{&sluice.Schedule{Name: "@queue"}, nil, "sluice:{%40queue}:%40queue:@queue"},
+		{store.Queue{Schedule: "carrier", Values: []string{"45"}}, "sluice:{carrier,45}:carrier:@queue:45"},
+		{store.Queue{Schedule: "all"}, "sluice:{all}:all:@queue"},
+		{store.Queue{Schedule: "a:b", Values: []string{"1,2", "}"}}, "sluice:{a%3Ab,1%2C2,%7D}:a%3Ab:@queue:1%2C2,%7D"},
+		{store.Queue{Schedule: "@queue"}, "sluice:{%40queue}:%40queue:@queue"},
 	}
 	for _, tt := range tests {
-		if got := queueKey("sluice", tt.sched, tt.attrs); got != tt.want {
-			t.Errorf("queueKey(%q, %v) = %q, want %q", tt.sched.Name, tt.attrs, got, tt.want)
+		if got := queueKey("sluice", tt.q); got != tt.want {
+			t.Errorf("queueKey(%+v) = %q, want %q", tt.q, got, tt.want)
 		}
 	}
 }

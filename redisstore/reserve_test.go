@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -19,22 +20,31 @@ func carrierSchedule(rate int64, maxDelay time.Duration) *sluice.Schedule {
 		Rate: sluice.Rate{Events: rate, Per: time.Second}, MaxDelay: maxDelay}
 }
 
-func reserve(t *testing.T, s *redisstore.Store, sched *sluice.Schedule, attrs map[string]string, cost int64) sluice.Reservation {
+// queueOf returns the queue of sched for attrs, which hold its attributes.
+func queueOf(sched *sluice.Schedule, attrs map[string]string) store.Queue {
+	q := store.Queue{Schedule: sched.Name}
+	for _, a := range sched.By {
+		q.Values = append(q.Values, attrs[a])
+	}
+	return q
+}
+
+func reserve(t *testing.T, s *redisstore.Store, sched *sluice.Schedule, attrs map[string]string, cost int64) store.Reservation {
 	t.Helper()
-	r, err := s.Reserve(context.Background(), &sluice.ReserveRequest{Schedule: sched, Attributes: attrs, Cost: cost, MaxDelay: sched.MaxDelay})
+	r, err := s.Reserve(context.Background(), &store.ReserveRequest{Queue: queueOf(sched, attrs), Interval: sched.Interval(),
+		Cost: cost, MaxDelay: sched.MaxDelay, MaxQueue: sched.MaxQueue})
 	if err != nil {
 		t.Fatalf("Reserve(%s, %v, cost %d): %v", sched.Name, attrs, cost, err)
 	}
 	return r
 }
 
+func cancelOn(t *testing.T, s *redisstore.Store, sched *sluice.Schedule, attrs map[string]string, id string) (bool, error) {
+	return s.Cancel(context.Background(), &store.CancelRequest{Queue: queueOf(sched, attrs), ID: id})
+}
+
 func queueKeyOf(t *testing.T, s *redisstore.Store, sched *sluice.Schedule, attrs map[string]string) string {
-	t.Helper()
-	k, err := s.QueueKey(sched, attrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return s.QueueKey(queueOf(sched, attrs))
 }
 
 var memberForm = regexp.MustCompile(`^[0-9a-f]{16}\.[1-9][0-9]*$`)
@@ -103,13 +113,13 @@ func TestRejectedReservationChangesNothing(t *testing.T) {
 			return ms
 		}
 		ttlBefore := pttl()
-		for _, r := range []sluice.Reservation{reserve(t, s, sched, attrs, 1), reserve(t, s, sched, attrs, 4)} {
-			if r.OK || r.Reason != sluice.ReasonQueue {
+		for _, r := range []store.Reservation{reserve(t, s, sched, attrs, 1), reserve(t, s, sched, attrs, 4)} {
+			if r.OK || r.Reason != store.ReasonQueue {
 				t.Fatalf("reservation on a full queue: %+v, want rejected by the queue", r)
 			}
 		}
 		sched.MaxQueue, sched.MaxDelay = 0, 250*time.Millisecond
-		if r := reserve(t, s, sched, attrs, 1); r.OK || r.Reason != sluice.ReasonDelay {
+		if r := reserve(t, s, sched, attrs, 1); r.OK || r.Reason != store.ReasonDelay {
 			t.Fatalf("reservation past MaxDelay: %+v, want rejected by the delay", r)
 		}
 		after := members(t, c, key)
@@ -124,19 +134,18 @@ func TestRejectedReservationChangesNothing(t *testing.T) {
 
 func TestCancelIDs(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		ctx := context.Background()
 		clock := storetest.NewClock(storetest.T0)
 		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
 		sched := carrierSchedule(4, time.Second)
 		attrs := map[string]string{"carrier": "45"}
 		r := reserve(t, s, sched, attrs, 1)
 		for _, id := range []string{"", "1", "x", r.ID + "0", r.ID[:16], "0123456789abcdeF.250000", "0123456789abcdef.0", "0123456789abcdef.-1", "0123456789abcdef.0250000"} {
-			ok, err := s.Cancel(ctx, &sluice.CancelRequest{Schedule: sched, Attributes: attrs, ID: id})
+			ok, err := cancelOn(t, s, sched, attrs, id)
 			if ok || err != nil {
 				t.Errorf("Cancel(%q) = %v, %v; want false, nil", id, ok, err)
 			}
 		}
-		ok, err := s.Cancel(ctx, &sluice.CancelRequest{Schedule: sched, Attributes: attrs, ID: r.ID})
+		ok, err := cancelOn(t, s, sched, attrs, r.ID)
 		if !ok || err != nil {
 			t.Errorf("Cancel(%q) = %v, %v; want true", r.ID, ok, err)
 		}
@@ -159,7 +168,7 @@ func TestReserveNoScriptReloads(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var last sluice.Reservation
+		var last store.Reservation
 		for i := range 3 {
 			flush()
 			last = reserve(t, s, sched, attrs, 1)
@@ -168,7 +177,7 @@ func TestReserveNoScriptReloads(t *testing.T) {
 			}
 		}
 		flush()
-		if ok, err := s.Cancel(ctx, &sluice.CancelRequest{Schedule: sched, Attributes: attrs, ID: last.ID}); !ok || err != nil {
+		if ok, err := cancelOn(t, s, sched, attrs, last.ID); !ok || err != nil {
 			t.Fatalf("Cancel after SCRIPT FLUSH: %v, %v", ok, err)
 		}
 		if n := len(members(t, c, queueKeyOf(t, s, sched, attrs))); n != 2 {
@@ -185,7 +194,7 @@ func TestReserveOnRedisClock(t *testing.T) {
 		attrs := map[string]string{"carrier": "45"}
 		key := queueKeyOf(t, s, sched, attrs)
 		before := time.Now()
-		var rs []sluice.Reservation
+		var rs []store.Reservation
 		for range 3 {
 			rs = append(rs, reserve(t, s, sched, attrs, 1))
 		}

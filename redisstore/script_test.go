@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -24,33 +25,51 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-func decide(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string, cost int64, mode sluice.Mode) sluice.Decision {
+// request returns the store request of cost units of p for attrs.
+func request(t testing.TB, p *sluice.Policy, attrs map[string]string, cost int64) *store.Request {
 	t.Helper()
-	d, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Attributes: attrs, Cost: cost, Mode: mode})
+	req, err := sluice.Resolve(p, attrs, cost)
 	if err != nil {
-		t.Fatalf("Decide(%s, %v, cost %d, %v): %v", p.Name, attrs, cost, mode, err)
+		t.Fatal(err)
+	}
+	return req
+}
+
+// direct returns a Limiter that calls s with no deadline or breaker: the
+// store's own answers, combined into decisions.
+func direct(s store.Store) *sluice.Limiter {
+	return sluice.NewLimiter(s, sluice.Config{Timeout: -1, Breaker: sluice.Breaker{Failures: -1}})
+}
+
+// decideOn decides req on s and fails the test on error.
+func decideOn(t testing.TB, s store.Store, req *store.Request) sluice.Decision {
+	t.Helper()
+	d, err := direct(s).Decide(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Decide(%s, %+v): %v", req.Policy, req.Checks, err)
 	}
 	return d
+}
+
+func decide(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string, cost int64, mode store.Mode) sluice.Decision {
+	t.Helper()
+	req := request(t, p, attrs, cost)
+	req.Mode = mode
+	return decideOn(t, s, req)
 }
 
 // peek decides a request as a dry run: the decision Allow would give,
 // recording nothing.
 func peek(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string, cost int64) sluice.Decision {
 	t.Helper()
-	d, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Attributes: attrs, Cost: cost, DryRun: true})
-	if err != nil {
-		t.Fatalf("peek(%s, %v, cost %d): %v", p.Name, attrs, cost, err)
-	}
-	return d
+	req := request(t, p, attrs, cost)
+	req.DryRun = true
+	return decideOn(t, s, req)
 }
 
 func keysOf(t *testing.T, s *redisstore.Store, p *sluice.Policy, attrs map[string]string) []string {
 	t.Helper()
-	ks, err := s.Keys(p, attrs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ks
+	return s.Keys(request(t, p, attrs, 1))
 }
 
 func TestOneEntryPerMicrosecond(t *testing.T) {
@@ -59,7 +78,7 @@ func TestOneEntryPerMicrosecond(t *testing.T) {
 		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
 		p := &sluice.Policy{Name: "burst", Rules: []sluice.Rule{{Name: "r", Limit: 1000, Window: time.Minute}}}
 		for i := range 1000 {
-			if d := decide(t, s, p, nil, 1, sluice.ModeAllow); !d.Allowed || d.Limits[0].Used != int64(i+1) {
+			if d := decide(t, s, p, nil, 1, store.ModeAllow); !d.Allowed || d.Limits[0].Used != int64(i+1) {
 				t.Fatalf("event %d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
 			}
 		}
@@ -68,7 +87,7 @@ func TestOneEntryPerMicrosecond(t *testing.T) {
 		if len(es) != 1 || es[0].Member != "1000:1000" || es[0].Score != storetest.T0.UnixMicro() {
 			t.Fatalf("the window holds %+v, want one entry 1000:1000 at %d µs", es, storetest.T0.UnixMicro())
 		}
-		if d := decide(t, s, p, nil, 1, sluice.ModeAllow); d.Allowed || d.RetryAfter != time.Minute {
+		if d := decide(t, s, p, nil, 1, store.ModeAllow); d.Allowed || d.RetryAfter != time.Minute {
 			t.Fatalf("1001st: allowed %v retry %v, want denied for 1m", d.Allowed, d.RetryAfter)
 		}
 	})
@@ -80,7 +99,7 @@ func TestCostIsOneEntry(t *testing.T) {
 		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
 		p := &sluice.Policy{Name: "bytes", Rules: []sluice.Rule{{Name: "r", Limit: 1 << 40, Window: time.Minute}}}
 		for _, cost := range []int64{1 << 30, 1 << 39, 1} {
-			decide(t, s, p, nil, cost, sluice.ModeAllow)
+			decide(t, s, p, nil, cost, store.ModeAllow)
 			clock.Advance(time.Second)
 		}
 		d := peek(t, s, p, nil, 1<<39)
@@ -123,12 +142,12 @@ func TestDeniedChangesNothing(t *testing.T) {
 			{Name: "gap", Limit: 100, Window: time.Second, MinGap: 500 * time.Millisecond, By: []string{"category"}},
 		}}
 		errs := map[string]string{"category": "errors"}
-		decide(t, s, p, errs, 1, sluice.ModeAllow)
+		decide(t, s, p, errs, 1, store.ModeAllow)
 		clock.Advance(time.Second)
-		decide(t, s, p, errs, 1, sluice.ModeAllow)
+		decide(t, s, p, errs, 1, store.ModeAllow)
 		clock.Advance(9500 * time.Millisecond) // the first entry left "category" and "gap"
 		info := map[string]string{"category": "info"}
-		decide(t, s, p, info, 1, sluice.ModeAllow)
+		decide(t, s, p, info, 1, store.ModeAllow)
 		clock.Advance(100 * time.Millisecond)
 
 		ks := append(keysOf(t, s, p, errs), keysOf(t, s, p, info)[1:]...)
@@ -144,10 +163,10 @@ func TestDeniedChangesNothing(t *testing.T) {
 
 		// "global" fits, "category" is full after one more, and "gap" denies
 		// a second one for 400ms: denials in each way.
-		if d := decide(t, s, p, errs, 2, sluice.ModeAllow); d.Allowed || d.DeniedBy != "category" {
+		if d := decide(t, s, p, errs, 2, store.ModeAllow); d.Allowed || d.DeniedBy != "category" {
 			t.Fatalf("cost 2: %+v, want denied by category", d)
 		}
-		if d := decide(t, s, p, info, 1, sluice.ModeAllow); d.Allowed || d.DeniedBy != "gap" || d.RetryAfter != 400*time.Millisecond {
+		if d := decide(t, s, p, info, 1, store.ModeAllow); d.Allowed || d.DeniedBy != "gap" || d.RetryAfter != 400*time.Millisecond {
 			t.Fatalf("info again: %+v, want denied by gap for 400ms", d)
 		}
 		peek(t, s, p, errs, 1)
@@ -196,10 +215,10 @@ func TestEveryWrittenKeyExpires(t *testing.T) {
 		}}
 		want := map[string]time.Duration{}
 		for i, k := range keysOf(t, s, p, map[string]string{"u": "1", "v": "2"}) {
-			want[k] = p.Rules[i].TTL()
+			want[k] = p.Rules[i].Window + p.Rules[i].MinGap
 		}
 		want[keysOf(t, s, p, map[string]string{"u": "1", "v": "2"})[2]] = 2 * time.Millisecond // 1.5ms rounded up
-		decide(t, s, p, map[string]string{"u": "1", "v": "2"}, 1, sluice.ModeRecord)
+		decide(t, s, p, map[string]string{"u": "1", "v": "2"}, 1, store.ModeRecord)
 		got, err := ttls(ctx, admin(t), prefix)
 		if err != nil {
 			t.Fatal(err)
@@ -237,7 +256,7 @@ func TestNoScriptReloads(t *testing.T) {
 			if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {
 				t.Fatal(err)
 			}
-			d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+			d := decide(t, s, p, nil, 1, store.ModeAllow)
 			if !d.Allowed || d.Limits[0].Used != int64(i+1) {
 				t.Fatalf("after SCRIPT FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
 			}
@@ -253,7 +272,7 @@ func TestRedisClock(t *testing.T) {
 		s := b.open(t, redisstore.Config{Prefix: newPrefix()})
 		p := &sluice.Policy{Name: "time", Rules: []sluice.Rule{{Name: "r", Limit: 2, Window: time.Hour}}}
 		before := time.Now().UnixMicro()
-		d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+		d := decide(t, s, p, nil, 1, store.ModeAllow)
 		after := time.Now().UnixMicro()
 		if !d.Allowed || d.ResetAfter != time.Hour {
 			t.Fatalf("first: %+v, want allowed with ResetAfter 1h", d)
@@ -275,7 +294,7 @@ func TestClosed(t *testing.T) {
 			t.Fatalf("second Close: %v", err)
 		}
 		p := &sluice.Policy{Name: "closed", Rules: []sluice.Rule{{Name: "r", Limit: 1, Window: time.Minute}}}
-		_, err := s.Decide(context.Background(), &sluice.Request{Policy: p, Cost: 1})
+		_, err := direct(s).Decide(context.Background(), request(t, p, nil, 1))
 		if !errors.Is(err, sluice.ErrStoreClosed) {
 			t.Errorf("Decide after Close: %v, want ErrStoreClosed", err)
 		}
@@ -296,7 +315,7 @@ func TestKeysOnServer(t *testing.T) {
 	if !slices.Equal(ks, want) {
 		t.Fatalf("Keys = %q, want %q", ks, want)
 	}
-	decide(t, s, p, attrs, 1, sluice.ModeAllow)
+	decide(t, s, p, attrs, 1, store.ModeAllow)
 	got, err := ttls(context.Background(), admin(t), prefix)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Config configures a Store. The zero value is the default: a standalone
@@ -86,7 +86,7 @@ type Store struct {
 	closed  atomic.Bool
 }
 
-var _ sluice.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // New connects to Redis as cfg says and returns a Store over the
 // connection. It returns an error when no address answers. Close closes the
@@ -154,7 +154,7 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	return &Store{ev: ev, decider: evalerDecider{ev}, prefix: prefix, clock: cfg.Clock, perRule: cfg.Slots == SlotsPerRule}, nil
 }
 
-// Close stops the store: later calls return sluice.ErrStoreClosed. It closes
+// Close stops the store: later calls return store.ErrClosed. It closes
 // the connection if New opened it.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
@@ -166,13 +166,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Keys returns the Redis key that holds each rule's window of p for attrs,
-// in policy order: the keys Decide reads and writes. It returns an error for
-// an invalid policy or a missing attribute.
-func (s *Store) Keys(p *sluice.Policy, attrs map[string]string) ([]string, error) {
-	req := sluice.Request{Policy: p, Attributes: attrs, Cost: 1}
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	return planOf(s.prefix, s.perRule, p, attrs).keys, nil
+// Keys returns the Redis key of each window of req, in order: the keys
+// Decide reads and writes. sluice.Resolve gives the request of a policy
+// and attributes.
+func (s *Store) Keys(req *store.Request) []string {
+	return planOf(s.prefix, s.perRule, req).keys
 }

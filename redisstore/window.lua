@@ -21,8 +21,10 @@
 local TRIM = 8             -- units of cost recorded between two trims of what left the window
 local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a key gets a new epoch
 
--- A rule is a record of w (the window, µs), limit, gap (the minimum gap,
--- µs) and ttl (a key's lifetime after a write, ms, as a string).
+-- A rule, one window of a request, is a record of w (the window, µs),
+-- limit, gap (the minimum gap, µs), cost (what the request counts there),
+-- shadow (its denial does not deny) and ttl (a key's lifetime after a
+-- write, ms, as a string).
 
 -- member returns the member of an entry of end e and cost c; parse reads one.
 local function member(e, c)
@@ -125,12 +127,12 @@ local function freed(s, need, now)
   error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
 end
 
--- waits returns how long from now until rule r has room for cost on s, and
--- until its gap has passed, once pending units of cost are recorded at now.
-local function waits(s, r, cost, pending, now)
+-- waits returns how long from now until rule r has room for its cost on s,
+-- and until its gap has passed, once pending units are recorded at now.
+local function waits(s, r, pending, now)
   local room, gap = 0, 0
   local at = max(now, s.at or now)
-  local need = s.used + pending + cost - r.limit
+  local need = s.used + pending + r.cost - r.limit
   if need > s.used then
     room = at + s.w - now -- only the pending entry's leaving makes room
   elseif need > 0 then
@@ -141,13 +143,13 @@ local function waits(s, r, cost, pending, now)
   return room, gap
 end
 
--- check returns whether rule r fits a request of cost on s at now, and why
--- not: 'limit' (no room) or 'gap' (too soon), when both the longer wait.
-local function check(s, r, cost, now)
-  local full = s.used + cost > r.limit
+-- check returns whether rule r fits on s at now, and why not: 'limit' (no
+-- room for its cost) or 'gap' (too soon), when both the longer wait.
+local function check(s, r, now)
+  local full = s.used + r.cost > r.limit
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
-    local room, gap = waits(s, r, cost, 0, now)
+    local room, gap = waits(s, r, 0, now)
     return false, gap > room and 'gap' or 'limit'
   end
   return not (full or early), (full and 'limit') or (early and 'gap') or nil
@@ -184,11 +186,12 @@ local function rebase(s, now)
   s.m, s.om = member(s.e, s.c), member(s.oe, s.oc)
 end
 
--- write records cost in s's key under rule r at now (never before its
--- newest entry), caches s, and returns the time it recorded at. A write
--- sets the key to expire W + gap after it, except one into the newest
--- entry's instant, whose write did.
-local function write(s, r, cost, now)
+-- write records rule r's cost in s's key at now (never before its newest
+-- entry), caches s, and returns the time it recorded at. A write sets the
+-- key to expire W + gap after it, except one into the newest entry's
+-- instant, whose write did.
+local function write(s, r, now)
+  local cost = r.cost
   local at = max(now, s.at or now)
   if cache[s.key] == s then
     grow(s, cost) -- this call's state at this instant: grown in the state alone

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -35,13 +36,13 @@ func TestBatchReadsItsOwnWrites(t *testing.T) {
 	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
 	p := &sluice.Policy{Name: "batch", Rules: []sluice.Rule{{Name: "r", Limit: 5, Window: time.Minute}}}
 	old, fresh := keysOf(t, s, p, nil)[0], keysOf(t, s, &sluice.Policy{Name: "fresh", Rules: p.Rules}, nil)[0]
-	decide(t, s, p, nil, 1, sluice.ModeAllow)
+	decide(t, s, p, nil, 1, store.ModeAllow)
 	clock.Advance(time.Second)
-	decide(t, s, p, nil, 1, sluice.ModeAllow)
+	decide(t, s, p, nil, 1, store.ModeAllow)
 
 	t2 := strconv.FormatInt(storetest.T0.Add(2*time.Second).UnixMicro(), 10)
 	args := func(cost, limit int) []string {
-		return []string{"allow", strconv.Itoa(cost), t2, "60000000", strconv.Itoa(limit), "0"}
+		return []string{"allow", t2, "", "60000000", strconv.Itoa(limit), "0", strconv.Itoa(cost)}
 	}
 	replies, errs := redisstore.DecideBatch(admin(t),
 		[][]string{{old}, {old}, {old}, {fresh}, {fresh}, {fresh}},
@@ -75,7 +76,7 @@ func TestRebase(t *testing.T) {
 	// One event every 20 s for 40 minutes: the key never empties, and its
 	// epoch must move twice to keep scores under 2^30 µs (about 18 min).
 	for i := range 120 {
-		d := decide(t, s, p, nil, 1, sluice.ModeAllow)
+		d := decide(t, s, p, nil, 1, store.ModeAllow)
 		if want := int64(min(i+1, 3)); !d.Allowed || d.Limits[0].Used != want {
 			t.Fatalf("event %d: allowed %v used %d, want used %d", i+1, d.Allowed, d.Limits[0].Used, want)
 		}
@@ -113,7 +114,7 @@ func TestForeignKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Do(ctx, c.B().Del().Key(key).Build())
-	_, err := s.Decide(ctx, &sluice.Request{Policy: p, Cost: 1})
+	_, err := direct(s).Decide(ctx, request(t, p, nil, 1))
 	if err == nil || !strings.Contains(err.Error(), "is not a sluice window") {
 		t.Errorf("Decide on a foreign sorted set: %v, want an error saying it is not a sluice window", err)
 	}
@@ -130,16 +131,16 @@ func TestRollbackOfGrownEntry(t *testing.T) {
 		{Name: "user", Limit: 5, Window: time.Minute, By: []string{"user"}},
 	}}
 	a, b := map[string]string{"user": "a"}, map[string]string{"user": "b"}
-	if d := decide(t, s, p, b, 1, sluice.ModeRecord); !d.Allowed {
+	if d := decide(t, s, p, b, 1, store.ModeRecord); !d.Allowed {
 		t.Fatalf("b: %+v", d)
 	}
 	// User a's first request fills the global cap, then a second one at
 	// the same instant is recorded for a, into a's entry, then denied by
 	// the global cap and undone: a's entry is left as the first made it.
-	if d := decide(t, s, p, a, 1, sluice.ModeAllow); !d.Allowed {
+	if d := decide(t, s, p, a, 1, store.ModeAllow); !d.Allowed {
 		t.Fatalf("a, first: %+v", d)
 	}
-	if d := decide(t, s, p, a, 1, sluice.ModeAllow); d.Allowed || d.DeniedBy != "global" || d.Limits[1].Used != 1 {
+	if d := decide(t, s, p, a, 1, store.ModeAllow); d.Allowed || d.DeniedBy != "global" || d.Limits[1].Used != 1 {
 		t.Fatalf("a, second: %+v, want denied by global with user a's used 1", d)
 	}
 	checkEntries(t, keysOf(t, s, p, a)[1], "0s 1")
@@ -158,7 +159,7 @@ func TestBatchErrorIsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Do(ctx, c.B().Del().Key(str, foreign).Build())
-	args := []string{"allow", "1", strconv.FormatInt(storetest.T0.UnixMicro(), 10), "60000000", "5", "0"}
+	args := []string{"allow", strconv.FormatInt(storetest.T0.UnixMicro(), 10), "", "60000000", "5", "0", "1"}
 	replies, errs := redisstore.DecideBatch(c,
 		[][]string{{prefix + ":{e}:a"}, {str}, {foreign}, {prefix + ":{e}:b"}},
 		[][]string{args, args, args, args})

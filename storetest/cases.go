@@ -376,7 +376,7 @@ var cases = []testCase{
 			{"nil policy", nil, attrs, 1, sluice.ErrInvalidPolicy},
 			{"missing attribute", p, map[string]string{"cat": "errors"}, 1, sluice.ErrMissingAttribute},
 			{"nil attributes", p, nil, 1, sluice.ErrMissingAttribute},
-			{"zero limit", single("zero", 0, time.Minute), nil, 1, sluice.ErrInvalidPolicy},
+			{"negative limit", single("negative", -1, time.Minute), nil, 1, sluice.ErrInvalidPolicy},
 			{"zero window", single("nowindow", 1, 0), nil, 1, sluice.ErrInvalidPolicy},
 		}
 		for _, c := range checks {

@@ -133,6 +133,9 @@ func runProperty(e *env, seed uint64) bool {
 			e.t.Fatalf("seed %d step %d: %v at %v: %v", seed, step, c, e.elapsed(), err)
 		}
 		want := m.decide(e.clock.Now(), c)
+		if os.Getenv("SLUICE_PROPERTY_TRACE") != "" {
+			e.t.Logf("step %d %v at %v: got %+v", step, c, e.elapsed(), got)
+		}
 		if diff := diffDecision(got, want); diff != "" && ok {
 			e.t.Errorf("seed %d step %d: %v at T0+%v:\n%s", seed, step, c, e.elapsed(), diff)
 			ok = false
@@ -341,5 +344,29 @@ func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
 			}
 		}
 	}
-	return sluice.NewDecision(limits)
+	return combine(limits)
+}
+
+// combine is the contract's combination of rule statuses: allowed when
+// every rule fits, Remaining the tightest, RetryAfter the longest wait of
+// any rule (every wait 0 when allowed), ResetAfter the latest, DeniedBy and
+// Cause the first rule that does not fit.
+func combine(limits []sluice.LimitStatus) sluice.Decision {
+	d := sluice.Decision{Allowed: true, Limits: limits}
+	for i, s := range limits {
+		if i == 0 || s.Remaining < d.Remaining {
+			d.Remaining = s.Remaining
+		}
+		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
+		d.RetryAfter = max(d.RetryAfter, s.RetryAfter) // a rule that fit may wait after a penalty
+		if !s.Fits && d.Allowed {
+			d.Allowed, d.DeniedBy, d.Cause = false, s.Rule, s.Cause
+		}
+	}
+	if d.Allowed {
+		for i := range limits {
+			limits[i].RetryAfter = 0
+		}
+	}
+	return d
 }

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Target is a store under test, opened for one case.
 type Target struct {
 	// Store is the store under test. It must read its time from the now
 	// function given to the opener and start empty. The suite closes it.
-	Store sluice.Store
+	Store store.Store
 
 	// TTLs, when set, returns every key the store holds with its remaining
 	// time to live (a negative duration for a key without one). The suite
@@ -56,7 +57,7 @@ func open(t *testing.T, opener Opener) *env {
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, opener Opener) {
 	t.Helper()
-	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(scheduleCases, propertyCases...)...) {
+	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(conditionalCases, scheduleCases...), propertyCases...)...) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener))
 		})

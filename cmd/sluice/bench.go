@@ -19,6 +19,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // benchOptions is the workload of sluice bench.
@@ -120,7 +121,7 @@ func (o *benchOptions) target() (func() benchDecide, string, func(), error) {
 		p.Rules = append(p.Rules, sluice.Rule{Name: "r" + strconv.Itoa(i), Limit: o.limit, Window: o.window, By: []string{"key"}})
 	}
 	var (
-		store sluice.Store
+		store store.Store
 		where = "the in-memory store"
 	)
 	if o.redisURL != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/store"
 )
 
 // demoPolicy is the notifier demo: a global cap of 10 over a cap of 3 per
@@ -110,7 +111,7 @@ func formatDemoLine(l demoLine) string {
 // openDemoStore opens the in-memory store, or Redis when url is set. On
 // Redis every run writes under a prefix of its own, so a run is not denied by
 // the windows an earlier run left behind (they expire with their window).
-func openDemoStore(url string) (sluice.Store, string, error) {
+func openDemoStore(url string) (store.Store, string, error) {
 	cfg := &config.Config{Store: &config.Store{Prefix: fmt.Sprintf("sluice-demo-%d", time.Now().UnixNano())}}
 	s, err := openConfiguredStore(cfg, url)
 	if err != nil {

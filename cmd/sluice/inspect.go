@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/redisstore"
+	storepkg "github.com/sluicerate/sluice/store"
 )
 
 // inspectOutput is what `sluice inspect --json` prints.
@@ -118,8 +119,12 @@ flags:`)
 	}
 	var windows []redisstore.Window
 	var now time.Time
+	var req *storepkg.Request // the windows of the rules that apply, with --config
 	if p != nil {
-		windows, now, err = store.Redis.Inspect(ctx, p, attrs.values)
+		if req, err = sluice.Resolve(p, attrs.values, 1); err != nil {
+			return fail("%v", err)
+		}
+		windows, now, err = store.Redis.Inspect(ctx, req)
 	} else {
 		windows, now, err = scanWindows(ctx, store, *policy, attrs.values)
 	}
@@ -141,9 +146,9 @@ flags:`)
 		if w.TTL < 0 {
 			iw.TTLMS = -1
 		}
-		var r *sluice.Rule
-		if p != nil {
-			r = &p.Rules[i]
+		var r *storepkg.Check
+		if req != nil {
+			r = &req.Checks[i]
 			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
 			iw.Cause = string(next.Limits[i].Cause)
 		}

@@ -105,7 +105,7 @@ flags:`)
 	defer store.Close()
 	where := store.Where
 	// The Limiter goes straight to the opened store, which keeps the
-	// schedules (sluice.Scheduler). A command line is not a request path: a
+	// schedules (store.Scheduler). A command line is not a request path: a
 	// store call has a second unless the file says otherwise.
 	lc := sluice.Config{Timeout: time.Second}
 	if cfg != nil && cfg.Store != nil {

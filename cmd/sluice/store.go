@@ -10,16 +10,16 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // openedStore is the store a command runs on, with what it needs besides
-// the sluice.Store interface.
+// the store.Store interface.
 type openedStore struct {
-	sluice.Store
+	store.Store
 
 	// Redis is the Redis store and Client its client; nil for the
 	// in-memory store.
@@ -44,26 +44,26 @@ func (s *openedStore) Ping(ctx context.Context) error {
 	return s.ping(ctx)
 }
 
-// Reserve implements sluice.Scheduler over the opened store, so that a
+// Reserve implements store.Scheduler over the opened store, so that a
 // Limiter over an openedStore can reserve.
-func (s *openedStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
-	sc, ok := s.Store.(sluice.Scheduler)
+func (s *openedStore) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
+	sc, ok := s.Store.(store.Scheduler)
 	if !ok {
-		return sluice.Reservation{}, fmt.Errorf("%s keeps no schedules", s.Where)
+		return store.Reservation{}, fmt.Errorf("%s keeps no schedules", s.Where)
 	}
 	return sc.Reserve(ctx, req)
 }
 
-// Cancel implements sluice.Scheduler over the opened store.
-func (s *openedStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
-	sc, ok := s.Store.(sluice.Scheduler)
+// Cancel implements store.Scheduler over the opened store.
+func (s *openedStore) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
+	sc, ok := s.Store.(store.Scheduler)
 	if !ok {
 		return false, fmt.Errorf("%s keeps no schedules", s.Where)
 	}
 	return sc.Cancel(ctx, req)
 }
 
-var _ sluice.Scheduler = (*openedStore)(nil)
+var _ store.Scheduler = (*openedStore)(nil)
 
 // Close closes the store and its client.
 func (s *openedStore) Close() error {

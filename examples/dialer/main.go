@@ -33,6 +33,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 func main() {
@@ -236,7 +237,7 @@ func parseCarriers(s string, maxDelay time.Duration) ([]carrier, error) {
 }
 
 // openStore opens Redis at url, or the in-memory store when url is empty.
-func openStore(url, prefix string) (sluice.Store, error) {
+func openStore(url, prefix string) (store.Store, error) {
 	if url == "" {
 		return memstore.New(memstore.Config{}), nil
 	}

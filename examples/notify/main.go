@@ -22,6 +22,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // sender sends notifications that its limiter admits.
@@ -65,7 +66,7 @@ func main() {
 	window := flag.Duration("window", 30*time.Minute, "the sliding window")
 	flag.Parse()
 
-	var store sluice.Store = memstore.New(memstore.Config{})
+	var store store.Store = memstore.New(memstore.Config{})
 	if *redisAddr != "" {
 		rs, err := redisstore.New(redisstore.Config{Addrs: []string{*redisAddr}, Prefix: "sluice-notify"})
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 func main() {
@@ -58,7 +59,7 @@ func main() {
 
 // openStore opens the Redis store at redisURL, or an in-memory store when
 // the URL is empty.
-func openStore(redisURL string) (sluice.Store, error) {
+func openStore(redisURL string) (store.Store, error) {
 	if redisURL == "" {
 		return memstore.New(memstore.Config{}), nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -49,7 +50,7 @@ type fixture struct {
 }
 
 // startWith serves the push service over store, whose clock is clock.
-func startWith(t *testing.T, store sluice.Store, clock *storetest.Clock) *fixture {
+func startWith(t *testing.T, store store.Store, clock *storetest.Clock) *fixture {
 	t.Helper()
 	t.Cleanup(func() { _ = store.Close() })
 	sent := &recorder{}
@@ -207,8 +208,8 @@ func TestPushProviderDown(t *testing.T) {
 // downStore is a store whose every decision fails.
 type downStore struct{}
 
-func (downStore) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{}, errors.New("connection refused")
+func (downStore) Decide(context.Context, *store.Request) error {
+	return errors.New("connection refused")
 }
 
 func (downStore) Close() error { return nil }

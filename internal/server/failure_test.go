@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/store"
 )
 
 // brokenStore fails every call, as a store whose server is down.
@@ -17,8 +17,8 @@ type brokenStore struct{}
 
 var errDown = errors.New("connection refused")
 
-func (brokenStore) Decide(context.Context, *sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{}, errDown
+func (brokenStore) Decide(context.Context, *store.Request) error {
+	return errDown
 }
 func (brokenStore) Close() error               { return nil }
 func (brokenStore) Ping(context.Context) error { return errDown }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // metrics are the server's Prometheus collectors.
@@ -89,7 +90,7 @@ func (s *Server) metricsHandler() http.Handler {
 
 // instrumentedStore times every store call and counts its failures.
 type instrumentedStore struct {
-	sluice.Store
+	store.Store
 	m *metrics
 }
 
@@ -101,12 +102,12 @@ func (s *instrumentedStore) observe(op string, start time.Time, err error) {
 	}
 }
 
-// Decide implements sluice.Store.
-func (s *instrumentedStore) Decide(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
+// Decide implements store.Store.
+func (s *instrumentedStore) Decide(ctx context.Context, req *store.Request) error {
 	start := time.Now()
-	d, err := s.Store.Decide(ctx, req)
+	err := s.Store.Decide(ctx, req)
 	s.observe("decide", start, err)
-	return d, err
+	return err
 }
 
-var _ sluice.Store = (*instrumentedStore)(nil)
+var _ store.Store = (*instrumentedStore)(nil)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // reserveRequest is the body of /v1/reserve.
@@ -143,11 +144,11 @@ func (s *Server) cancel(ctx context.Context, st *state, sc *sluice.Schedule, att
 	return ok, nil
 }
 
-// Reserve implements sluice.Scheduler when the wrapped store does.
-func (s *instrumentedStore) Reserve(ctx context.Context, req *sluice.ReserveRequest) (sluice.Reservation, error) {
+// Reserve implements store.Scheduler when the wrapped store does.
+func (s *instrumentedStore) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
 	sc, err := s.scheduler()
 	if err != nil {
-		return sluice.Reservation{}, err
+		return store.Reservation{}, err
 	}
 	start := time.Now()
 	res, err := sc.Reserve(ctx, req)
@@ -155,8 +156,8 @@ func (s *instrumentedStore) Reserve(ctx context.Context, req *sluice.ReserveRequ
 	return res, err
 }
 
-// Cancel implements sluice.Scheduler when the wrapped store does.
-func (s *instrumentedStore) Cancel(ctx context.Context, req *sluice.CancelRequest) (bool, error) {
+// Cancel implements store.Scheduler when the wrapped store does.
+func (s *instrumentedStore) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
 	sc, err := s.scheduler()
 	if err != nil {
 		return false, err
@@ -167,12 +168,12 @@ func (s *instrumentedStore) Cancel(ctx context.Context, req *sluice.CancelReques
 	return ok, err
 }
 
-func (s *instrumentedStore) scheduler() (sluice.Scheduler, error) {
-	sc, ok := s.Store.(sluice.Scheduler)
+func (s *instrumentedStore) scheduler() (store.Scheduler, error) {
+	sc, ok := s.Store.(store.Scheduler)
 	if !ok {
 		return nil, errNoSchedules
 	}
 	return sc, nil
 }
 
-var _ sluice.Scheduler = (*instrumentedStore)(nil)
+var _ store.Scheduler = (*instrumentedStore)(nil)

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Options configures a Server. The zero value is the default.
@@ -76,7 +77,7 @@ type headerAttr struct{ attr, header string }
 
 // New returns a Server over store with the configuration cfg. The server
 // does not close the store.
-func New(store sluice.Store, cfg *config.Config, opts Options) (*Server, error) {
+func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}

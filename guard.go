@@ -1,0 +1,119 @@
+package sluice
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// The failure policy.
+//
+// A Limiter gives every store call a deadline (Config.Timeout), except a
+// store.Local's. When the store fails (an error, a lost connection, the
+// deadline), the Limiter never calls it again for that request (a request
+// whose reply was lost may have been recorded; sending it again could count
+// it twice). It answers from the fallback store when one is configured, and
+// otherwise by Config.OnError, and marks the answer Degraded. After
+// Breaker.Failures consecutive failures the circuit opens: for
+// Breaker.CoolDown the store is not called at all and every request is
+// answered at once the same way, with ErrCircuitOpen; then one request
+// probes the store, and its success closes the circuit.
+
+// guard runs op against the store under the failure policy: not at all
+// while the circuit is open (ErrCircuitOpen), with Config.Timeout's
+// deadline, and with its outcome counted by the breaker. A store.Local is
+// called as is. When op fails, or is not called, guard returns what
+// degraded answers instead, with op's error (or ErrCircuitOpen). It is the
+// one road of Decide, Reserve and Cancel to the store.
+func guard[T any](ctx context.Context, l *Limiter, op func(context.Context) (T, error), degraded func(ctx context.Context, cause error) T) (T, error) {
+	if l.local {
+		v, err := op(ctx)
+		if err != nil {
+			return degraded(ctx, err), err
+		}
+		return v, nil
+	}
+	if !l.breaker.admit(l.clock().Now()) {
+		return degraded(ctx, ErrCircuitOpen), ErrCircuitOpen
+	}
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if t := l.timeout(); t > 0 {
+		sctx, cancel = context.WithTimeout(ctx, t)
+	}
+	v, err := op(sctx)
+	cancel()
+	switch {
+	case err == nil:
+		l.breaker.record(l.clock().Now(), true)
+		return v, nil
+	case ctx.Err() != nil:
+		l.breaker.release() // the caller gave up: no verdict on the store
+	default:
+		l.breaker.record(l.clock().Now(), false)
+	}
+	return degraded(ctx, err), err
+}
+
+// decide asks the store to decide req under the failure policy.
+func (l *Limiter) decide(ctx context.Context, req *store.Request) (Decision, error) {
+	return guard(ctx, l, func(ctx context.Context) (Decision, error) {
+		if err := l.store.Decide(ctx, req); err != nil {
+			return Decision{}, err
+		}
+		return newDecision(req), nil
+	}, func(ctx context.Context, _ error) Decision {
+		return l.degraded(ctx, req)
+	})
+}
+
+// degraded answers req without the store: from the fallback store, with
+// each limit divided by Config.FallbackShare, or by Config.OnError when
+// there is none, it fails, or a request's cost exceeds a divided limit.
+func (l *Limiter) degraded(ctx context.Context, req *store.Request) Decision {
+	if l.cfg.Fallback != nil && ctx.Err() == nil {
+		if freq, ok := l.fallbackRequest(req); ok && l.cfg.Fallback.Decide(ctx, freq) == nil {
+			d := newDecision(freq)
+			d.Degraded = true
+			return d
+		}
+	}
+	return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}
+}
+
+// fallbackRequest returns req with every limit divided by the fallback
+// share (at least 1), and false when a check's cost exceeds its divided
+// limit.
+func (l *Limiter) fallbackRequest(req *store.Request) (*store.Request, bool) {
+	freq := *req
+	freq.Results = nil
+	share := int64(l.cfg.FallbackShare)
+	if share <= 1 {
+		return &freq, true
+	}
+	freq.Checks = make([]store.Check, len(req.Checks))
+	for i, c := range req.Checks {
+		if c.Limit > 0 {
+			c.Limit = max(1, c.Limit/share)
+		}
+		if c.Limit > 0 && c.Cost > c.Limit {
+			return nil, false
+		}
+		freq.Checks[i] = c
+	}
+	return &freq, true
+}
+
+func (l *Limiter) timeout() time.Duration {
+	if l.cfg.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return l.cfg.Timeout
+}
+
+func (l *Limiter) clock() Clock {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock
+	}
+	return systemClock{}
+}

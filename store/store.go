@@ -1,0 +1,173 @@
+// Package store is what a sluice store implements: the contract between
+// sluice.Limiter and the packages that keep windows and queues (memstore,
+// redisstore), as database/sql/driver is for database/sql. A program that
+// uses sluice needs this package only to write a store of its own; the
+// conformance suite, package storetest, checks one.
+//
+// A store decides checks, not policies. The Limiter resolves a policy and a
+// request's attributes into the windows the request must fit, one Check per
+// rule that applies (with the rule's figures after any per-value override),
+// validates them, and asks the store to decide them all at once: every
+// window is checked, then the request is recorded in all of them or in none.
+// The store knows nothing of attributes, conditions or policies beyond the
+// names that make a window's key.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps windows and decides requests against them atomically. It is
+// safe for concurrent use.
+type Store interface {
+	// Decide checks every window of req at the store's current time,
+	// records the request in them according to req.Mode and req.DryRun,
+	// and sets req.Results, one per check in order. The request has been
+	// validated by the caller (see Request). A failure to reach or read the
+	// store is an error; a denial is not.
+	Decide(ctx context.Context, req *Request) error
+
+	// Close releases the store's resources. Later calls return ErrClosed.
+	Close() error
+}
+
+// Local is implemented by a Store that decides in this process, from
+// memory, without I/O (memstore). Its calls cannot hang or fail the way a
+// network store's do, so the Limiter gives them no deadline and no circuit
+// breaker: a context with a timer would cost more than the decision.
+type Local interface {
+	Store
+
+	// Local marks the store as local; it does nothing.
+	Local()
+}
+
+// ErrClosed reports a call on a store after Close.
+var ErrClosed = errors.New("sluice: store is closed")
+
+// Mode says when a store records a request in its windows.
+type Mode uint8
+
+const (
+	// ModeAllow records the request only when every check that is not
+	// Shadow fits: Limiter.Allow.
+	ModeAllow Mode = iota
+
+	// ModeRecord records the request whether or not it fits:
+	// Limiter.Record, and Allow on a Penalize policy.
+	ModeRecord
+)
+
+// Request is one call to Decide: the windows a request must fit, and what
+// to do with them.
+//
+// The caller guarantees: at least one check; checks name distinct windows;
+// every Cost is at least 1; every Window is at least 1µs; Limit and MinGap
+// are at least 0 (a Limit of 0 fits nothing).
+type Request struct {
+	// Policy names the policy the windows belong to; it is part of every
+	// window's key.
+	Policy string
+
+	// Shared holds the values of the attributes that every rule of the
+	// policy is keyed by: a store that places a request's windows together
+	// (a Redis Cluster hash tag) does so by them. They are the same for
+	// every request that names the same values, whatever rules apply.
+	Shared []string
+
+	// Checks are the windows to decide, in the policy's order.
+	Checks []Check
+
+	// Mode says when the request is recorded.
+	Mode Mode
+
+	// DryRun asks for the figures the decision would leave, changing
+	// nothing: Limiter.Peek.
+	DryRun bool
+
+	// Results is where Decide writes one result per check, in order,
+	// reusing the slice's capacity: a caller that decides in a loop with
+	// one Request allocates nothing for them.
+	Results []Result
+}
+
+// ResultsBuffer returns r.Results resliced to one zeroed result per check,
+// allocating only when its capacity is too small. Stores write into it.
+func (r *Request) ResultsBuffer() []Result {
+	n := len(r.Checks)
+	if cap(r.Results) < n {
+		r.Results = make([]Result, n)
+	}
+	r.Results = r.Results[:n]
+	clear(r.Results)
+	return r.Results
+}
+
+// Check is one window a request must fit: a rule of the policy, for the
+// values of its attributes.
+type Check struct {
+	// Rule names the rule; with Request.Policy and Values it names the
+	// window.
+	Rule string
+
+	// Values are the values of the rule's By attributes, in order.
+	Values []string
+
+	// Limit is the most cost admitted in any window of length Window; 0
+	// admits nothing. MinGap, when above 0, is the least time between two
+	// events recorded in the window.
+	Limit  int64
+	Window time.Duration
+	MinGap time.Duration
+
+	// Cost is what the request counts in this window, at least 1.
+	Cost int64
+
+	// Shadow marks a check whose denial does not deny the request: it is
+	// decided and reported, and recorded when the request is.
+	Shadow bool
+}
+
+// TTL is how long after its newest event a window of c can matter: its
+// length plus the minimum gap. Stores expire idle windows after this long.
+func (c *Check) TTL() time.Duration { return c.Window + c.MinGap }
+
+// Result is the state of one check's window as the decision leaves it (see
+// sluice.Decision for the contract every figure follows).
+type Result struct {
+	// Fits reports whether the request fit the window before the decision:
+	// room for its cost and, with a MinGap, the gap since the last event.
+	Fits bool
+
+	// Cause says why it did not fit; CauseNone when it did.
+	Cause Cause
+
+	// Used is the cost counted in the window after the decision (for a
+	// dry run, after the write it would make).
+	Used int64
+
+	// RetryAfter, when the request is denied, is the least wait after which
+	// this window fits the same request again if nothing else happens,
+	// counting what the decision recorded. Stores may leave it set on an
+	// allowed request; the Limiter reports 0 then.
+	RetryAfter time.Duration
+
+	// ResetAfter is the time until the window is empty.
+	ResetAfter time.Duration
+}
+
+// Cause says why a check did not fit.
+type Cause uint8
+
+const (
+	// CauseNone: it fit.
+	CauseNone Cause = iota
+
+	// CauseLimit: the window has no room for the cost.
+	CauseLimit
+
+	// CauseGap: the request comes sooner than MinGap after the last event.
+	CauseGap
+)
