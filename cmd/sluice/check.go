@@ -83,15 +83,23 @@ flags:`)
 			return exitUsage
 		}
 	} else {
-		verdict := "allowed"
-		if !d.Allowed {
-			verdict = "denied by " + d.DeniedBy
+		switch {
+		case d.Unlimited:
+			fmt.Fprintf(stdout, "policy %q on %s: allowed with no limit: no rule applies to these attributes\n", p.Name, store.Where)
+		case d.Allowed:
+			fmt.Fprintf(stdout, "policy %q on %s: allowed (cost %d, remaining %d)\n", p.Name, store.Where, *cost, d.Remaining)
+		default:
+			fmt.Fprintf(stdout, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, store.Where, d.DeniedBy, d.Cause, *cost, d.Remaining)
 		}
-		fmt.Fprintf(stdout, "policy %q on %s: %s (cost %d, remaining %d)\n", p.Name, store.Where, verdict, *cost, d.Remaining)
 		for _, l := range d.Limits {
 			fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
-			if !l.Fits {
-				fmt.Fprintf(stdout, "  does not fit; retry in %v", l.RetryAfter.Round(1e6))
+			switch {
+			case l.Limit == 0:
+				fmt.Fprint(stdout, "  blocked: a limit of 0 admits nothing")
+			case !l.Fits && l.Shadow:
+				fmt.Fprintf(stdout, "  would deny (%s; shadow); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
+			case !l.Fits:
+				fmt.Fprintf(stdout, "  does not fit (%s); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
 			}
 			fmt.Fprintln(stdout)
 		}

@@ -405,9 +405,9 @@ func TestServeReload(t *testing.T) {
 		t.Fatalf("after the change the category limit is %d, want 7", got)
 	}
 
-	replace(strings.Replace(e2eConfig, "limit: 10, window: 30m", "limit: 0, window: 30m", 1))
+	replace(strings.Replace(e2eConfig, "limit: 10, window: 30m", "limit: -1, window: 30m", 1))
 	rec := p.waitLog("configuration not reloaded", 10*time.Second)
-	if err := fmt.Sprint(rec["err"]); !strings.Contains(err, "sluice.yaml:6:") || !strings.Contains(err, "limit is 0") {
+	if err := fmt.Sprint(rec["err"]); !strings.Contains(err, "sluice.yaml:6:") || !strings.Contains(err, "limit is -1") {
 		t.Errorf("logged error %q, want the file, line and problem", err)
 	}
 	if got := categoryLimit(); got != 7 {

@@ -145,7 +145,7 @@ func TestParseErrors(t *testing.T) {
 		{"zero window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 0s}]\n", 3, "window is zero"},
 		{"negative window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: -1s}]\n", 3, "negative"},
 		{"huge window", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 9000h}]\n", 3, "longer than a year"},
-		{"zero limit", "policies:\n  - name: p\n    limits:\n      - name: r\n        limit: 0\n        window: 1s\n", 5, "limit is 0; a limit must be at least 1"},
+		{"negative limit", "policies:\n  - name: p\n    limits:\n      - name: r\n        limit: -1\n        window: 1s\n", 5, "limit is -1; a limit must be at least 0"},
 		{"quoted limit", "policies:\n  - name: p\n    limits: [{name: r, limit: \"5\", window: 1s}]\n", 3, "remove the quotes"},
 		{"float limit", "policies:\n  - name: p\n    limits: [{name: r, limit: 1.5, window: 1s}]\n", 3, "whole number"},
 		{"missing limit", "policies:\n  - name: p\n    limits:\n      - {name: r, window: 1s}\n", 4, `rule "r" of policy "p" has no limit`},
@@ -222,7 +222,7 @@ func TestParseErrors(t *testing.T) {
 func TestParseReportsEveryError(t *testing.T) {
 	const file = `policies:
   - name: a
-    limits: [{name: r, limit: 0, window: 1s}]
+    limits: [{name: r, limit: -1, window: 1s}]
   - name: b
     limits: [{name: r, limit: 1, window: 1}]
 `
@@ -234,7 +234,7 @@ func TestParseReportsEveryError(t *testing.T) {
 	if len(list) != 2 || list[0].Line != 3 || list[1].Line != 5 {
 		t.Errorf("errors = %v, want one on line 3 and one on line 5", err)
 	}
-	if got, want := list[0].Error(), "f.yaml:3:31: limit is 0"; !strings.HasPrefix(got, want) {
+	if got, want := list[0].Error(), "f.yaml:3:31: limit is -1"; !strings.HasPrefix(got, want) {
 		t.Errorf("Error() = %q, want prefix %q", got, want)
 	}
 }
@@ -303,6 +303,56 @@ func TestParseDuration(t *testing.T) {
 	for _, bad := range []string{"", "30", "1.5", "30x", "-1s", "d", "1d-1h", "400d", "99999999999d"} {
 		if got, err := parseDuration(bad); err == nil {
 			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// TestParseConditionalRules reads rules that apply to some requests only,
+// per-value limits, blocked values and shadow rules.
+func TestParseConditionalRules(t *testing.T) {
+	const file = `policies:
+  - name: api
+    limits:
+      - name: per-user
+        by: [user]
+        optional: true
+        limit: 100
+        window: 1m
+        overrides:
+          - {match: {plan: paid}, limit: 1000}
+          - {match: {tenant: acme}, unlimited: true}
+          - {match: {user: "bot-*"}, limit: 0}
+      - {name: per-ip, by: [ip], unless: [user], limit: 20, window: 1m}
+      - {name: uploads, by: [path], match: {path: "/upload/*"}, limit: 5, window: 1m, shadow: true}
+      - {name: blocked, limit: 0, window: 1m, match: {country: xx}}
+`
+	c, err := Parse("f.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sluice.Rule{
+		{Name: "per-user", By: []string{"user"}, Optional: true, Limit: 100, Window: time.Minute, Overrides: []sluice.Override{
+			{Match: map[string]string{"plan": "paid"}, Limit: 1000},
+			{Match: map[string]string{"tenant": "acme"}, Unlimited: true},
+			{Match: map[string]string{"user": "bot-*"}, Limit: 0},
+		}},
+		{Name: "per-ip", By: []string{"ip"}, Unless: []string{"user"}, Limit: 20, Window: time.Minute},
+		{Name: "uploads", By: []string{"path"}, Match: map[string]string{"path": "/upload/*"}, Limit: 5, Window: time.Minute, Shadow: true},
+		{Name: "blocked", Limit: 0, Window: time.Minute, Match: map[string]string{"country": "xx"}},
+	}
+	if got := c.Policies[0].Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %+v\nwant %+v", got, want)
+	}
+	for _, tt := range []struct{ rule, want string }{
+		{"{name: r, limit: 1, window: 1s, overrides: [{match: {plan: paid}}]}", "3:58: override 1 of rule \"r\" of policy \"p\" needs limit: N (0 blocks) or unlimited: true"},
+		{"{name: r, limit: 1, window: 1s, overrides: [{limit: 2}]}", "3:58: override 1 of rule \"r\" of policy \"p\" has no match"},
+		{"{name: r, limit: 1, window: 1s, match: {}}", "3:53: match must map attribute names to values"},
+		{"{name: r, by: [u], unless: [u], limit: 1, window: 1s}", "2:5: policy \"p\": sluice: invalid policy: rule \"r\": it is keyed by \"u\" and applies unless \"u\" is present"},
+		{"{name: r, limit: 1, window: 1s, match: {p: /a/*/b}}", "a '*' before its end"},
+	} {
+		_, err := Parse("f.yaml", []byte("policies:\n  - name: p\n    limits: ["+tt.rule+"]\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.rule, err, tt.want)
 		}
 	}
 }

@@ -41,11 +41,23 @@ type policyYAML struct {
 
 // ruleYAML is one entry of a policy's limits: a sluice.Rule.
 type ruleYAML struct {
-	Name   node[string]        `yaml:"name" need:"name: followed by a name such as global or per-user"`
-	By     node[[]string]      `yaml:"by"`
-	Limit  node[int64]         `yaml:"limit" need:"limit: followed by the most cost per window, such as 100"`
-	Window node[time.Duration] `yaml:"window" need:"window: followed by a duration such as 30m"`
-	MinGap node[time.Duration] `yaml:"min_gap"`
+	Name      node[string]            `yaml:"name" need:"name: followed by a name such as global or per-user"`
+	By        node[[]string]          `yaml:"by"`
+	Limit     node[int64]             `yaml:"limit" need:"limit: followed by the most cost per window, such as 100"`
+	Window    node[time.Duration]     `yaml:"window" need:"window: followed by a duration such as 30m"`
+	MinGap    node[time.Duration]     `yaml:"min_gap"`
+	Optional  node[bool]              `yaml:"optional"` // applies only when every by attribute is present
+	Unless    node[[]string]          `yaml:"unless"`   // applies only when none of these is present
+	Match     node[map[string]string] `yaml:"match"`    // applies only when the values match
+	Overrides node[[]overrideYAML]    `yaml:"overrides"`
+	Shadow    node[bool]              `yaml:"shadow"`
+}
+
+// overrideYAML is one entry of a rule's overrides: a sluice.Override.
+type overrideYAML struct {
+	Match     node[map[string]string] `yaml:"match" need:"match: the attribute values it is for, such as {plan: paid}"`
+	Limit     node[int64]             `yaml:"limit"`
+	Unlimited node[bool]              `yaml:"unlimited"`
 }
 
 // scheduleYAML is one entry of schedules: a sluice.Schedule.

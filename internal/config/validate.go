@@ -80,7 +80,7 @@ func (d *decoder) policy(n *yaml.Node, i int) (sluice.Policy, bool) {
 	if f.Limits.Node != nil && len(p.Rules) == 0 && len(d.errs) == nerr {
 		d.errorf(deref(f.Limits.Node), "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", what)
 	}
-	return p, d.valid(nerr, n, what, p.Validate)
+	return p, d.valid(nerr, n, p.Validate)
 }
 
 // rule reads one of a policy's limits; when declared, its by attributes
@@ -92,11 +92,16 @@ func (d *decoder) rule(n *yaml.Node, what string, attrs []string, declared bool)
 		return sluice.Rule{}, false
 	}
 	r := sluice.Rule{
-		Name:   d.name(f.Name, "rule name"),
-		By:     d.by(f.By),
-		Limit:  d.limit(f.Limit),
-		Window: d.duration(f.Window, "window", true),
-		MinGap: d.duration(f.MinGap, "min_gap", false),
+		Name:      d.name(f.Name, "rule name"),
+		By:        d.by(f.By),
+		Limit:     d.limit(f.Limit),
+		Window:    d.duration(f.Window, "window", true),
+		MinGap:    d.duration(f.MinGap, "min_gap", false),
+		Optional:  d.boolean(f.Optional, "optional"),
+		Unless:    d.names(f.Unless, "unless"),
+		Match:     d.patterns(f.Match, "match"),
+		Overrides: d.overrides(f.Overrides, what),
+		Shadow:    d.boolean(f.Shadow, "shadow"),
 	}
 	ok := len(d.errs) == nerr
 	for k, a := range r.By {
@@ -108,12 +113,51 @@ func (d *decoder) rule(n *yaml.Node, what string, attrs []string, declared bool)
 	return r, ok
 }
 
+// overrides reads a rule's overrides.
+func (d *decoder) overrides(v node[[]overrideYAML], rule string) []sluice.Override {
+	var out []sluice.Override
+	for i, n := range items(d, v, "overrides", "[{match: {plan: paid}, limit: 1000}]") {
+		var f overrideYAML
+		if !d.fields(n, describe(n, "override", i)+" of "+rule, &f) {
+			continue
+		}
+		o := sluice.Override{Match: d.patterns(f.Match, "match"), Limit: d.limit(f.Limit), Unlimited: d.boolean(f.Unlimited, "unlimited")}
+		if (f.Limit.Node == nil) == !o.Unlimited {
+			d.errorf(deref(n), "override %d of %s needs limit: N (0 blocks) or unlimited: true, and not both", i+1, rule)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// patterns reads a mapping of attribute names to value patterns.
+func (d *decoder) patterns(v node[map[string]string], what string) map[string]string {
+	m := d.resolve(v.Node)
+	if m == nil {
+		return nil
+	} else if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
+		d.errorf(m, "%s must map attribute names to values, such as {plan: paid} or {path: /api/*}", what)
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		a := d.name(node[string]{m.Content[i]}, "attribute name")
+		if _, dup := out[a]; dup {
+			d.errorf(deref(m.Content[i]), "%s names attribute %q twice; keep one", what, a)
+		}
+		if p := d.scalar(m.Content[i+1], what+" value", "paid"); p != nil {
+			out[a] = p.Value
+		}
+	}
+	return out
+}
+
 func (d *decoder) limit(v node[int64]) int64 {
 	nerr := len(d.errs)
 	switch lim := d.integer(v, "limit", "100"); {
 	case len(d.errs) != nerr || v.Node == nil:
-	case lim < 1:
-		d.errorf(deref(v.Node), "limit is %d; a limit must be at least 1 (to stop all traffic, stop sending it; to watch a limit without enforcing it, set shadow: true)", lim)
+	case lim < 0:
+		d.errorf(deref(v.Node), "limit is %d; a limit must be at least 0 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)", lim)
 	case lim > maxLimit:
 		d.errorf(deref(v.Node), "limit %d is larger than %d; use a smaller limit", lim, int64(maxLimit))
 	default:
@@ -148,19 +192,22 @@ func (d *decoder) attributes(v node[[]string], what string) (attrs []string, ok 
 	return attrs, v.Node != nil && len(d.errs) == nerr
 }
 
-func (d *decoder) by(v node[[]string]) []string {
-	by, _ := d.attributes(v, "by")
-	return by
+func (d *decoder) by(v node[[]string]) []string { return d.names(v, "by") }
+
+// names reads a list of attribute names, such as by or unless.
+func (d *decoder) names(v node[[]string], what string) []string {
+	names, _ := d.attributes(v, what)
+	return names
 }
 
 // valid reports whether no problem was found since the nerr-th and the
 // item n, described as what, passes validate, sluice's own check.
-func (d *decoder) valid(nerr int, n *yaml.Node, what string, validate func() error) bool {
+func (d *decoder) valid(nerr int, n *yaml.Node, validate func() error) bool {
 	if len(d.errs) != nerr {
 		return false
 	}
 	if err := validate(); err != nil {
-		d.errorf(deref(n), "%s: %v", what, err)
+		d.errorf(deref(n), "%v", err) // it names the policy or schedule already
 		return false
 	}
 	return true
@@ -182,7 +229,7 @@ func (d *decoder) schedule(n *yaml.Node, i int) (sluice.Schedule, bool) {
 	if s.MaxQueue < 0 {
 		d.errorf(deref(f.MaxQueue.Node), "max_queue is %d; use 0 for no bound or a positive number", s.MaxQueue)
 	}
-	return s, d.valid(nerr, n, what, s.Validate)
+	return s, d.valid(nerr, n, s.Validate)
 }
 
 func (d *decoder) store(v node[storeYAML]) *Store {
