@@ -1,0 +1,70 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicerate/sluice"
+)
+
+// Set is a server's configured policies by name, each compiled into an Edge
+// of its own: a request names the one policy it is decided against. It is
+// safe for concurrent use. Its zero value is not usable; create one with
+// NewSet.
+type Set[R any] struct {
+	edges map[string]*Edge[R]
+	names []string
+}
+
+// NewSet compiles each of cfg.Policies into an Edge of its own, with cfg's
+// limiter, keys and log.
+func NewSet[R any](cfg Config[R]) (*Set[R], error) {
+	s := &Set[R]{edges: make(map[string]*Edge[R], len(cfg.Policies))}
+	for _, p := range cfg.Policies {
+		one := cfg
+		one.Policies = []*sluice.Policy{p}
+		e, err := New(one)
+		if err != nil {
+			return nil, err
+		}
+		if s.edges[p.Name] != nil {
+			return nil, fmt.Errorf("policy %q is listed twice", p.Name)
+		}
+		s.edges[p.Name] = e
+		s.names = append(s.names, p.Name)
+	}
+	return s, nil
+}
+
+// Decide decides r against the policy named name, reading its attributes
+// with the keys (see Edge.Decide).
+func (s *Set[R]) Decide(ctx context.Context, name string, r R, c Call) Outcome {
+	e, o := s.lookup(name, c)
+	if e == nil {
+		return o
+	}
+	return e.Decide(ctx, r, c)
+}
+
+// DecideAttrs decides the attributes given against the policy named name
+// (see Edge.DecideAttrs).
+func (s *Set[R]) DecideAttrs(ctx context.Context, name string, attrs map[string]string, c Call) Outcome {
+	e, o := s.lookup(name, c)
+	if e == nil {
+		return o
+	}
+	return e.DecideAttrs(ctx, attrs, c)
+}
+
+// lookup returns the edge of the policy named name, or the outcome of a
+// request that cannot be decided: a bad cost (checked first, as deciding
+// would), or a name that is not configured.
+func (s *Set[R]) lookup(name string, c Call) (*Edge[R], Outcome) {
+	if err := CheckCost(c.Cost); err != nil {
+		return nil, Outcome{Kind: BadInput, Err: err}
+	}
+	if e := s.edges[name]; e != nil {
+		return e, Outcome{}
+	}
+	return nil, Outcome{Kind: BadInput, Err: fmt.Errorf("%w: %q; the configured policies are %q", sluice.ErrUnknownPolicy, name, s.names)}
+}
