@@ -19,6 +19,14 @@
 // and PathValue need the middleware around the handler registered on the
 // http.ServeMux, because the mux sets the pattern only when it routes.
 //
+// A key function that finds no value returns an error wrapping
+// ErrMissingKey: the attribute is absent, and the Limiter decides whether a
+// rule needs it. One that does answers 400 (a *KeyError to
+// Config.ErrorHandler) and records nothing, in any policy. Any other error
+// means the attribute cannot be read, and answers 400 at once. Values are
+// text: one that is not valid UTF-8 answers 400 (ErrInvalidKey), so bytes a
+// decoder would each read as U+FFFD never make different clients one.
+//
 // # Headers
 //
 // Allowed and denied responses carry the fields of the IETF draft
@@ -47,6 +55,10 @@
 // Config.LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (seconds) for the tightest rule, for clients that know
 // only those.
+//
+// Problems other than quota-exceeded carry a "code" member that names their
+// class for programs (Problem.Code): missing_attribute, invalid_attribute,
+// unavailable, internal, as sluice serve's API answers.
 //
 // A shadow policy (sluice.Policy.Shadow) is decided and reported in the
 // headers like any other, but never denies; its would-be denials are logged.

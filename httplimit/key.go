@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // KeyFunc reads the value of one request attribute, such as the client's
-// address or the user. It returns an error when the request does not carry
-// the attribute; the middleware then answers through Config.ErrorHandler
-// and decides nothing.
+// address or the user. An error that wraps ErrMissingKey reports that the
+// request does not carry the attribute: the middleware leaves it out and
+// the Limiter decides whether a rule needs it (one that does fails the
+// request with a *KeyError through Config.ErrorHandler, and nothing is
+// recorded). Any other error reports that the attribute cannot be read: the
+// middleware answers through Config.ErrorHandler at once and decides
+// nothing. A value must be valid UTF-8 (ErrInvalidKey otherwise).
 //
 // Any function of this type is a key function: a user function that looks
 // up a session, a tenant derived from the host name. (*IPResolver).Key,
@@ -18,15 +24,21 @@ import (
 type KeyFunc func(r *http.Request) (string, error)
 
 // ErrMissingKey reports a request that lacks an attribute a rule is keyed
-// on. Key functions wrap it.
+// on. Key functions wrap it to report their attribute absent.
 var ErrMissingKey = errors.New("httplimit: request lacks a rate-limit key")
 
-// KeyError reports that the key function of an attribute failed. The
-// middleware passes it to Config.ErrorHandler.
+// ErrInvalidKey reports an attribute value that is not valid UTF-8: bytes
+// that some protocols would read as U+FFFD, making different clients one.
+// The *KeyError passed to Config.ErrorHandler wraps it.
+var ErrInvalidKey = edge.ErrInvalidAttribute
+
+// KeyError reports that an attribute fails a request: its key function
+// failed, or reported it absent while a rule needs it, or its value is not
+// valid UTF-8. The middleware passes it to Config.ErrorHandler.
 type KeyError struct {
-	// Attribute is the attribute whose key function failed.
+	// Attribute is the attribute at fault.
 	Attribute string
-	// Err is the key function's error.
+	// Err is the key function's error, or one wrapping ErrInvalidKey.
 	Err error
 }
 
@@ -35,7 +47,7 @@ func (e *KeyError) Error() string {
 	return fmt.Sprintf("httplimit: attribute %q: %v", e.Attribute, e.Err)
 }
 
-// Unwrap returns the key function's error.
+// Unwrap returns Err.
 func (e *KeyError) Unwrap() error { return e.Err }
 
 // Header returns a KeyFunc that reads the first value of the header name,

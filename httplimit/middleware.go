@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // Config configures a Middleware. Limiter, Policies and Keys are required;
@@ -27,8 +27,13 @@ type Config struct {
 	// name the items of the RateLimit fields.
 	Policies []*sluice.Policy
 
-	// Keys maps each attribute named in a rule's By list to the function
-	// that reads it from a request. Every such attribute needs one.
+	// Keys maps each attribute a rule names (in By, Unless, Match or an
+	// override's Match) to the function that reads it from a request.
+	// Every such attribute needs one. A function that reports its
+	// attribute absent (ErrMissingKey) leaves it out of the request's
+	// attributes, and the Limiter decides whether a rule needs it (an
+	// Optional rule does not); the value of one that is present must be
+	// valid UTF-8.
 	Keys map[string]KeyFunc
 
 	// LegacyHeaders also writes X-RateLimit-Limit, X-RateLimit-Remaining
@@ -42,12 +47,15 @@ type Config struct {
 	DenyHandler func(w http.ResponseWriter, r *http.Request, d Denial)
 
 	// ErrorHandler writes the response when no decision could be made or
-	// the failure policy denied. err is a *KeyError when a key function
-	// failed, wraps ErrUnavailable when the store failed and the Limiter's
-	// failure policy denies, and is anything else for an unexpected
-	// limiter error. Default: 400 with a problem naming the attribute for
-	// a *KeyError, 503 with the Unavailable problem for ErrUnavailable,
-	// 500 otherwise; no error text from the store ever reaches the client.
+	// the failure policy denied. err is a *KeyError when an attribute fails
+	// the request (its key function failed, or reported it absent while a
+	// rule needs it, or its value is not valid UTF-8: ErrInvalidKey), wraps
+	// ErrUnavailable when the store failed and the Limiter's failure policy
+	// denies, and is anything else for an unexpected limiter error.
+	// Default: 400 with a problem naming the attribute for a *KeyError
+	// (code "missing_attribute", or "invalid_attribute"), 503 with the
+	// Unavailable problem for ErrUnavailable, 500 otherwise; no error text
+	// from the store ever reaches the client.
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 	// Logger receives store failures (warn), unexpected limiter errors
@@ -74,85 +82,57 @@ type Denial struct {
 // Middleware limits the requests of the handlers it wraps. It is safe for
 // concurrent use. Its zero value is not usable; create one with New.
 type Middleware struct {
-	lim         *sluice.Limiter
-	policies    []*sluice.Policy
-	keys        []attrKey
+	edge        *edge.Edge[*http.Request]
 	policyField string
 	legacy      bool
 	deny        func(http.ResponseWriter, *http.Request, Denial)
 	fail        func(http.ResponseWriter, *http.Request, error)
-	log         *slog.Logger
-	attrs       sync.Pool // map[string]string, reused between requests
-}
-
-type attrKey struct {
-	name string
-	fn   KeyFunc
 }
 
 // New returns a Middleware configured by cfg. It reports an error, starting
 // with "httplimit: ", for a missing limiter, no or invalid policies,
 // duplicate policy or rule names, or an attribute without a key function.
 func New(cfg Config) (*Middleware, error) {
-	if cfg.Limiter == nil {
-		return nil, errors.New("httplimit: Config.Limiter is nil")
+	e, err := edge.New(edge.Config[*http.Request]{
+		Limiter:  cfg.Limiter,
+		Policies: cfg.Policies,
+		Keys: func(attr string) edge.Key[*http.Request] {
+			if fn := cfg.Keys[attr]; fn != nil {
+				return edge.Key[*http.Request](fn)
+			}
+			return nil
+		},
+		Absent: ErrMissingKey,
+		Log:    edge.PackageLog(cfg.Logger, "httplimit", "request"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	if len(cfg.Policies) == 0 {
-		return nil, errors.New("httplimit: Config.Policies is empty; give at least one policy")
-	}
-	m := &Middleware{
-		lim:      cfg.Limiter,
-		policies: append([]*sluice.Policy(nil), cfg.Policies...),
-		legacy:   cfg.LegacyHeaders,
-		deny:     cfg.DenyHandler,
-		fail:     cfg.ErrorHandler,
-		log:      cfg.Logger,
-	}
+	m := &Middleware{edge: e, legacy: cfg.LegacyHeaders, deny: cfg.DenyHandler, fail: cfg.ErrorHandler}
 	if m.deny == nil {
 		m.deny = defaultDeny
 	}
 	if m.fail == nil {
 		m.fail = defaultError
 	}
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	policyNames := map[string]bool{}
 	ruleOwner := map[string]string{}
-	needed := map[string]bool{}
 	var items []string
-	for i, p := range m.policies {
-		if p == nil {
-			return nil, fmt.Errorf("httplimit: Config.Policies[%d] is nil", i)
-		}
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("httplimit: %w", err)
-		}
-		if policyNames[p.Name] {
-			return nil, fmt.Errorf("httplimit: policy %q is listed twice", p.Name)
-		}
-		policyNames[p.Name] = true
+	conditional := false
+	for _, p := range cfg.Policies {
 		for _, r := range p.Rules {
 			if owner, ok := ruleOwner[r.Name]; ok {
 				return nil, fmt.Errorf("httplimit: rule name %q is used by policies %q and %q; rule names name the RateLimit items and must be distinct", r.Name, owner, p.Name)
 			}
 			ruleOwner[r.Name] = p.Name
-			for _, a := range r.By {
-				if needed[a] {
-					continue
-				}
-				fn := cfg.Keys[a]
-				if fn == nil {
-					return nil, fmt.Errorf("httplimit: policy %q rule %q is keyed by attribute %q, which has no function in Config.Keys", p.Name, r.Name, a)
-				}
-				needed[a] = true
-				m.keys = append(m.keys, attrKey{name: a, fn: fn})
-			}
 			items = append(items, string(appendQuotaPolicy(nil, r.Name, r.Limit, r.Window)))
+			conditional = conditional || r.Optional || len(r.Unless) > 0 || len(r.Match) > 0 || len(r.Overrides) > 0
 		}
 	}
-	m.policyField = strings.Join(items, ", ")
-	m.attrs.New = func() any { return make(map[string]string, len(m.keys)) }
+	if !conditional {
+		// Every rule applies to every request with its own limit: the
+		// RateLimit-Policy field is the same for all of them.
+		m.policyField = strings.Join(items, ", ")
+	}
 	return m, nil
 }
 
@@ -166,62 +146,38 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// inlinePolicies is how many policies a request decides without allocating.
-const inlinePolicies = 4
-
+// serve renders the edge's outcome of r: next with the headers when
+// allowed, the DenyHandler when a quota denied it, the ErrorHandler
+// otherwise.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	attrs := m.attrs.Get().(map[string]string)
-	defer func() {
-		clear(attrs)
-		m.attrs.Put(attrs)
-	}()
-	for _, k := range m.keys {
-		v, err := k.fn(r)
-		if err != nil {
-			kerr := &KeyError{Attribute: k.name, Err: err}
-			m.log.DebugContext(r.Context(), "httplimit: cannot read a rate-limit key", "attribute", k.name, "err", err)
-			m.fail(w, r, kerr)
+	o := m.edge.Decide(r.Context(), r, edge.Call{Cost: 1})
+	switch o.Kind {
+	case edge.Allowed:
+		writeHeaders(w.Header(), o.Decisions(), m.policyField, m.legacy)
+		next.ServeHTTP(w, r)
+	case edge.Denied:
+		writeHeaders(w.Header(), o.Decisions(), m.policyField, m.legacy)
+		m.deny(w, r, Denial{Policy: o.Policy, Decision: o.Decision()})
+	case edge.Unavailable:
+		writeHeaders(w.Header(), o.Decisions(), m.policyField, m.legacy)
+		err := ErrUnavailable
+		if o.Err != nil {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, o.Err)
+		}
+		m.fail(w, r, err)
+	case edge.BadInput:
+		if o.Attribute != "" {
+			kerr := o.KeyErr
+			if kerr == nil {
+				kerr = o.Err
+			}
+			m.fail(w, r, &KeyError{Attribute: o.Attribute, Err: kerr})
 			return
 		}
-		attrs[k.name] = v
+		m.fail(w, r, o.Err)
+	default:
+		m.fail(w, r, o.Err)
 	}
-
-	var buf [inlinePolicies]sluice.Decision
-	ds := buf[:0]
-	for _, p := range m.policies {
-		d, err := m.lim.Allow(r.Context(), p, attrs)
-		if err != nil {
-			if !d.Degraded {
-				m.log.ErrorContext(r.Context(), "httplimit: rate limiter rejected the request", "policy", p.Name, "err", err)
-				m.fail(w, r, err)
-				return
-			}
-			m.log.WarnContext(r.Context(), "httplimit: rate limiter store failed; failure policy applied",
-				"policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
-		}
-		if d.Shadowed {
-			m.log.InfoContext(r.Context(), "httplimit: shadow policy would deny", "policy", p.Name,
-				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
-		}
-		ds = append(ds, d)
-		if d.Allowed {
-			continue
-		}
-		writeHeaders(w.Header(), ds, m.policyField, m.legacy)
-		if d.FailedClosed() {
-			if err != nil {
-				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-			} else {
-				err = ErrUnavailable
-			}
-			m.fail(w, r, err)
-		} else {
-			m.deny(w, r, Denial{Policy: p, Decision: d})
-		}
-		return
-	}
-	writeHeaders(w.Header(), ds, m.policyField, m.legacy)
-	next.ServeHTTP(w, r)
 }
 
 // defaultDeny answers 429 with the quota-exceeded problem.
@@ -229,21 +185,30 @@ func defaultDeny(w http.ResponseWriter, _ *http.Request, d Denial) {
 	QuotaExceeded(d.Decision).Write(w)
 }
 
-// defaultError answers 400 for a key error, 503 when the store failed, and
-// 500 otherwise.
+// defaultError answers 400 for a key error or other bad input, 503 when
+// the store failed, and 500 otherwise.
 func defaultError(w http.ResponseWriter, _ *http.Request, err error) {
 	var kerr *KeyError
 	switch {
+	case errors.As(err, &kerr) && errors.Is(err, ErrInvalidKey):
+		Problem{
+			Status: http.StatusBadRequest,
+			Code:   "invalid_attribute",
+			Detail: fmt.Sprintf("The request's %q attribute is not valid UTF-8.", kerr.Attribute),
+		}.Write(w)
 	case errors.As(err, &kerr):
 		Problem{
-			Type:   "about:blank",
-			Title:  "Bad Request",
 			Status: http.StatusBadRequest,
+			Code:   "missing_attribute",
 			Detail: fmt.Sprintf("The request lacks the %q attribute its rate limit is keyed on.", kerr.Attribute),
 		}.Write(w)
 	case errors.Is(err, ErrUnavailable):
 		Unavailable().Write(w)
 	default:
-		Problem{Type: "about:blank", Title: "Internal Server Error", Status: http.StatusInternalServerError}.Write(w)
+		if c, ok := edge.Classify(err); ok {
+			Problem{Status: c.Status, Code: c.Code, Detail: err.Error()}.Write(w)
+			return
+		}
+		Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge/edgetest"
 	"github.com/sluicerate/sluice/memstore"
-	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -225,13 +225,7 @@ func TestMiddlewareShadowNeverDenies(t *testing.T) {
 }
 
 // failingStore is a store whose every decision fails.
-type failingStore struct{}
-
-func (failingStore) Decide(context.Context, *store.Request) error {
-	return errors.New("redis: connection refused to 10.1.2.3:6379")
-}
-
-func (failingStore) Close() error { return nil }
+type failingStore = edgetest.FailingStore
 
 func TestMiddlewareStoreFailure(t *testing.T) {
 	t.Parallel()

@@ -15,13 +15,15 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 
 // Problem is an RFC 9457 problem details object, written as
 // application/problem+json. It is a plain value: build one with
-// QuotaExceeded or Unavailable, or fill in the fields.
+// QuotaExceeded or Unavailable, or fill in the fields. sluice serve answers
+// its errors with it too.
 type Problem struct {
 	// Type is a URI naming the kind of problem; "about:blank" when the
-	// status code says it all.
+	// status code says it all. Write writes "about:blank" when it is empty.
 	Type string `json:"type"`
 
-	// Title is a short, fixed summary of the problem type.
+	// Title is a short, fixed summary of the problem type. Write writes the
+	// status code's text when it is empty.
 	Title string `json:"title"`
 
 	// Status is the HTTP status code.
@@ -29,6 +31,13 @@ type Problem struct {
 
 	// Detail explains this occurrence.
 	Detail string `json:"detail,omitempty"`
+
+	// Code is an extension member that names the class of an about:blank
+	// problem for programs: "missing_attribute", "invalid_attribute",
+	// "invalid_cost", "unavailable", "internal", and the others of sluice
+	// serve (docs/server.md). Empty, and left out, for a problem whose Type
+	// names it, such as quota-exceeded.
+	Code string `json:"code,omitempty"`
 
 	// ViolatedPolicies names the quota policies (rules) a denied request
 	// exceeded, as they appear in the RateLimit fields.
@@ -64,16 +73,24 @@ func Unavailable() Problem {
 		Title:  "Service Unavailable",
 		Status: http.StatusServiceUnavailable,
 		Detail: "The rate limiter is unavailable; retry later.",
+		Code:   "unavailable",
 	}
 }
 
 // Write writes p as the response: Content-Type application/problem+json,
-// the status code p.Status, and the JSON body.
+// the status code p.Status, and the JSON body, with an empty Type written
+// as "about:blank" and an empty Title as the status code's text.
 func (p Problem) Write(w http.ResponseWriter) {
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		// A Problem holds only strings and an int; this cannot happen.
-		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"code":"internal"}`)
 		p.Status = http.StatusInternalServerError
 	}
 	h := w.Header()
