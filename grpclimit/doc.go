@@ -20,8 +20,14 @@
 // (the default) the call fails with codes.Unavailable, under allow it
 // proceeds; the error is logged either way. A Limiter with a fallback store
 // decides from it instead, and its denials are ResourceExhausted like any
-// other. A shadow policy never denies, even then. A key function that cannot read
-// its attribute fails the call with codes.InvalidArgument.
+// other. A shadow policy never denies, even then.
+//
+// A key function that finds no value reports its attribute absent
+// (ErrMissingKey), and the Limiter decides whether a rule needs it; one
+// that does fails the call with codes.InvalidArgument, and nothing is
+// recorded in any policy. A key function that cannot read its attribute,
+// or a value that is not valid UTF-8, fails the call with
+// codes.InvalidArgument too.
 //
 // Client addresses come from the peer, or, behind trusted proxies, from the
 // forwarding metadata, by the rules of httplimit.IPResolver (see the

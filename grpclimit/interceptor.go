@@ -14,7 +14,21 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge"
 )
+
+// Interceptor limits the calls of a gRPC server. Unary and Stream are its
+// server interceptors. It is safe for concurrent use. Its zero value is not
+// usable; create one with New.
+type Interceptor struct {
+	edge *edge.Edge[call]
+}
+
+// call is what key functions read: the call's context and full method.
+type call struct {
+	ctx    context.Context
+	method string
+}
 
 // Config configures an Interceptor. Limiter, Policies and Keys are
 // required; Logger's zero value is its default.
@@ -29,8 +43,9 @@ type Config struct {
 	// distinct names.
 	Policies []*sluice.Policy
 
-	// Keys maps each attribute named in a rule's By list to the function
-	// that reads it from a call. Every such attribute needs one.
+	// Keys maps each attribute a rule names (in By, Unless, Match or an
+	// override's Match) to the function that reads it from a call. Every
+	// such attribute needs one; see KeyFunc for one that finds no value.
 	Keys map[string]KeyFunc
 
 	// Logger receives store failures (warn), unexpected limiter errors
@@ -39,67 +54,27 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Interceptor limits the calls of a gRPC server. Unary and Stream are its
-// server interceptors. It is safe for concurrent use. Its zero value is not
-// usable; create one with New.
-type Interceptor struct {
-	lim      *sluice.Limiter
-	policies []*sluice.Policy
-	keys     []attrKey
-	log      *slog.Logger
-}
-
-type attrKey struct {
-	name string
-	fn   KeyFunc
-}
-
 // New returns an Interceptor configured by cfg. It reports an error,
 // starting with "grpclimit: ", for a missing limiter, no or invalid
 // policies, duplicate policy names, or an attribute without a key function.
 func New(cfg Config) (*Interceptor, error) {
-	if cfg.Limiter == nil {
-		return nil, errors.New("grpclimit: Config.Limiter is nil")
-	}
-	if len(cfg.Policies) == 0 {
-		return nil, errors.New("grpclimit: Config.Policies is empty; give at least one policy")
-	}
-	ic := &Interceptor{
-		lim:      cfg.Limiter,
-		policies: append([]*sluice.Policy(nil), cfg.Policies...),
-		log:      cfg.Logger,
-	}
-	if ic.log == nil {
-		ic.log = slog.New(slog.DiscardHandler)
-	}
-	names := map[string]bool{}
-	needed := map[string]bool{}
-	for i, p := range ic.policies {
-		if p == nil {
-			return nil, fmt.Errorf("grpclimit: Config.Policies[%d] is nil", i)
-		}
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("grpclimit: %w", err)
-		}
-		if names[p.Name] {
-			return nil, fmt.Errorf("grpclimit: policy %q is listed twice", p.Name)
-		}
-		names[p.Name] = true
-		for _, r := range p.Rules {
-			for _, a := range r.By {
-				if needed[a] {
-					continue
-				}
-				fn := cfg.Keys[a]
-				if fn == nil {
-					return nil, fmt.Errorf("grpclimit: policy %q rule %q is keyed by attribute %q, which has no function in Config.Keys", p.Name, r.Name, a)
-				}
-				needed[a] = true
-				ic.keys = append(ic.keys, attrKey{name: a, fn: fn})
+	e, err := edge.New(edge.Config[call]{
+		Limiter:  cfg.Limiter,
+		Policies: cfg.Policies,
+		Keys: func(attr string) edge.Key[call] {
+			fn := cfg.Keys[attr]
+			if fn == nil {
+				return nil
 			}
-		}
+			return func(c call) (string, error) { return fn(c.ctx, c.method) }
+		},
+		Absent: ErrMissingKey,
+		Log:    edge.PackageLog(cfg.Logger, "grpclimit", "call"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	return ic, nil
+	return &Interceptor{edge: e}, nil
 }
 
 // Unary is a grpc.UnaryServerInterceptor: it decides the call and, when
@@ -123,39 +98,25 @@ func (ic *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 // decide returns nil when every policy allows the call, and otherwise the
 // status error the call fails with.
 func (ic *Interceptor) decide(ctx context.Context, method string) error {
-	attrs := make(map[string]string, len(ic.keys))
-	for _, k := range ic.keys {
-		v, err := k.fn(ctx, method)
-		if err != nil {
-			ic.log.DebugContext(ctx, "grpclimit: cannot read a rate-limit key", "method", method, "attribute", k.name, "err", err)
-			return status.Errorf(codes.InvalidArgument, "the call lacks the %q attribute its rate limit is keyed on", k.name)
-		}
-		attrs[k.name] = v
-	}
-	for _, p := range ic.policies {
-		d, err := ic.lim.Allow(ctx, p, attrs)
-		if err != nil {
-			if !d.Degraded {
-				ic.log.ErrorContext(ctx, "grpclimit: rate limiter rejected the call", "method", method, "policy", p.Name, "err", err)
-				return status.Error(codes.Internal, "rate limiter error")
-			}
-			ic.log.WarnContext(ctx, "grpclimit: rate limiter store failed; failure policy applied",
-				"method", method, "policy", p.Name, "allowed", d.Allowed, "fallback", len(d.Limits) > 0, "err", err)
-		}
-		if d.Shadowed {
-			ic.log.InfoContext(ctx, "grpclimit: shadow policy would deny", "method", method, "policy", p.Name,
-				"denied_by", d.DeniedBy, "retry_after", d.RetryAfter)
-		}
+	o := ic.edge.Decide(ctx, call{ctx: ctx, method: method}, edge.Call{Cost: 1, Tag: slog.String("method", method)})
+	switch o.Kind {
+	case edge.Allowed:
+		return nil
+	case edge.Denied:
+		return Denied(o.Policy, o.Decision())
+	case edge.Unavailable:
+		// Denied by the failure policy alone, not by a quota.
+		return status.Error(codes.Unavailable, "rate limiter unavailable; retry later")
+	case edge.BadInput:
 		switch {
-		case d.Allowed:
-		case d.FailedClosed():
-			// Denied by the failure policy alone, not by a quota.
-			return status.Error(codes.Unavailable, "rate limiter unavailable; retry later")
-		default:
-			return Denied(p, d)
+		case errors.Is(o.Err, edge.ErrInvalidAttribute):
+			return status.Errorf(codes.InvalidArgument, "the call's %q attribute is not valid UTF-8", o.Attribute)
+		case o.Attribute != "":
+			return status.Errorf(codes.InvalidArgument, "the call lacks the %q attribute its rate limit is keyed on", o.Attribute)
 		}
+		return status.Error(codes.InvalidArgument, o.Err.Error())
 	}
-	return nil
+	return status.Error(codes.Internal, "rate limiter error")
 }
 
 // Denied returns the status error of a call that policy p denied with

@@ -3,7 +3,6 @@ package grpclimit
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -22,8 +21,8 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge/edgetest"
 	"github.com/sluicerate/sluice/memstore"
-	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -154,46 +153,12 @@ func TestMissingKey(t *testing.T) {
 }
 
 // failingStore is a store whose every decision fails.
-type failingStore struct{}
-
-func (failingStore) Decide(context.Context, *store.Request) error {
-	return errors.New("redis: connection refused to 10.1.2.3:6379")
-}
-
-func (failingStore) Close() error { return nil }
+type failingStore = edgetest.FailingStore
 
 func TestStoreFailure(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name    string
-		onError sluice.OnError
-		want    codes.Code
-	}{
-		{"deny fails with Unavailable", sluice.Deny, codes.Unavailable},
-		{"allow proceeds", sluice.Allow, codes.OK},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			var logs bytes.Buffer
-			client := serve(t, Config{
-				Limiter:  sluice.NewLimiter(failingStore{}, sluice.Config{OnError: c.onError}),
-				Policies: []*sluice.Policy{perKey(1)},
-				Keys:     map[string]KeyFunc{"key": Metadata("x-api-key")},
-				Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
-			})
-			_, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{})
-			if status.Code(err) != c.want {
-				t.Fatalf("%v, want %v", err, c.want)
-			}
-			if err != nil && strings.Contains(err.Error(), "10.1.2.3") {
-				t.Errorf("status %v leaks the store error", err)
-			}
-			if !strings.Contains(logs.String(), "connection refused") {
-				t.Errorf("store error not logged: %q", logs.String())
-			}
-		})
-	}
+	t.Run("deny fails with Unavailable", func(t *testing.T) { checkStoreFailure(t, sluice.Deny, codes.Unavailable) })
+	t.Run("allow proceeds", func(t *testing.T) { checkStoreFailure(t, sluice.Allow, codes.OK) })
 }
 
 func TestFallbackDenialIsQuota(t *testing.T) {
@@ -208,6 +173,30 @@ func TestFallbackDenialIsQuota(t *testing.T) {
 	_, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{})
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || len(st.Details()) == 0 {
 		t.Errorf("second call: %v, want ResourceExhausted with details from the fallback store's denial", err)
+	}
+}
+
+// checkStoreFailure checks a call when the store fails and the failure
+// policy is onError: it ends with code want, its status does not show the
+// store's error, and the error is logged.
+func checkStoreFailure(t *testing.T, onError sluice.OnError, want codes.Code) {
+	t.Parallel()
+	var logs bytes.Buffer
+	client := serve(t, Config{
+		Limiter:  sluice.NewLimiter(failingStore{}, sluice.Config{OnError: onError}),
+		Policies: []*sluice.Policy{perKey(1)},
+		Keys:     map[string]KeyFunc{"key": Metadata("x-api-key")},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	_, err := client.Check(withKey("k1"), &healthpb.HealthCheckRequest{})
+	if status.Code(err) != want {
+		t.Fatalf("%v, want %v", err, want)
+	}
+	if err != nil && strings.Contains(err.Error(), "10.1.2.3") {
+		t.Errorf("status %v leaks the store error", err)
+	}
+	if !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("store error not logged: %q", logs.String())
 	}
 }
 
@@ -292,8 +281,7 @@ func TestNewErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New(c.cfg)
-			if err == nil || !strings.HasPrefix(err.Error(), "grpclimit: ") || !strings.Contains(err.Error(), c.want) {
+			if _, err := New(c.cfg); err == nil || !strings.HasPrefix(err.Error(), "grpclimit: ") || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("New error = %v, want one starting with grpclimit: and containing %q", err, c.want)
 			}
 		})

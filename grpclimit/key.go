@@ -15,13 +15,18 @@ import (
 )
 
 // KeyFunc reads the value of one attribute of a call from its context
-// (metadata, peer) and full method name ("/pkg.Service/Method"). It returns
-// an error when the call does not carry the attribute; the call then fails
-// with codes.InvalidArgument and nothing is decided.
+// (metadata, peer) and full method name ("/pkg.Service/Method"). An error
+// that wraps ErrMissingKey reports that the call does not carry the
+// attribute: the interceptor leaves it out and the Limiter decides whether
+// a rule needs it (one that does fails the call with
+// codes.InvalidArgument, and nothing is recorded). Any other error reports
+// that the attribute cannot be read: the call fails with
+// codes.InvalidArgument at once and nothing is decided. A value must be
+// valid UTF-8, or the call fails with codes.InvalidArgument.
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // ErrMissingKey reports a call that lacks an attribute a rule is keyed on.
-// Key functions wrap it.
+// Key functions wrap it to report their attribute absent.
 var ErrMissingKey = errors.New("grpclimit: call lacks a rate-limit key")
 
 // Metadata returns a KeyFunc that reads the first value of the incoming
