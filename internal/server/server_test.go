@@ -310,7 +310,7 @@ func TestReloadFile(t *testing.T) {
 	if d.Limits[1].Limit != 1 {
 		t.Fatalf("after reload the category limit is %d, want 1", d.Limits[1].Limit)
 	}
-	write("policies:\n  - name: notify\n    limits: [{name: global, limit: 0, window: 1m}]\n")
+	write("policies:\n  - name: notify\n    limits: [{name: global, limit: -1, window: 1m}]\n")
 	if err := ts.srv.ReloadFile(path); err == nil {
 		t.Fatal("a broken file was accepted")
 	}
@@ -318,7 +318,7 @@ func TestReloadFile(t *testing.T) {
 	if d.Limits[1].Limit != 1 || d.Limits[0].Used != 2 {
 		t.Errorf("after a broken reload: %+v, want the previous config and state", d)
 	}
-	if !strings.Contains(ts.log.String(), "configuration not reloaded") || !strings.Contains(ts.log.String(), "limit is 0") {
+	if !strings.Contains(ts.log.String(), "configuration not reloaded") || !strings.Contains(ts.log.String(), "limit is -1") {
 		t.Errorf("log lacks the reload error:\n%s", ts.log)
 	}
 }
