@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // DecisionJSON is a Decision as the HTTP API returns it (and sluice check
@@ -70,7 +71,7 @@ func NewDecisionJSON(d *sluice.Decision) DecisionJSON {
 func writeJSON(w http.ResponseWriter, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, problem{Status: http.StatusInternalServerError, Code: "internal"})
+		httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
 		return
 	}
 	h := w.Header()
@@ -81,9 +82,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // fail answers a request of api with p.
-func (s *Server) fail(w http.ResponseWriter, api string, p *problem) {
+func (s *Server) fail(w http.ResponseWriter, api string, p *httplimit.Problem) {
 	s.metrics.requests.WithLabelValues(api, strconv.Itoa(p.Status)).Inc()
-	writeProblem(w, *p)
+	p.Write(w)
 }
 
 // ok answers a request of api with the JSON v.
@@ -92,21 +93,9 @@ func (s *Server) ok(w http.ResponseWriter, api string, v any) {
 	writeJSON(w, v)
 }
 
-// op is what a decide request asks: decide, peek or record.
-type op uint8
-
-const (
-	opDecide op = iota
-	opPeek
-	opRecord
-)
-
-// String returns the op's API name.
-func (o op) String() string { return [...]string{"decide", "peek", "record"}[o] }
-
 // handleDecide serves /v1/decide, /v1/peek and /v1/record.
-func (s *Server) handleDecide(mode op) http.HandlerFunc {
-	api := mode.String()
+func (s *Server) handleDecide(op edge.Op) http.HandlerFunc {
+	api := op.String()
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
 		body, p := readBody(w, r, s.maxBody)
@@ -119,59 +108,26 @@ func (s *Server) handleDecide(mode op) http.HandlerFunc {
 			s.fail(w, api, p)
 			return
 		}
-		d, p := s.decide(r.Context(), st, api, mode, req.Policy, req.Attributes, req.cost())
-		if p != nil {
+		o := st.policies.DecideAttrs(r.Context(), req.Policy, req.Attributes, call(api, op, costOf(req.Cost)))
+		s.counted(op, &o)
+		if p := outcomeProblem(&o); p != nil {
 			s.fail(w, api, p)
 			return
 		}
-		s.ok(w, api, NewDecisionJSON(&d))
+		s.ok(w, api, NewDecisionJSON(&o.Decisions()[0]))
 	}
 }
 
-// decide decides one request of api under st, counting and logging it. A
-// non-nil problem is the answer to give instead of a decision.
-func (s *Server) decide(ctx context.Context, st *state, api string, mode op, policy string, attrs map[string]string, cost int64) (sluice.Decision, *problem) {
-	pol := st.cfg.Policy(policy)
-	if pol == nil {
-		return sluice.Decision{}, unknownPolicy(st, policy)
-	}
-	var d sluice.Decision
-	var err error
-	switch mode {
-	case opPeek:
-		d, err = st.lim.Peek(ctx, pol, attrs, cost)
-	case opRecord:
-		d, err = st.lim.Record(ctx, pol, attrs, cost)
-	default:
-		d, err = st.lim.AllowN(ctx, pol, attrs, cost)
-	}
-	if err != nil {
-		if p := inputProblem(err); p != nil {
-			return d, p
-		}
-		if !d.Degraded {
-			s.log.Error("deciding a request", slog.String("api", api), slog.String("policy", policy), slog.Any("err", err))
-			return d, &problem{Status: http.StatusInternalServerError, Code: "internal"}
-		}
-		s.log.Warn("store failed; decided by on_error", slog.String("api", api), slog.String("policy", policy),
-			slog.Bool("allowed", d.Allowed), slog.Any("err", err))
-	}
-	if mode != opPeek {
-		s.metrics.decision(policy, &d)
-	}
-	if d.Shadowed {
-		s.log.Info("shadow policy would have denied", slog.String("policy", policy), slog.String("denied_by", d.DeniedBy))
-	}
-	return d, nil
+// call is what a request of api asks of the edge.
+func call(api string, op edge.Op, cost int64) edge.Call {
+	return edge.Call{Cost: cost, Op: op, Tag: slog.String("api", api)}
 }
 
-// unknownPolicy is the problem of a request naming no configured policy.
-func unknownPolicy(st *state, name string) *problem {
-	names := make([]string, len(st.cfg.Policies))
-	for i := range st.cfg.Policies {
-		names[i] = st.cfg.Policies[i].Name
+// counted counts the decision of o, unless it is a peek's.
+func (s *Server) counted(op edge.Op, o *edge.Outcome) {
+	if ds := o.Decisions(); op != edge.OpPeek && len(ds) > 0 && (o.Kind == edge.Allowed || o.Kind == edge.Denied || o.Kind == edge.Unavailable) {
+		s.metrics.decision(o.Policy.Name, &ds[len(ds)-1])
 	}
-	return badRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, name, names)
 }
 
 // policiesJSON is the answer of GET /v1/policies.
@@ -244,7 +200,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	s.store.observe("ping", start, err)
 	if err != nil {
 		s.log.Warn("readiness: the store does not answer", slog.Any("err", err))
-		writeProblem(w, problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store does not answer"})
+		httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store does not answer"}.Write(w)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

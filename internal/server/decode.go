@@ -8,6 +8,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // decideRequest is the body of /v1/decide, /v1/peek and /v1/record.
@@ -15,26 +20,26 @@ type decideRequest struct {
 	Policy     string            `json:"policy"`
 	Attributes map[string]string `json:"attributes"`
 
-	// Cost is nil when absent, which means 1.
+	// Cost is nil when absent, which means 1 (costOf).
 	Cost *int64 `json:"cost"`
 }
 
-// cost returns the request's cost: 1 when absent.
-func (r *decideRequest) cost() int64 {
-	if r.Cost == nil {
+// costOf is the cost of a request whose cost field is cost: 1 when absent.
+func costOf(cost *int64) int64 {
+	if cost == nil {
 		return 1
 	}
-	return *r.Cost
+	return *cost
 }
 
 // readBody reads r's body, at most max bytes; a longer body is a 413
 // problem.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *problem) {
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *httplimit.Problem) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			return nil, &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 				Detail: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
 		}
 		return nil, badRequest("malformed_json", "reading the request body: %v", err)
@@ -43,7 +48,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *probl
 }
 
 // readJSON reads r's body, size-capped at max, into a T (see decodeJSON).
-func readJSON[T any](w http.ResponseWriter, r *http.Request, max int64, example string) (T, *problem) {
+func readJSON[T any](w http.ResponseWriter, r *http.Request, max int64, example string) (T, *httplimit.Problem) {
 	var v T
 	body, p := readBody(w, r, max)
 	if p == nil {
@@ -53,9 +58,10 @@ func readJSON[T any](w http.ResponseWriter, r *http.Request, max int64, example 
 }
 
 // decodeJSON decodes one JSON object from body into v, strictly: unknown
-// fields, wrong types, trailing data and an empty body are 400 problems
-// that say what to fix. example is a valid body, quoted in messages.
-func decodeJSON(body []byte, v any, example string) *problem {
+// fields, wrong types, trailing data, an empty body and text that is not
+// UTF-8 are 400 problems that say what to fix. example is a valid body,
+// quoted in messages.
+func decodeJSON(body []byte, v any, example string) *httplimit.Problem {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("malformed_json", "the request body is empty; send a JSON object such as %s", example)
 	}
@@ -67,10 +73,13 @@ func decodeJSON(body []byte, v any, example string) *problem {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("malformed_json", "the request body holds more than one JSON value; send one object such as %s", example)
 	}
+	if off := invalidText(body); off >= 0 {
+		return textProblem(body, off)
+	}
 	return nil
 }
 
-func jsonProblem(err error, example string) *problem {
+func jsonProblem(err error, example string) *httplimit.Problem {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -110,8 +119,9 @@ const (
 	cancelExample  = `{"schedule":"carrier","attributes":{"carrier":"45"},"id":"…"}`
 )
 
-// parseDecide decodes and checks a decide request body.
-func parseDecide(body []byte) (*decideRequest, *problem) {
+// parseDecide decodes a decide request body and checks that it names a
+// policy; the edge checks the rest.
+func parseDecide(body []byte) (*decideRequest, *httplimit.Problem) {
 	var req decideRequest
 	if p := decodeJSON(body, &req, decideExample); p != nil {
 		return nil, p
@@ -119,8 +129,125 @@ func parseDecide(body []byte) (*decideRequest, *problem) {
 	if req.Policy == "" {
 		return nil, badRequest("bad_request", "the request names no policy; send an object such as %s", decideExample)
 	}
-	if c := req.cost(); c < 1 {
-		return nil, badRequest("invalid_cost", "cost is %d; a cost must be at least 1 (leave it out for 1)", c)
-	}
 	return &req, nil
+}
+
+// invalidText returns the offset in the JSON text body of the first byte
+// that encoding/json would decode as U+FFFD without saying so, making
+// different values one ("\xff" and "\xfe" the same user): a byte that is
+// not valid UTF-8, or a \u escape of half a surrogate pair. It returns -1
+// when there is none.
+func invalidText(body []byte) int {
+	end := len(body)
+	if !utf8.Valid(body) {
+		for i := 0; i < len(body); {
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n == 1 {
+				end = i
+				break
+			}
+			i += n
+		}
+	}
+	for i := 0; i < end; i++ {
+		j := bytes.IndexByte(body[i:end], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+		if i+1 >= end || body[i+1] != 'u' {
+			i++ // an escaped character: skip it, a backslash among them
+			continue
+		}
+		r := hex4(body, i+2)
+		if !utf16.IsSurrogate(r) {
+			i += 5
+			continue
+		}
+		if r < 0xdc00 && i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+			if lo := hex4(body, i+8); 0xdc00 <= lo && lo < 0xe000 {
+				i += 11
+				continue
+			}
+		}
+		return i
+	}
+	if end < len(body) {
+		return end
+	}
+	return -1
+}
+
+// hex4 is the value of the four hexadecimal digits at b[i:], or -1.
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return r
+}
+
+// textProblem is the problem of a body whose text is not UTF-8 at off:
+// invalid_attribute when off is in the name or value of one of its
+// attributes, malformed_json otherwise.
+func textProblem(body []byte, off int) *httplimit.Problem {
+	if name, ok := attributeAt(body, off); ok {
+		return inputProblem(edge.InvalidAttribute(name))
+	}
+	return badRequest("malformed_json", "the request body is not UTF-8 text at byte %d (a byte that is not UTF-8, or an escape of half a surrogate pair); send JSON text in UTF-8", off)
+}
+
+// attributeAt returns the attribute of the "attributes" object of the JSON
+// object body whose name or value holds the byte at off.
+func attributeAt(body []byte, off int) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		field, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		if f, _ := field.(string); !strings.EqualFold(f, "attributes") {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return "", false
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return "", false
+		}
+		for dec.More() {
+			from := dec.InputOffset()
+			name, err := dec.Token()
+			if err != nil {
+				return "", false
+			}
+			if _, err := dec.Token(); err != nil {
+				return "", false
+			}
+			if from <= int64(off) && int64(off) < dec.InputOffset() {
+				s, _ := name.(string)
+				return s, true
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

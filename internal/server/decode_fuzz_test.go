@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParseDecide checks that the request decoder never panics, answers
-// every body with either a request that has a policy and a cost of at least
-// 1 or a 400 problem that says what is wrong.
+// every body with either a request that has a policy, from text that
+// decodes without a replaced byte, or a 400 problem that says what is
+// wrong. (The cost is the edge's to check.)
 func FuzzParseDecide(f *testing.F) {
 	f.Add([]byte(decideExample))
 	f.Add([]byte(`{"policy":"p"}`))
@@ -17,6 +21,9 @@ func FuzzParseDecide(f *testing.F) {
 	f.Add([]byte(`{"policy":"p"} x`))
 	f.Add([]byte(`[{"policy":"p"}]`))
 	f.Add([]byte("\xff\xfe"))
+	f.Add([]byte(`{"policy":"p","attributes":{"user":"\xff"}}`))
+	f.Add([]byte(`{"policy":"p","attributes":{"user":"\ud800"}}`))
+	f.Add([]byte(`{"policy":"p\udc00","attributes":{"user":"\ud83d\ude00"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, p := parseDecide(body)
 		if p != nil {
@@ -28,8 +35,16 @@ func FuzzParseDecide(f *testing.F) {
 			}
 			return
 		}
-		if req == nil || req.Policy == "" || req.cost() < 1 {
+		if req == nil || req.Policy == "" {
 			t.Fatalf("accepted %q as %+v", body, req)
+		}
+		// A U+FFFD in what was accepted is one the client sent, never a
+		// byte the decoder replaced.
+		sent := bytes.Contains(body, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`))
+		for k, v := range req.Attributes {
+			if (strings.ContainsRune(k, utf8.RuneError) || strings.ContainsRune(v, utf8.RuneError)) && !sent {
+				t.Fatalf("accepted %q with a replaced byte in attribute %q: %q", body, k, v)
+			}
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // envoyService implements Envoy's envoy.service.ratelimit.v3.RateLimitService:
@@ -62,7 +63,7 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	if cost == 0 {
 		cost = 1
 	}
-	mode := opDecide
+	op := edge.OpDecide
 	var override *uint64
 	for i, d := range descs {
 		if d.GetIsNegativeHits() {
@@ -85,18 +86,19 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	}
 	if override != nil {
 		if *override == 0 {
-			mode, cost = opPeek, 1
+			op, cost = edge.OpPeek, 1
 		} else if *override > math.MaxInt64 {
 			return nil, status.Error(codes.InvalidArgument, "hits_addend is too large")
 		} else {
 			cost = int64(*override)
 		}
 	}
-	pol := st.cfg.Policy(req.GetDomain())
-	d, p := e.s.decide(ctx, st, "envoy", mode, req.GetDomain(), attrs, cost)
-	if p != nil {
+	o := st.policies.DecideAttrs(ctx, req.GetDomain(), attrs, call("envoy", op, cost))
+	e.s.counted(op, &o)
+	if p := outcomeProblem(&o); p != nil {
 		return nil, grpcError(p)
 	}
+	pol, d := o.Policy, o.Decision()
 	out = &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	if !d.Allowed {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -136,10 +138,12 @@ func descriptorStatus(pol *sluice.Policy, entries []*ratelimitv3.RateLimitDescri
 	}
 	var tightest *sluice.LimitStatus
 	for i := range d.Limits {
-		if i >= len(pol.Rules) || !keyedBy(pol.Rules[i].By, entries) {
+		l := &d.Limits[i]
+		// The statuses are those of the rules that applied, in order.
+		j := slices.IndexFunc(pol.Rules, func(r sluice.Rule) bool { return r.Name == l.Rule })
+		if j < 0 || !keyedBy(pol.Rules[j].By, entries) {
 			continue
 		}
-		l := &d.Limits[i]
 		if !l.Fits && !d.Shadowed {
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

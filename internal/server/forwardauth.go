@@ -1,12 +1,15 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // Headers a proxy sets on a forward-auth request to describe the request it
@@ -31,7 +34,7 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	cost := int64(1)
 	if c := q.Get("cost"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || n < 1 {
+		if err != nil {
 			s.fail(w, api, badRequest("invalid_cost", "cost %q is not a whole number of at least 1", c))
 			return
 		}
@@ -51,60 +54,83 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, api, badRequest("bad_request", "name the policy in the query: /v1/forward-auth?policy=NAME"))
 		return
 	}
-	attrs, p := st.forwardAttributes(r)
-	if p != nil {
+	o := st.policies.Decide(r.Context(), policy, r, call(api, edge.OpDecide, cost))
+	s.counted(edge.OpDecide, &o)
+	if p := outcomeProblem(&o); p != nil {
 		s.fail(w, api, p)
 		return
 	}
-	d, p := s.decide(r.Context(), st, api, opDecide, policy, attrs, cost)
-	if p != nil {
-		s.fail(w, api, p)
-		return
-	}
-	httplimit.WriteHeaders(w.Header(), d, httplimit.HeaderOptions{})
-	switch {
-	case d.Allowed:
+	httplimit.WriteHeaders(w.Header(), o.Decision(), httplimit.HeaderOptions{})
+	switch o.Kind {
+	case edge.Allowed:
 		s.metrics.requests.WithLabelValues(api, "200").Inc()
 		w.WriteHeader(http.StatusOK)
-	case d.FailedClosed():
+	case edge.Unavailable:
 		s.metrics.requests.WithLabelValues(api, "503").Inc()
 		httplimit.Unavailable().Write(w)
 	default:
 		s.metrics.requests.WithLabelValues(api, strconv.Itoa(denyStatus)).Inc()
-		p := httplimit.QuotaExceeded(d)
+		p := httplimit.QuotaExceeded(o.Decision())
 		p.Status = denyStatus
 		p.Write(w)
 	}
 }
 
-// forwardAttributes derives a forwarded request's attributes: the client's
-// IP through the trusted proxies, the method, host and path the proxy
-// forwards, and the configured headers. A configured header that is absent
-// is left out, so a rule keyed by it answers 400 (missing attribute).
-func (st *state) forwardAttributes(r *http.Request) (map[string]string, *problem) {
-	attrs := make(map[string]string, 4+len(st.headers))
-	ip, err := st.ip.Key(r)
-	if err != nil {
-		return nil, badRequest("bad_request", "cannot tell the client's address: %v", err)
-	}
-	attrs[config.AttrIP] = ip
-	attrs[config.AttrMethod] = firstNonEmpty(r.Header.Get(headerForwardedMethod), r.Method)
-	attrs[config.AttrHost] = firstNonEmpty(r.Header.Get(headerForwardedHost), r.Host)
-	path := r.URL.Path
-	if u := r.Header.Get(headerForwardedURI); u != "" {
-		if pu, err := url.ParseRequestURI(u); err == nil {
-			path = pu.Path
-		} else {
-			path = u
+// errNoHeader reports a forwarded request without the header a configured
+// attribute comes from: the attribute is absent, so a rule keyed by it
+// answers 400 (missing attribute).
+var errNoHeader = errors.New("server: the forwarded request lacks the attribute's header")
+
+// forwardKeys returns the keys of a forwarded request's attributes: the
+// client's IP through the trusted proxies, the method, host and path the
+// proxy forwards, and the configured headers. Any other attribute has no
+// key, and is absent.
+func forwardKeys(fa *config.ForwardAuth, ip *httplimit.IPResolver) func(attr string) edge.Key[*http.Request] {
+	return func(attr string) edge.Key[*http.Request] {
+		switch attr {
+		case config.AttrIP:
+			return func(r *http.Request) (string, error) {
+				v, err := ip.Key(r)
+				if err != nil {
+					return "", fmt.Errorf("cannot tell the client's address: %w", err)
+				}
+				return v, nil
+			}
+		case config.AttrMethod:
+			return func(r *http.Request) (string, error) {
+				return firstNonEmpty(r.Header.Get(headerForwardedMethod), r.Method), nil
+			}
+		case config.AttrHost:
+			return func(r *http.Request) (string, error) {
+				return firstNonEmpty(r.Header.Get(headerForwardedHost), r.Host), nil
+			}
+		case config.AttrPath:
+			return func(r *http.Request) (string, error) { return forwardedPath(r), nil }
+		}
+		header, ok := fa.Headers[attr]
+		if !ok {
+			return nil
+		}
+		return func(r *http.Request) (string, error) {
+			if v := r.Header.Get(header); v != "" {
+				return v, nil
+			}
+			return "", errNoHeader
 		}
 	}
-	attrs[config.AttrPath] = path
-	for _, h := range st.headers {
-		if v := r.Header.Get(h.header); v != "" {
-			attrs[h.attr] = v
-		}
+}
+
+// forwardedPath is the path of X-Forwarded-Uri, without the query, else the
+// request's path.
+func forwardedPath(r *http.Request) string {
+	u := r.Header.Get(headerForwardedURI)
+	if u == "" {
+		return r.URL.Path
 	}
-	return attrs, nil
+	if pu, err := url.ParseRequestURI(u); err == nil {
+		return pu.Path
+	}
+	return u
 }
 
 func firstNonEmpty(a, b string) string {

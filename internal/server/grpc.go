@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
@@ -27,7 +29,7 @@ type sluiceService struct {
 
 // grpcError turns a problem into a gRPC status: INVALID_ARGUMENT for bad
 // input, UNAVAILABLE or INTERNAL otherwise.
-func grpcError(p *problem) error {
+func grpcError(p *httplimit.Problem) error {
 	switch p.Status {
 	case http.StatusBadRequest:
 		return status.Error(codes.InvalidArgument, p.Detail)
@@ -42,29 +44,19 @@ func (s *Server) count(api string, err error) {
 	s.metrics.requests.WithLabelValues(api, status.Code(err).String()).Inc()
 }
 
-func (g *sluiceService) decide(ctx context.Context, mode op, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	out, err := g.decideNoCount(ctx, mode, req)
-	g.s.count("grpc", err)
-	return out, err
-}
-
-func (g *sluiceService) decideNoCount(ctx context.Context, mode op, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
+func (g *sluiceService) decide(ctx context.Context, op edge.Op, req *sluicev1.DecideRequest) (out *sluicev1.Decision, err error) {
+	defer func() { g.s.count("grpc", err) }()
 	st := g.s.state.Load()
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = req.GetCost()
-	}
-	if cost < 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "cost is %d; a cost must be at least 1 (leave it out for 1)", cost)
-	}
 	if req.GetPolicy() == "" {
 		return nil, status.Error(codes.InvalidArgument, "the request names no policy")
 	}
-	d, p := g.s.decide(ctx, st, "grpc", mode, req.GetPolicy(), req.GetAttributes(), cost)
-	if p != nil {
+	o := st.policies.DecideAttrs(ctx, req.GetPolicy(), req.GetAttributes(), call("grpc", op, costOf(req.Cost)))
+	g.s.counted(op, &o)
+	if p := outcomeProblem(&o); p != nil {
 		return nil, grpcError(p)
 	}
-	out := &sluicev1.Decision{
+	d := o.Decision()
+	out = &sluicev1.Decision{
 		Allowed:      d.Allowed,
 		Remaining:    d.Remaining,
 		RetryAfterMs: ms(d.RetryAfter),
@@ -84,35 +76,23 @@ func (g *sluiceService) decideNoCount(ctx context.Context, mode op, req *sluicev
 
 // Decide implements sluice.v1.Sluice.
 func (g *sluiceService) Decide(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, opDecide, req)
+	return g.decide(ctx, edge.OpDecide, req)
 }
 
 // Peek implements sluice.v1.Sluice.
 func (g *sluiceService) Peek(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, opPeek, req)
+	return g.decide(ctx, edge.OpPeek, req)
 }
 
 // Record implements sluice.v1.Sluice.
 func (g *sluiceService) Record(ctx context.Context, req *sluicev1.DecideRequest) (*sluicev1.Decision, error) {
-	return g.decide(ctx, opRecord, req)
+	return g.decide(ctx, edge.OpRecord, req)
 }
 
 // Reserve implements sluice.v1.Sluice.
 func (g *sluiceService) Reserve(ctx context.Context, req *sluicev1.ReserveRequest) (out *sluicev1.Reservation, err error) {
 	defer func() { g.s.count("grpc", err) }()
-	st := g.s.state.Load()
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = req.GetCost()
-	}
-	if cost < 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "cost is %d; a cost must be at least 1 (leave it out for 1)", cost)
-	}
-	sc, p := st.schedule(req.GetSchedule())
-	if p != nil {
-		return nil, grpcError(p)
-	}
-	res, p := g.s.reserve(ctx, st, "grpc", sc, req.GetAttributes(), cost)
+	res, p := g.s.reserve(ctx, g.s.state.Load(), "grpc", req.GetSchedule(), req.GetAttributes(), costOf(req.Cost))
 	if p != nil {
 		return nil, grpcError(p)
 	}
@@ -123,12 +103,7 @@ func (g *sluiceService) Reserve(ctx context.Context, req *sluicev1.ReserveReques
 // Cancel implements sluice.v1.Sluice.
 func (g *sluiceService) Cancel(ctx context.Context, req *sluicev1.CancelRequest) (out *sluicev1.CancelResponse, err error) {
 	defer func() { g.s.count("grpc", err) }()
-	st := g.s.state.Load()
-	sc, p := st.schedule(req.GetSchedule())
-	if p != nil {
-		return nil, grpcError(p)
-	}
-	ok, p := g.s.cancel(ctx, st, sc, req.GetAttributes(), req.GetId())
+	ok, p := g.s.cancel(ctx, g.s.state.Load(), req.GetSchedule(), req.GetAttributes(), req.GetId())
 	if p != nil {
 		return nil, grpcError(p)
 	}

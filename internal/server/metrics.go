@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -97,7 +98,7 @@ type instrumentedStore struct {
 // observe records one store call of op that started at start.
 func (s *instrumentedStore) observe(op string, start time.Time, err error) {
 	s.m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && !isBadInput(err) {
+	if _, bad := edge.Classify(err); err != nil && !bad {
 		s.m.storeErrors.WithLabelValues(op).Inc()
 	}
 }

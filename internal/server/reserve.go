@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -40,7 +42,7 @@ type cancelJSON struct {
 
 // schedule returns the configured schedule name, or the problem of an
 // unknown one.
-func (st *state) schedule(name string) (*sluice.Schedule, *problem) {
+func (st *state) schedule(name string) (*sluice.Schedule, *httplimit.Problem) {
 	if s := st.cfg.Schedule(name); s != nil {
 		return s, nil
 	}
@@ -54,28 +56,27 @@ func (st *state) schedule(name string) (*sluice.Schedule, *problem) {
 	return nil, badRequest("unknown_schedule", "%v: %q; the configured schedules are %q", sluice.ErrUnknownSchedule, name, names)
 }
 
+// scheduleInput returns the schedule named name when attrs are valid input
+// for it, else the problem.
+func (st *state) scheduleInput(name string, attrs map[string]string) (*sluice.Schedule, *httplimit.Problem) {
+	sc, p := st.schedule(name)
+	if p != nil {
+		return nil, p
+	}
+	if _, err := edge.CheckAttributes(attrs, sc.By); err != nil {
+		return nil, inputProblem(err)
+	}
+	return sc, nil
+}
+
 func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	const api = "reserve"
-	st := s.state.Load()
 	req, p := readJSON[reserveRequest](w, r, s.maxBody, reserveExample)
 	if p != nil {
 		s.fail(w, api, p)
 		return
 	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
-	}
-	if cost < 1 {
-		s.fail(w, api, badRequest("invalid_cost", "cost is %d; a cost must be at least 1 (leave it out for 1)", cost))
-		return
-	}
-	sc, p := st.schedule(req.Schedule)
-	if p != nil {
-		s.fail(w, api, p)
-		return
-	}
-	res, p := s.reserve(r.Context(), st, api, sc, req.Attributes, cost)
+	res, p := s.reserve(r.Context(), s.state.Load(), api, req.Schedule, req.Attributes, costOf(req.Cost))
 	if p != nil {
 		s.fail(w, api, p)
 		return
@@ -84,8 +85,16 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		Reason: string(res.Reason), Degraded: res.Degraded})
 }
 
-// reserve reserves a slot under st, counting and logging it.
-func (s *Server) reserve(ctx context.Context, st *state, api string, sc *sluice.Schedule, attrs map[string]string, cost int64) (sluice.Reservation, *problem) {
+// reserve reserves a slot of the schedule named name under st, counting
+// and logging it.
+func (s *Server) reserve(ctx context.Context, st *state, api, name string, attrs map[string]string, cost int64) (sluice.Reservation, *httplimit.Problem) {
+	if err := edge.CheckCost(cost); err != nil {
+		return sluice.Reservation{}, inputProblem(err)
+	}
+	sc, p := st.scheduleInput(name, attrs)
+	if p != nil {
+		return sluice.Reservation{}, p
+	}
 	res, err := st.lim.Reserve(ctx, sc, attrs, cost)
 	if err != nil {
 		if p := inputProblem(err); p != nil {
@@ -93,7 +102,7 @@ func (s *Server) reserve(ctx context.Context, st *state, api string, sc *sluice.
 		}
 		if !res.Degraded {
 			s.log.Error("reserving", slog.String("api", api), slog.String("schedule", sc.Name), slog.Any("err", err))
-			return res, &problem{Status: http.StatusInternalServerError, Code: "internal"}
+			return res, &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}
 		}
 		s.log.Warn("store failed; reservation decided by on_error", slog.String("schedule", sc.Name),
 			slog.Bool("ok", res.OK), slog.Any("err", err))
@@ -112,18 +121,12 @@ func (s *Server) reserve(ctx context.Context, st *state, api string, sc *sluice.
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	const api = "cancel"
-	st := s.state.Load()
 	req, p := readJSON[cancelRequest](w, r, s.maxBody, cancelExample)
 	if p != nil {
 		s.fail(w, api, p)
 		return
 	}
-	sc, p := st.schedule(req.Schedule)
-	if p != nil {
-		s.fail(w, api, p)
-		return
-	}
-	ok, p := s.cancel(r.Context(), st, sc, req.Attributes, req.ID)
+	ok, p := s.cancel(r.Context(), s.state.Load(), req.Schedule, req.Attributes, req.ID)
 	if p != nil {
 		s.fail(w, api, p)
 		return
@@ -131,15 +134,19 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.ok(w, api, cancelJSON{Cancelled: ok})
 }
 
-// cancel cancels a reservation under st.
-func (s *Server) cancel(ctx context.Context, st *state, sc *sluice.Schedule, attrs map[string]string, id string) (bool, *problem) {
+// cancel cancels a reservation of the schedule named name under st.
+func (s *Server) cancel(ctx context.Context, st *state, name string, attrs map[string]string, id string) (bool, *httplimit.Problem) {
+	sc, p := st.scheduleInput(name, attrs)
+	if p != nil {
+		return false, p
+	}
 	ok, err := st.lim.Cancel(ctx, sc, attrs, id)
 	if err != nil {
 		if p := inputProblem(err); p != nil {
 			return false, p
 		}
 		s.log.Warn("cancelling a reservation", slog.String("schedule", sc.Name), slog.Any("err", err))
-		return false, &problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed; the reservation may still be held"}
+		return false, &httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed; the reservation may still be held"}
 	}
 	return ok, nil
 }

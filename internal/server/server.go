@@ -24,6 +24,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -66,14 +67,11 @@ type Server struct {
 // state is one loaded configuration and what is derived from it. It is
 // never modified once published.
 type state struct {
-	cfg     *config.Config
-	lim     *sluice.Limiter
-	ip      *httplimit.IPResolver
-	headers []headerAttr // forward-auth attributes from headers, sorted
-	loaded  time.Time
+	cfg      *config.Config
+	lim      *sluice.Limiter
+	policies *edge.Set[*http.Request] // the configured policies, with forward-auth's keys
+	loaded   time.Time
 }
-
-type headerAttr struct{ attr, header string }
 
 // New returns a Server over store with the configuration cfg. The server
 // does not close the store.
@@ -144,14 +142,26 @@ func (s *Server) newState(cfg *config.Config) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: forward_auth: %w", err)
 	}
-	st := &state{
-		cfg:    cfg,
-		lim:    sluice.NewLimiter(s.store, lc),
-		ip:     ip,
-		loaded: time.Now(),
+	st := &state{cfg: cfg, lim: sluice.NewLimiter(s.store, lc), loaded: time.Now()}
+	policies := make([]*sluice.Policy, len(cfg.Policies))
+	for i := range cfg.Policies {
+		policies[i] = &cfg.Policies[i]
 	}
-	for _, a := range cfg.ForwardAuth.ForwardAuthAttributes()[4:] {
-		st.headers = append(st.headers, headerAttr{attr: a, header: cfg.ForwardAuth.Headers[a]})
+	st.policies, err = edge.NewSet(edge.Config[*http.Request]{
+		Limiter:      st.lim,
+		Policies:     policies,
+		Keys:         forwardKeys(&cfg.ForwardAuth, ip),
+		KeysOptional: true,
+		Absent:       errNoHeader,
+		Log: edge.Log{
+			Logger:      s.log,
+			StoreFailed: "store failed; decided by on_error",
+			Shadow:      "shadow policy would have denied",
+			Failed:      "deciding a request",
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	return st, nil
 }
@@ -169,9 +179,9 @@ func storeChanged(a, b *config.Store) bool {
 // 404 and known routes with the wrong method 405, both as problem+json.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/decide", s.handleDecide(opDecide))
-	mux.HandleFunc("POST /v1/peek", s.handleDecide(opPeek))
-	mux.HandleFunc("POST /v1/record", s.handleDecide(opRecord))
+	mux.HandleFunc("POST /v1/decide", s.handleDecide(edge.OpDecide))
+	mux.HandleFunc("POST /v1/peek", s.handleDecide(edge.OpPeek))
+	mux.HandleFunc("POST /v1/record", s.handleDecide(edge.OpRecord))
 	mux.HandleFunc("POST /v1/reserve", s.handleReserve)
 	mux.HandleFunc("POST /v1/cancel", s.handleCancel)
 	mux.HandleFunc("GET /v1/policies", s.handlePolicies)
@@ -193,11 +203,11 @@ func notFound(mux *http.ServeMux) http.Handler {
 			switch rec.status {
 			case http.StatusMethodNotAllowed:
 				w.Header().Set("Allow", rec.header.Get("Allow"))
-				writeProblem(w, problem{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-					Detail: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, rec.header.Get("Allow"))})
+				httplimit.Problem{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+					Detail: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, rec.header.Get("Allow"))}.Write(w)
 			case http.StatusNotFound:
-				writeProblem(w, problem{Status: http.StatusNotFound, Code: "not_found",
-					Detail: fmt.Sprintf("no endpoint at %s; see GET /v1/policies and the API documentation", r.URL.Path)})
+				httplimit.Problem{Status: http.StatusNotFound, Code: "not_found",
+					Detail: fmt.Sprintf("no endpoint at %s; see GET /v1/policies and the API documentation", r.URL.Path)}.Write(w)
 			default:
 				// Redirects the mux makes to clean a path.
 				for k, v := range rec.header {
@@ -230,7 +240,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.log.Error("panic serving a request", slog.String("path", r.URL.Path), slog.Any("panic", v))
-				writeProblem(w, problem{Status: http.StatusInternalServerError, Code: "internal"})
+				httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
 			}
 		}()
 		next.ServeHTTP(w, r)

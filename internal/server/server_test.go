@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 )
@@ -168,7 +169,7 @@ func TestProblems(t *testing.T) {
 			if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
 				t.Errorf("Content-Type = %q", ct)
 			}
-			var p problem
+			var p httplimit.Problem
 			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 				t.Fatal(err)
 			}
