@@ -119,7 +119,9 @@ type LimitStatus struct {
 	// request included when it was recorded (or, for a peek, would be).
 	Used int64
 
-	// Remaining is Limit-Used, never below zero.
+	// Remaining is the cost that fits at once after the decision, never
+	// below zero: Limit-Used for the Log and SlidingCounter algorithms, what
+	// is left of the burst for GCRA.
 	Remaining int64
 
 	// Fits reports whether the request fit this rule (its cost and, if the
@@ -163,7 +165,7 @@ func newDecision(req *store.Request) Decision {
 	shadowedBy, shadowCause := "", Cause("")
 	for i := range req.Checks {
 		c, r := &req.Checks[i], &req.Results[i]
-		s := LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, c.Limit-r.Used),
+		s := LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, r.Remaining),
 			Fits: r.Fits, Cause: causes[r.Cause], RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Shadow: c.Shadow}
 		d.Limits[i] = s
 		if i == 0 || s.Remaining < d.Remaining {

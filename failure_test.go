@@ -34,7 +34,7 @@ func (s *fakeStore) Decide(ctx context.Context, req *store.Request) error {
 		return s.err
 	}
 	for i := range req.ResultsBuffer() { // every window fits, one unit left
-		req.Results[i] = store.Result{Fits: true, Used: req.Checks[i].Limit - 1}
+		req.Results[i] = store.Result{Fits: true, Used: req.Checks[i].Limit - 1, Remaining: 1}
 	}
 	return nil
 }

@@ -69,9 +69,9 @@ func TestNewDecision(t *testing.T) {
 	req := &store.Request{Policy: "p", Checks: []store.Check{
 		{Rule: "global", Limit: 10}, {Rule: "category", Limit: 3}, {Rule: "gap", Limit: 5},
 	}, Results: []store.Result{
-		{Fits: true, Used: 3, ResetAfter: 50 * time.Second},
-		{Cause: store.CauseLimit, Used: 3, RetryAfter: 30 * time.Second, ResetAfter: 60 * time.Second},
-		{Cause: store.CauseGap, Used: 2, RetryAfter: 40 * time.Second, ResetAfter: 10 * time.Second},
+		{Fits: true, Used: 3, Remaining: 7, ResetAfter: 50 * time.Second},
+		{Cause: store.CauseLimit, Used: 3, Remaining: 0, RetryAfter: 30 * time.Second, ResetAfter: 60 * time.Second},
+		{Cause: store.CauseGap, Used: 2, Remaining: 3, RetryAfter: 40 * time.Second, ResetAfter: 10 * time.Second},
 	}}
 	d := newDecision(req)
 	if d.Allowed || d.Remaining != 0 || d.RetryAfter != 40*time.Second || d.ResetAfter != time.Minute ||
@@ -79,7 +79,7 @@ func TestNewDecision(t *testing.T) {
 		want := "denied by category for its limit, remaining 0, retry 40s, reset 1m"
 		t.Fatalf("newDecision = %+v, want %s", d, want)
 	}
-	req.Results = []store.Result{{Fits: true, Used: 5, RetryAfter: time.Second}, {Fits: true, Used: 1}, {Fits: true}}
+	req.Results = []store.Result{{Fits: true, Used: 5, Remaining: 5, RetryAfter: time.Second}, {Fits: true, Used: 1, Remaining: 2}, {Fits: true, Remaining: 5}}
 	d = newDecision(req)
 	if !d.Allowed || d.Remaining != 2 || d.RetryAfter != 0 || d.Limits[0].RetryAfter != 0 || d.DeniedBy != "" {
 		t.Fatalf("all fit: %+v", d)

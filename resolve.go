@@ -53,9 +53,13 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		if unlimited {
 			continue
 		}
-		if limit > 0 && cost > limit {
+		switch {
+		case limit > 0 && r.Algorithm != GCRA && cost > limit:
 			return fmt.Errorf("%w: policy %q rule %q has limit %d, request cost %d",
 				ErrCostExceedsLimit, p.Name, r.Name, limit, cost)
+		case limit > 0 && r.Algorithm == GCRA && cost > r.burst(limit):
+			return fmt.Errorf("%w: policy %q rule %q has burst %d (the most cost a gcra rule admits at once), request cost %d",
+				ErrCostExceedsLimit, p.Name, r.Name, r.burst(limit), cost)
 		}
 		from := len(s.values)
 		for _, a := range r.By {
@@ -66,8 +70,12 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 			}
 			s.values = append(s.values, v)
 		}
-		req.Checks = append(req.Checks, store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow})
+		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
+			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm}
+		if r.Algorithm == GCRA {
+			c.Burst = r.burst(limit)
+		}
+		req.Checks = append(req.Checks, c)
 	}
 	// The values every rule goes by: a rule that applies carries them.
 	from := len(s.values)
@@ -103,8 +111,10 @@ func checkRequest(req *store.Request) error {
 			return fmt.Errorf("%w: policy %q rule %q got cost %d", ErrInvalidCost, req.Policy, c.Rule, c.Cost)
 		case c.Limit < 0 || c.Window < time.Microsecond || c.MinGap < 0:
 			return fmt.Errorf("%w: policy %q rule %q: limit %d, window %v, min gap %v", ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Window, c.MinGap)
-		case c.Limit > 0 && c.Cost > c.Limit:
-			return fmt.Errorf("%w: policy %q rule %q has limit %d, request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Cost)
+		case c.Limit > 0 && c.Cost > c.Limit && c.Algorithm != GCRA, c.Limit > 0 && c.Algorithm == GCRA && c.Cost > c.Burst:
+			return fmt.Errorf("%w: policy %q rule %q has limit %d (burst %d), request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Burst, c.Cost)
+		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && c.Burst < 1:
+			return fmt.Errorf("%w: policy %q rule %q: algorithm %v, min gap %v, burst %d", ErrInvalidPolicy, req.Policy, c.Rule, c.Algorithm, c.MinGap, c.Burst)
 		}
 		for j := range i {
 			if sameWindow(&req.Checks[j], c) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicerate/sluice/store"
 )
 
 // Rule is one sliding-window limit: at most Limit units of cost in any window
@@ -35,8 +37,20 @@ type Rule struct {
 	Window time.Duration
 
 	// MinGap, when > 0, is the least time between two admitted events of
-	// this rule's window. Zero means no gap is enforced.
+	// this rule's window. Zero means no gap is enforced. The Log algorithm
+	// only.
 	MinGap time.Duration
+
+	// Algorithm is how the window counts: Log (the default) keeps every
+	// event, exact, a few bytes each; GCRA and SlidingCounter keep a
+	// constant few bytes per key, GCRA exact for its own definition of a
+	// token bucket, SlidingCounter an estimate. See Algorithm.
+	Algorithm Algorithm
+
+	// Burst is, for GCRA, the most cost admitted at once: the bucket's
+	// size, refilled at Limit per Window. Default Limit. Other algorithms
+	// take none.
+	Burst int64
 
 	// By names the request attributes that select this rule's window, in
 	// order. Empty means one shared window.
@@ -97,6 +111,16 @@ func (r *Rule) validate() error {
 		return fmt.Errorf("%w: rule %q has window %v; a window must be at least 1µs", ErrInvalidPolicy, r.Name, r.Window)
 	case r.MinGap < 0:
 		return fmt.Errorf("%w: rule %q has negative min gap %v", ErrInvalidPolicy, r.Name, r.MinGap)
+	case r.Algorithm > SlidingCounter:
+		return invalid("unknown algorithm %v", r.Algorithm)
+	case r.MinGap > 0 && r.Algorithm != Log:
+		return invalid("a min gap needs the log algorithm (the %v keeps no event's time); with gcra, a burst of 1 spaces events by window/limit", r.Algorithm)
+	case r.Burst != 0 && r.Algorithm != GCRA:
+		return invalid("a burst is gcra's; the %v takes none", r.Algorithm)
+	case r.Burst < 0:
+		return invalid("burst %d is negative; leave it out for the limit, or give at least 1", r.Burst)
+	case r.Algorithm == GCRA && r.Limit > 0 && r.Window/time.Microsecond < time.Duration(r.Limit):
+		return invalid("%d per %v is more than one event per µs, what gcra's interval can hold", r.Limit, r.Window)
 	}
 	if err := checkNames("By", r.By); err != nil {
 		return invalid("%v", err)
@@ -217,4 +241,49 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Algorithm is how a rule's window counts; see the constants.
+type Algorithm = store.Algorithm
+
+// The algorithms a Rule may use.
+const (
+	// Log keeps every event of the window: exact, one small entry per
+	// event. The default.
+	Log = store.Log
+
+	// GCRA is a token bucket of Burst units refilled at Limit per Window,
+	// kept as one time per key: constant memory, exact for its own
+	// definition (a request of cost c is admitted when the bucket holds c).
+	GCRA = store.GCRA
+
+	// SlidingCounter estimates the sliding window's count from two fixed
+	// windows' counts, weighting the previous one by the part of it the
+	// sliding window still covers: constant memory; in the worst case (the
+	// previous window's events all at its end) it admits up to twice Limit
+	// in one window.
+	SlidingCounter = store.SlidingCounter
+)
+
+// ParseAlgorithm returns the algorithm named s: "log" (or ""), "gcra" or
+// "sliding-counter".
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for _, a := range []Algorithm{Log, GCRA, SlidingCounter} {
+		if s == a.String() {
+			return a, nil
+		}
+	}
+	if s == "" {
+		return Log, nil
+	}
+	return Log, fmt.Errorf("%w: unknown algorithm %q; use log, gcra or sliding-counter", ErrInvalidPolicy, s)
+}
+
+// burst returns the cost a GCRA rule admits at once for limit: its Burst,
+// or limit.
+func (r *Rule) burst(limit int64) int64 {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return limit
 }

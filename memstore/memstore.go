@@ -162,7 +162,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	moved := false // whether a slot found may have moved since (see table.go)
 	for i := range checks {
 		sh := &s.shards[shardIdx[i]]
-		j, removed := sh.live(hashes[i], &keys[i], now, checks[i].Window.Microseconds())
+		j, removed := sh.live(hashes[i], &keys[i], &checks[i], now)
 		moved = moved || removed
 		slots, wins = append(slots, j), append(wins, sh.at(j))
 		check(&results[i], &checks[i], wins[i], now)
@@ -196,9 +196,10 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		}
 	} else {
 		for i := range checks {
-			report(&results[i], &checks[i], wins[i], now)
 			if record {
 				pretend(&results[i], &checks[i], wins[i], now)
+			} else {
+				report(&results[i], &checks[i], wins[i], now)
 			}
 		}
 	}
@@ -217,7 +218,7 @@ func (s *Store) decideOne(req *store.Request) {
 	res := &req.ResultsBuffer()[0]
 	sh.mu.Lock()
 	now := s.micros()
-	j, _ := sh.live(h, &k, now, c.Window.Microseconds())
+	j, _ := sh.live(h, &k, c, now)
 	w := sh.at(j)
 	check(res, c, w, now)
 	record := req.Mode == store.ModeRecord || res.Fits || c.Shadow
@@ -227,9 +228,10 @@ func (s *Store) decideOne(req *store.Request) {
 	if record && !req.DryRun {
 		w = sh.slots[sh.record(j, h, &k, c, now)]
 	}
-	report(res, c, w, now)
 	if record && req.DryRun {
 		pretend(res, c, w, now)
+	} else {
+		report(res, c, w, now)
 	}
 	if record && !req.DryRun {
 		sh.evict(now)
@@ -237,21 +239,26 @@ func (s *Store) decideOne(req *store.Request) {
 	sh.mu.Unlock()
 }
 
-// live returns the index of the slot of k, whose hash is h, with the entries
-// that left the window ending at now trimmed, or -1 when the shard holds no
-// window of k or holds one idle past its window and gap, which it drops
-// (removed reports that: slots may have moved).
-func (sh *shard) live(h uint64, k *key, now, window int64) (j int, removed bool) {
+// live returns the index of the slot of k, whose hash is h, brought up to
+// now for check c (a log's entries that left the window trimmed, a sliding
+// counter's buckets rolled), or -1 when the shard holds no window of k or
+// holds one expired by now, which it drops (removed reports that: slots may
+// have moved). A window expires when it would decide as no window does.
+func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, removed bool) {
 	j = sh.find(h, k)
 	if j < 0 {
 		return -1, false
 	}
 	w := sh.slots[j]
-	if w.used > 0 && w.oldest <= now-window {
-		w.trim(now - window)
+	switch c.Algorithm {
+	case store.Log:
+		if w.used > 0 && w.oldest <= now-c.Window.Microseconds() {
+			w.trim(now - c.Window.Microseconds())
+		}
+	case store.SlidingCounter:
+		counterRoll(w, c, now)
 	}
-	if w.used == 0 && w.expires <= now {
-		// Idle past its window and gap: as good as absent.
+	if w.expires <= now {
 		sh.remove(w)
 		return -1, true
 	}
@@ -266,118 +273,96 @@ func (sh *shard) at(j int) *window {
 	return sh.slots[j]
 }
 
-// check sets res's Used, Fits and Cause for check c before the decision at
-// now, given its window (nil: none).
+// The algorithms. Each decides a check from the state its window keeps
+// (nil: none yet) in five steps: check (Fits and Cause before the
+// decision), retry (RetryAfter, once the decision recorded pending cost or
+// not), add (record the cost), report (Used, Remaining and ResetAfter as
+// the window holds them) and pretend (the same after a write a dry run
+// does not make). log.go, gcra.go and counter.go hold them.
+
 func check(res *store.Result, c *store.Check, w *window, now int64) {
-	res.Fits = true
-	if w == nil {
-		res.Fits = c.Cost <= c.Limit
-		if !res.Fits {
-			res.Cause = store.CauseLimit
-		}
-		return
-	}
-	res.Used = w.used
-	full := w.used+c.Cost > c.Limit
-	early := c.MinGap > 0 && !w.empty() && now-w.newest < c.MinGap.Microseconds()
-	switch {
-	case full && early:
-		res.Fits = false
-		// The cause is the condition that takes longer to clear.
-		res.Cause = store.CauseLimit
-		if limit, gap := waits(c, w, 0, now); gap > limit {
-			res.Cause = store.CauseGap
-		}
-	case full:
-		res.Fits, res.Cause = false, store.CauseLimit
-	case early:
-		res.Fits, res.Cause = false, store.CauseGap
+	res.Fits, res.Cause = true, store.CauseNone
+	switch c.Algorithm {
+	case store.GCRA:
+		gcraCheck(res, c, w, now)
+	case store.SlidingCounter:
+		counterCheck(res, c, w, now)
+	default:
+		logCheck(res, c, w, now)
 	}
 }
 
-// retry sets res.RetryAfter: the least wait until c fits again, after the
-// decision recorded it (pending) or not.
 func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64) {
-	var p int64
-	if pending {
-		p = c.Cost
+	var wait int64
+	switch c.Algorithm {
+	case store.GCRA:
+		wait = gcraWait(c, w, pending, now)
+	case store.SlidingCounter:
+		wait = counterWait(c, w, pending, now)
+	default:
+		limit, gap := logWaits(c, w, pending, now)
+		wait = max(limit, gap)
 	}
-	limit, gap := waits(c, w, p, now)
-	res.RetryAfter = time.Duration(max(limit, gap)) * time.Microsecond
+	res.RetryAfter = time.Duration(wait) * time.Microsecond
 }
 
-// waits returns how long, from now, until c's window w (nil: none) has room
-// for c's cost, and until its minimum gap has passed, once pending units of
-// cost (0 for none) are recorded at now.
-func waits(c *store.Check, w *window, pending, now int64) (limit, gap int64) {
-	window := c.Window.Microseconds()
-	at := now // when the pending entry is recorded: never before the newest
-	var used int64
-	if w != nil {
-		used = w.used
-		at = max(now, w.newest)
+// add records c's cost in w at now and sets its expiry.
+func add(w *window, c *store.Check, now int64) {
+	switch c.Algorithm {
+	case store.GCRA:
+		gcraAdd(w, c, now)
+	case store.SlidingCounter:
+		counterAdd(w, c, now)
+	default:
+		w.add(now, c.Cost, c.TTL().Microseconds(), c.Limit)
 	}
-	if need := used + pending + c.Cost - c.Limit; need > 0 {
-		freed := int64(-1)
-		if w != nil && need <= used {
-			freed = w.freedAt(need, window)
-		}
-		if freed < 0 {
-			freed = at + window // only the pending entry's leaving makes room
-		}
-		limit = freed - now
+}
+
+func report(res *store.Result, c *store.Check, w *window, now int64) {
+	switch c.Algorithm {
+	case store.GCRA:
+		gcraReport(res, c, gcraTAT(w, now), now)
+	case store.SlidingCounter:
+		counterReport(res, c, w, 0, now)
+	default:
+		logReport(res, c, w, now)
 	}
-	if g := c.MinGap.Microseconds(); g > 0 {
-		last := int64(-1)
-		switch {
-		case pending > 0:
-			last = at
-		case w != nil && !w.empty():
-			last = w.newest
-		}
-		if last >= 0 {
-			gap = max(0, last+g-now)
-		}
+}
+
+func pretend(res *store.Result, c *store.Check, w *window, now int64) {
+	switch c.Algorithm {
+	case store.GCRA:
+		gcraReport(res, c, gcraTAT(w, now)+c.Cost*gcraInterval(c), now)
+	case store.SlidingCounter:
+		counterReport(res, c, w, c.Cost, now)
+	default:
+		logPretend(res, c, w, now)
 	}
-	return limit, gap
 }
 
 // record adds c's cost at now to the window of k, whose hash is h, in slot
 // j, or to a new window when j is -1, and returns the window's slot.
 func (sh *shard) record(j int, h uint64, k *key, c *store.Check, now int64) int {
-	ttl := c.TTL().Microseconds()
 	if j < 0 {
 		w := &window{h: h}
-		w.add(now, c.Cost, ttl, c.Limit)
-		sh.enqueue(w, ttl)
+		add(w, c, now)
+		sh.enqueue(w, expiryClass(c))
 		return sh.insert(k, w)
 	}
-	sh.slots[j].add(now, c.Cost, ttl, c.Limit)
+	add(sh.slots[j], c, now)
 	return j
 }
 
-// report sets res's Used and ResetAfter after the decision, given c's
-// window (nil: none).
-func report(res *store.Result, c *store.Check, w *window, now int64) {
-	if w == nil {
-		return
+// expiryClass is the expiry queue of c's windows: windows in one queue
+// expire about as long after their writes (see evict.go).
+func expiryClass(c *store.Check) int64 {
+	switch c.Algorithm {
+	case store.GCRA:
+		return c.Burst * gcraInterval(c)
+	case store.SlidingCounter:
+		return 2 * c.Window.Microseconds()
 	}
-	res.Used = w.used
-	if w.n > 0 { // then the newest entry is in the window
-		res.ResetAfter = time.Duration(w.newest+c.Window.Microseconds()-now) * time.Microsecond
-	}
-}
-
-// pretend adjusts what report gave for a dry run to what recording c at now
-// would have left: the cost counted, and the window ending a window after
-// the entry.
-func pretend(res *store.Result, c *store.Check, w *window, now int64) {
-	at := now
-	if w != nil {
-		at = max(now, w.newest)
-	}
-	res.Used += c.Cost
-	res.ResetAfter = time.Duration(at+c.Window.Microseconds()-now) * time.Microsecond
+	return c.TTL().Microseconds()
 }
 
 // lockOrder appends to dst the distinct shard indexes of idx in ascending

@@ -16,6 +16,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -117,10 +118,16 @@ type Check struct {
 
 	// Limit is the most cost admitted in any window of length Window; 0
 	// admits nothing. MinGap, when above 0, is the least time between two
-	// events recorded in the window.
+	// events recorded in the window (the log only).
 	Limit  int64
 	Window time.Duration
 	MinGap time.Duration
+
+	// Algorithm is how the window counts: the exact log, GCRA or a
+	// sliding counter. Burst is GCRA's: the most cost admitted at once,
+	// at least 1.
+	Algorithm Algorithm
+	Burst     int64
 
 	// Cost is what the request counts in this window, at least 1.
 	Cost int64
@@ -145,8 +152,11 @@ type Result struct {
 	Cause Cause
 
 	// Used is the cost counted in the window after the decision (for a
-	// dry run, after the write it would make).
-	Used int64
+	// dry run, after the write it would make), and Remaining the cost that
+	// would still fit at once: Limit - Used for the log and the sliding
+	// counter, what GCRA's burst has left for GCRA.
+	Used      int64
+	Remaining int64
 
 	// RetryAfter, when the request is denied, is the least wait after which
 	// this window fits the same request again if nothing else happens,
@@ -171,3 +181,43 @@ const (
 	// CauseGap: the request comes sooner than MinGap after the last event.
 	CauseGap
 )
+
+// Algorithm is how a window counts.
+type Algorithm uint8
+
+const (
+	// Log keeps every event of the window: exact, one small entry per
+	// event.
+	Log Algorithm = iota
+
+	// GCRA, the generic cell rate algorithm, is a token bucket kept as one
+	// time, the theoretical arrival time: a request of cost c is admitted
+	// when the bucket has room for c of its Burst; it refills at Limit per
+	// Window, one unit every Window/Limit (rounded up to a whole µs).
+	// Constant memory, exact for its own definition.
+	GCRA
+
+	// SlidingCounter keeps two counts, of the current fixed window (of
+	// length Window, aligned to multiples of it) and the previous one, and
+	// estimates the sliding window's count as the current count plus the
+	// previous count weighted by the part of the previous window the
+	// sliding one still covers: floor(prev * (Window - elapsed) / Window),
+	// computed in float64. Constant memory; it admits too much when the
+	// previous window's events came late in it (up to twice Limit in the
+	// worst case).
+	SlidingCounter
+)
+
+// String returns the algorithm's name in the configuration file: log, gcra
+// or sliding-counter.
+func (a Algorithm) String() string {
+	switch a {
+	case Log:
+		return "log"
+	case GCRA:
+		return "gcra"
+	case SlidingCounter:
+		return "sliding-counter"
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -15,7 +16,7 @@ import (
 // The property case drives a store with random sequences of decide, peek and
 // record calls, with random costs, gaps and penalize on or off, and holds
 // every decision to model: a naive log of every event, which answers from
-// the contract's definitions (RetryAfter by searching for the least wait, not
+// the contract's and each algorithm's definitions (RetryAfter by searching for the least wait, not
 // by a formula a store also uses). After every denial it checks the
 // contract's promise directly: a microsecond before RetryAfter the same
 // request is still denied, at RetryAfter it is admitted.
@@ -67,8 +68,18 @@ func propertyPolicies(rng *rand.Rand, seed uint64) []*sluice.Policy {
 				Limit:  1 + rng.Int64N(8),
 				Window: time.Duration(1+rng.IntN(5)) * time.Minute,
 			}
-			if rng.IntN(3) == 0 {
-				r.MinGap = time.Duration(1+rng.IntN(20)) * time.Second
+			switch rng.IntN(6) {
+			case 0:
+				r.Algorithm = sluice.GCRA
+				if rng.IntN(2) == 0 {
+					r.Burst = 1 + rng.Int64N(r.Limit+2)
+				}
+			case 1:
+				r.Algorithm = sluice.SlidingCounter
+			default:
+				if rng.IntN(3) == 0 {
+					r.MinGap = time.Duration(1+rng.IntN(20)) * time.Second
+				}
 			}
 			for _, a := range attrs {
 				if rng.IntN(2) == 0 {
@@ -116,7 +127,7 @@ func (c propertyCall) String() string {
 func runProperty(e *env, seed uint64) bool {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	policies := propertyPolicies(rng, seed)
-	m := newModel(e.clock.Now())
+	m := newModel()
 	ok := true
 	do := func(step int, c propertyCall) sluice.Decision {
 		var got sluice.Decision
@@ -151,6 +162,9 @@ func runProperty(e *env, seed uint64) bool {
 		limit := p.Rules[0].Limit
 		for _, r := range p.Rules {
 			limit = min(limit, r.Limit)
+			if r.Algorithm == sluice.GCRA {
+				limit = min(limit, burst(&r))
+			}
 		}
 		c := propertyCall{
 			op:    []string{"allow", "allow", "allow", "peek", "record"}[rng.IntN(5)],
@@ -214,38 +228,78 @@ func diffDecision(got, want sluice.Decision) string {
 }
 
 // model is the contract's reference: every event of every window, as a
-// plain list, in µs from the model's start.
+// plain list, in absolute µs, from which each algorithm's definition is
+// computed directly (the sliding counter's buckets are sums over the list;
+// GCRA's theoretical arrival time is kept as the definition gives it).
 type model struct {
-	start time.Time
-	logs  map[string]*modelLog
+	logs map[string]*modelLog
 }
 
 type modelLog struct {
 	events []modelEvent
 	newest int64 // time of the newest event ever recorded; -1 for none
+	tat    int64 // GCRA's theoretical arrival time
 }
 
 type modelEvent struct{ at, cost int64 }
 
-func newModel(start time.Time) *model { return &model{start: start, logs: map[string]*modelLog{}} }
+func newModel() *model { return &model{logs: map[string]*modelLog{}} }
 
-// used returns the cost of the log's events in the window of length w
-// ending at now: (now-w, now].
-func (l *modelLog) used(now, w int64) int64 {
+// sum returns the cost of the log's events at times in (from, to].
+func (l *modelLog) sum(from, to int64) int64 {
 	var n int64
 	for _, ev := range l.events {
-		if ev.at > now-w {
+		if ev.at > from && ev.at <= to {
 			n += ev.cost
 		}
 	}
 	return n
 }
 
-// fits reports whether rule r fits cost at now, by room and by gap.
-func (l *modelLog) fits(r *sluice.Rule, cost, now int64) (room, gap bool) {
-	room = l.used(now, r.Window.Microseconds())+cost <= r.Limit
-	gap = r.MinGap == 0 || l.newest < 0 || now-l.newest >= r.MinGap.Microseconds()
+// interval is GCRA's time per unit of cost: Window/Limit rounded up.
+func interval(r *sluice.Rule) int64 {
+	w := r.Window.Microseconds()
+	return (w + r.Limit - 1) / r.Limit
+}
+
+// burst is GCRA's bucket size.
+func burst(r *sluice.Rule) int64 {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return r.Limit
+}
+
+// estimate is the sliding counter's count at t: the current bucket's sum
+// plus the previous one's weighted by the part the window still covers.
+func (l *modelLog) estimate(r *sluice.Rule, t int64) int64 {
+	w := r.Window.Microseconds()
+	start := t / w * w
+	curr, prev := l.sum(start-1, t), l.sum(start-w-1, start-1)
+	return curr + int64(math.Floor(float64(prev)*float64(w-(t-start))/float64(w)))
+}
+
+// fits reports whether rule r fits cost at t, by room and by gap.
+func (l *modelLog) fits(r *sluice.Rule, cost, t int64) (room, gap bool) {
+	switch r.Algorithm {
+	case sluice.GCRA:
+		return max(l.tat, t)+cost*interval(r)-burst(r)*interval(r) <= t, true
+	case sluice.SlidingCounter:
+		return l.estimate(r, t)+cost <= r.Limit, true
+	}
+	room = l.sum(t-r.Window.Microseconds(), t)+cost <= r.Limit
+	gap = r.MinGap == 0 || l.newest < 0 || t-l.newest >= r.MinGap.Microseconds()
 	return room, gap
+}
+
+// horizon bounds the wait for rule r: it fits cost by then, whatever
+// happened before now.
+func horizon(r *sluice.Rule, cost int64) int64 {
+	h := 2*r.Window.Microseconds() + r.MinGap.Microseconds() + 1
+	if r.Algorithm == sluice.GCRA {
+		h += (cost + burst(r)) * interval(r)
+	}
+	return h
 }
 
 // wait returns the least d >= 0 such that cond(now+d) holds; cond is false
@@ -264,19 +318,59 @@ func wait(now, horizon int64, cond func(t int64) bool) int64 {
 }
 
 func (l *modelLog) clone() *modelLog {
-	return &modelLog{events: slices.Clone(l.events), newest: l.newest}
+	c := *l
+	c.events = slices.Clone(l.events)
+	return &c
 }
 
-// record adds cost at now, never before the newest event.
-func (l *modelLog) record(cost, now int64) {
+// record adds cost at now: a log entry never before the newest, and GCRA's
+// arrival time moved on.
+func (l *modelLog) record(r *sluice.Rule, cost, now int64) {
 	at := max(now, l.newest)
+	if r.Algorithm == sluice.SlidingCounter {
+		at = now
+	}
 	l.events = append(l.events, modelEvent{at, cost})
 	l.newest = at
+	if r.Algorithm == sluice.GCRA {
+		l.tat = max(l.tat, now) + cost*interval(r)
+	}
+}
+
+// report sets st's Used, Remaining and ResetAfter from l at now, by r's
+// algorithm's definitions.
+func (l *modelLog) report(st *sluice.LimitStatus, r *sluice.Rule, now int64) {
+	w := r.Window.Microseconds()
+	switch r.Algorithm {
+	case sluice.GCRA:
+		iv, b, level := interval(r), burst(r), max(l.tat, now)-now
+		st.Remaining = min(b, max(0, (b*iv-level)/iv))
+		st.Used, st.ResetAfter = b-st.Remaining, time.Duration(level)*time.Microsecond
+		return
+	case sluice.SlidingCounter:
+		st.Used = l.estimate(r, now)
+		st.Remaining = max(0, r.Limit-st.Used)
+		start := now / w * w
+		switch {
+		case l.sum(start-1, now) > 0:
+			st.ResetAfter = time.Duration(start+2*w-now) * time.Microsecond
+		case l.sum(start-w-1, start-1) > 0:
+			st.ResetAfter = time.Duration(start+w-now) * time.Microsecond
+		}
+		return
+	}
+	st.Used = l.sum(now-w, now)
+	st.Remaining = max(0, r.Limit-st.Used)
+	for _, ev := range l.events {
+		if ev.at > now-w {
+			st.ResetAfter = max(st.ResetAfter, time.Duration(ev.at+w-now)*time.Microsecond)
+		}
+	}
 }
 
 // decide returns the decision the contract gives for c at time t.
 func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
-	now := t.Sub(m.start).Microseconds()
+	now := t.UnixMicro()
 	rules := c.p.Rules
 	logs := make([]*modelLog, len(rules))
 	limits := make([]sluice.LimitStatus, len(rules))
@@ -297,9 +391,9 @@ func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
 		switch {
 		case !room && !gap:
 			// Both: the one that takes longer to clear.
-			horizon := (r.Window + r.MinGap).Microseconds() + 1
-			roomWait := wait(now, horizon, func(t int64) bool { ok, _ := logs[i].fits(r, c.cost, t); return ok })
-			gapWait := wait(now, horizon, func(t int64) bool { _, ok := logs[i].fits(r, c.cost, t); return ok })
+			h := horizon(r, c.cost)
+			roomWait := wait(now, h, func(t int64) bool { ok, _ := logs[i].fits(r, c.cost, t); return ok })
+			gapWait := wait(now, h, func(t int64) bool { _, ok := logs[i].fits(r, c.cost, t); return ok })
 			st.Cause = sluice.CauseLimit
 			if gapWait > roomWait {
 				st.Cause = sluice.CauseGap
@@ -323,21 +417,13 @@ func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
 		r := &rules[i]
 		st := &limits[i]
 		if record {
-			after[i].record(c.cost, now)
+			after[i].record(r, c.cost, now)
 		}
-		w := r.Window.Microseconds()
-		st.Used = after[i].used(now, w)
-		st.Remaining = max(0, r.Limit-st.Used)
-		for _, ev := range after[i].events {
-			if ev.at > now-w {
-				st.ResetAfter = max(st.ResetAfter, time.Duration(ev.at+w-now)*time.Microsecond)
-			}
-		}
+		after[i].report(st, r, now)
 		if !allFit {
 			l := after[i]
 			if room, gap := l.fits(r, c.cost, now); !room || !gap {
-				horizon := (r.Window + r.MinGap).Microseconds() + 1
-				st.RetryAfter = time.Duration(wait(now, horizon, func(t int64) bool {
+				st.RetryAfter = time.Duration(wait(now, horizon(r, c.cost), func(t int64) bool {
 					room, gap := l.fits(r, c.cost, t)
 					return room && gap
 				})) * time.Microsecond

@@ -1,0 +1,119 @@
+package memstore
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// The sliding counter: the counts of the current fixed window (a bucket of
+// length Window, aligned to multiples of it) and the previous one; the
+// sliding window's count is estimated as the current count plus the
+// previous one weighted by the part of the previous bucket the sliding
+// window still covers, floor(prev * (Window - elapsed) / Window) in float64,
+// the same arithmetic as the Redis store's. A counter window keeps its
+// bucket's index in oldest, the previous count in first and the current one
+// in used; it expires when the bucket after the current one ends.
+
+// counterRoll moves w's buckets to the one now falls in.
+func counterRoll(w *window, c *store.Check, now int64) {
+	idx := now / c.Window.Microseconds()
+	switch {
+	case idx == w.oldest:
+	case idx == w.oldest+1:
+		w.oldest, w.first, w.used = idx, w.used, 0
+	default:
+		w.oldest, w.first, w.used = idx, 0, 0
+	}
+}
+
+// counterEstimate returns the estimated count at now of buckets whose
+// current one, of index idx, holds curr and the previous one prev.
+func counterEstimate(c *store.Check, idx, prev, curr, now int64) int64 {
+	win := c.Window.Microseconds()
+	elapsed := now - idx*win
+	return curr + int64(math.Floor(float64(prev)*float64(win-elapsed)/float64(win)))
+}
+
+// counterAt returns w's buckets (nil: none) at t, after pending more cost
+// was recorded at now in the bucket of now.
+func counterAt(c *store.Check, w *window, pending, now, t int64) (idx, prev, curr int64) {
+	win := c.Window.Microseconds()
+	idx = now / win
+	if w != nil {
+		prev, curr = w.first, w.used // rolled to now by live
+	}
+	curr += pending
+	switch next := t / win; {
+	case next == idx+1:
+		idx, prev, curr = next, curr, 0
+	case next > idx+1:
+		idx, prev, curr = next, 0, 0
+	}
+	return idx, prev, curr
+}
+
+func counterFits(c *store.Check, w *window, pending, now, t int64) bool {
+	idx, prev, curr := counterAt(c, w, pending, now, t)
+	return counterEstimate(c, idx, prev, curr, t)+c.Cost <= c.Limit
+}
+
+func counterCheck(res *store.Result, c *store.Check, w *window, now int64) {
+	if !counterFits(c, w, 0, now, now) {
+		res.Fits, res.Cause = false, store.CauseLimit
+	}
+}
+
+// counterWait returns how long from now until c fits, after the decision
+// recorded its cost (pending) or not: the least t at which the estimate
+// has room, found by bisection (the estimate never grows as time passes),
+// at most when the bucket after the current one ends, and a window for a
+// limit of 0.
+func counterWait(c *store.Check, w *window, pending bool, now int64) int64 {
+	var p int64
+	if pending {
+		p = c.Cost
+	}
+	if c.Limit == 0 {
+		return c.Window.Microseconds()
+	}
+	if counterFits(c, w, p, now, now) {
+		return 0
+	}
+	win := c.Window.Microseconds()
+	lo, hi := now, (now/win+2)*win // fits(lo) is false, fits(hi) true
+	for lo+1 < hi {
+		mid := lo + (hi-lo)/2
+		if counterFits(c, w, p, now, mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi - now
+}
+
+func counterAdd(w *window, c *store.Check, now int64) {
+	counterRoll(w, c, now)
+	w.used += c.Cost
+	w.expires = (w.oldest + 2) * c.Window.Microseconds()
+}
+
+// counterReport sets res's figures as w's buckets (nil: none) hold them at
+// now, with pending more cost recorded: the estimate (Used), Limit minus it
+// (Remaining), and the time until the estimate falls to 0 (ResetAfter).
+func counterReport(res *store.Result, c *store.Check, w *window, pending, now int64) {
+	idx, prev, curr := counterAt(c, w, pending, now, now)
+	res.Used = counterEstimate(c, idx, prev, curr, now)
+	res.Remaining = max(0, c.Limit-res.Used)
+	win := c.Window.Microseconds()
+	switch {
+	case curr > 0:
+		res.ResetAfter = time.Duration((idx+2)*win-now) * time.Microsecond
+	case prev > 0:
+		res.ResetAfter = time.Duration((idx+1)*win-now) * time.Microsecond
+	default:
+		res.ResetAfter = 0
+	}
+}

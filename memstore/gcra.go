@@ -1,0 +1,79 @@
+package memstore
+
+import (
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// GCRA: a token bucket kept as one time, the theoretical arrival time (TAT):
+// when the bucket would be full again if nothing else came. Each unit of cost
+// adds one interval (Window/Limit, rounded up to a whole µs) to it; a request
+// of cost c is admitted at now when max(TAT, now) + c*interval - now is at
+// most Burst intervals. A GCRA window keeps its TAT in newest, and expires
+// at it: a full bucket is as good as none.
+
+// gcraInterval returns the time one unit of c's cost holds its bucket, in
+// µs: Window/Limit, rounded up so that the rate is never exceeded.
+func gcraInterval(c *store.Check) int64 {
+	w, l := c.Window.Microseconds(), c.Limit
+	if l <= 0 {
+		return w // a limit of 0 admits nothing; the interval only sizes the expiry queue
+	}
+	return (w + l - 1) / l
+}
+
+// gcraTAT returns the theoretical arrival time of w (nil: none) at now: never
+// before now.
+func gcraTAT(w *window, now int64) int64 {
+	if w == nil {
+		return now
+	}
+	return max(w.newest, now)
+}
+
+// gcraAllowAt returns when a request of c's cost fits a bucket whose TAT is
+// tat: the earliest time its cost, added, leaves the bucket within its
+// burst.
+func gcraAllowAt(c *store.Check, tat int64) int64 {
+	iv := gcraInterval(c)
+	return tat + c.Cost*iv - c.Burst*iv
+}
+
+func gcraCheck(res *store.Result, c *store.Check, w *window, now int64) {
+	if c.Limit == 0 || gcraAllowAt(c, gcraTAT(w, now)) > now {
+		res.Fits, res.Cause = false, store.CauseLimit
+	}
+}
+
+// gcraWait returns how long from now until c fits, after the decision
+// recorded its cost (pending) or not.
+func gcraWait(c *store.Check, w *window, pending bool, now int64) int64 {
+	if c.Limit == 0 {
+		return c.Window.Microseconds()
+	}
+	tat := gcraTAT(w, now)
+	if pending {
+		tat += c.Cost * gcraInterval(c)
+	}
+	return max(0, gcraAllowAt(c, tat)-now)
+}
+
+func gcraAdd(w *window, c *store.Check, now int64) {
+	w.newest = gcraTAT(w, now) + c.Cost*gcraInterval(c)
+	w.expires = w.newest
+}
+
+// gcraReport sets res's figures for a bucket whose TAT is tat at now: what
+// is left of the burst (Remaining), the rest of it (Used), and the time
+// until it is full again (ResetAfter).
+func gcraReport(res *store.Result, c *store.Check, tat, now int64) {
+	if c.Limit == 0 {
+		res.Used, res.Remaining, res.ResetAfter = 0, 0, 0
+		return
+	}
+	iv, level := gcraInterval(c), tat-now
+	res.Remaining = min(c.Burst, max(0, (c.Burst*iv-level)/iv))
+	res.Used = c.Burst - res.Remaining
+	res.ResetAfter = time.Duration(level) * time.Microsecond
+}
