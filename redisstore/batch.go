@@ -197,7 +197,7 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = evalScript(ctx, decideScript, c.keys, c.args, b.ev.EvalSHA, b.ev.Eval)
+		c.reply, c.err = evalScript(ctx, decideScripts.forFlags(c.args[2]), c.keys, c.args, b.ev.EvalSHA, b.ev.Eval)
 		return
 	}
 	// Requests with equal arguments (one policy, cost and mode) share a
@@ -207,6 +207,7 @@ func (b *batcher) exec(calls []*batchCall) {
 		args []string
 	}
 	var shapes []shape
+	sc := batchScripts.log
 	index := make([]int, len(calls))
 	nkeys, nargs := 0, 2+len(calls)
 	for i, c := range calls {
@@ -221,6 +222,9 @@ func (b *batcher) exec(calls []*batchCall) {
 		if j < 0 {
 			j = len(shapes)
 			shapes = append(shapes, shape{len(c.keys), c.args})
+			if batchScripts.forFlags(c.args[2]) == batchScripts.all {
+				sc = batchScripts.all
+			}
 			nargs += 2 + len(c.args)
 		}
 		index[i] = j
@@ -238,7 +242,7 @@ func (b *batcher) exec(calls []*batchCall) {
 			args = append(args, strconv.Itoa(index[i]+1))
 		}
 	}
-	reply, err := evalScript(ctx, batchScript, keys, args, b.ev.arrayBySHA, b.ev.arrayBySource)
+	reply, err := evalScript(ctx, sc, keys, args, b.ev.arrayBySHA, b.ev.arrayBySource)
 	if err == nil {
 		err = splitBatchReply(reply, calls)
 	}

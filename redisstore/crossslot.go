@@ -149,18 +149,18 @@ func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupRes
 		return groupResult{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
 	res := groupResult{group: g, fits: true}
-	stride := 4
+	stride := 5
 	if mode == "group" || mode == "peek-group" {
-		stride = 6
+		stride = 7
 	}
 	if err := parseResults(d.req, reply, g.checks, stride); err != nil {
 		return groupResult{}, err
 	}
 	for k, i := range g.checks {
 		res.fits = res.fits && (d.req.Results[i].Fits || d.req.Checks[i].Shadow)
-		if stride == 6 {
-			v := reply[1+6*k : 1+6*(k+1)]
-			before, at := v[4], v[5]
+		if stride == 7 {
+			v := reply[1+7*k : 1+7*(k+1)]
+			before, at := v[5], v[6]
 			if before < 0 || at < 0 {
 				return groupResult{}, fmt.Errorf("redisstore: decide.lua (%s) replied reset-before=%dµs time=%d for rule %q, not a valid write",
 					mode, before, at, d.req.Checks[i].Rule)
@@ -178,8 +178,12 @@ func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupRes
 func (d *groupDecision) unrecord(groups []groupResult) {
 	for _, res := range groups {
 		for k, i := range res.checks {
-			r := &d.req.Results[i]
-			r.Used -= d.req.Checks[i].Cost
+			r, c := &d.req.Results[i], &d.req.Checks[i]
+			r.Used -= c.Cost
+			r.Remaining = max(0, c.Limit-r.Used)
+			if c.Algorithm == store.GCRA {
+				r.Remaining = c.Burst - r.Used
+			}
 			r.ResetAfter = res.resetBefore[k]
 			if r.Fits {
 				r.RetryAfter = 0
@@ -215,15 +219,22 @@ func splitByCost(req *store.Request, w groupResult) []rollbackCall {
 		if w.at[k] == 0 {
 			continue // not recorded there
 		}
-		cost := req.Checks[i].Cost
-		j, ok := byCost[cost]
+		c := &req.Checks[i]
+		j, ok := byCost[c.Cost]
 		if !ok {
 			j = len(calls)
-			byCost[cost] = j
-			calls = append(calls, rollbackCall{args: []string{costArg(cost)}})
+			byCost[c.Cost] = j
+			calls = append(calls, rollbackCall{args: []string{costArg(c.Cost)}})
+		}
+		var param int64 // GCRA's interval, the counter's window
+		switch c.Algorithm {
+		case store.GCRA:
+			param = gcraInterval(c)
+		case store.SlidingCounter:
+			param = c.Window.Microseconds()
 		}
 		calls[j].keys = append(calls[j].keys, w.keys[k])
-		calls[j].args = append(calls[j].args, strconv.FormatInt(w.at[k], 10))
+		calls[j].args = append(calls[j].args, strconv.FormatInt(w.at[k], 10), string(flagOf(c)), strconv.FormatInt(param, 10))
 	}
 	return calls
 }
@@ -245,4 +256,14 @@ func (s *Store) rollbackOnce(ctx context.Context, keys, args []string) {
 		defer cancel()
 		_, _ = run(bg, s.ev, rollbackScript, keys, args)
 	}()
+}
+
+// gcraInterval is GCRA's time per unit of c's cost, µs: Window/Limit
+// rounded up (gcraInterval in gcra.lua).
+func gcraInterval(c *store.Check) int64 {
+	w := c.Window.Microseconds()
+	if c.Limit <= 0 {
+		return w
+	}
+	return (w + c.Limit - 1) / c.Limit
 }

@@ -35,7 +35,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
-	return parseResults(req, reply, nil, 4)
+	return parseResults(req, reply, nil, 5)
 }
 
 // scriptMode returns decide.lua's name of req's mode (modes in
@@ -58,17 +58,17 @@ func scriptMode(req *store.Request) string {
 func decideArgs(mode string, req *store.Request, now string, checks []int) []string {
 	args := make([]string, 3, 3+4*len(checks))
 	args[0], args[1] = mode, now
-	var flags []byte
+	var flags []byte // rules in decision.lua: one character per check, "" when all are "."
 	for k, i := range checks {
 		c := &req.Checks[i]
-		if c.Shadow {
+		if f := flagOf(c); f != '.' {
 			if flags == nil {
 				flags = make([]byte, len(checks))
 				for j := range flags {
 					flags[j] = '.'
 				}
 			}
-			flags[k] = 's'
+			flags[k] = f
 		}
 		a := argsOf(c)
 		args = append(args, a[0], a[1], a[2], costArg(c.Cost))
@@ -77,9 +77,20 @@ func decideArgs(mode string, req *store.Request, now string, checks []int) []str
 	return args
 }
 
-// ruleShape is what decide.lua needs of a check besides its cost.
+// flagOf returns c's character in decide.lua's flags: its algorithm, upper
+// case in shadow mode ("s" for the log).
+func flagOf(c *store.Check) byte {
+	f := [...]byte{store.Log: '.', store.GCRA: 'g', store.SlidingCounter: 'c'}[c.Algorithm]
+	if c.Shadow {
+		f = [...]byte{store.Log: 's', store.GCRA: 'G', store.SlidingCounter: 'C'}[c.Algorithm]
+	}
+	return f
+}
+
+// ruleShape is what decide.lua needs of a check besides its cost and
+// flag.
 type ruleShape struct {
-	window, limit, gap int64
+	window, limit, third int64
 }
 
 // ruleArgs caches the decimal arguments of the rule shapes seen, so that a
@@ -92,13 +103,17 @@ var (
 const maxRuleArgs = 4096
 
 // argsOf returns decide.lua's first three arguments for c: window µs, limit
-// and min gap µs.
+// and min gap µs (GCRA's burst instead).
 func argsOf(c *store.Check) *[3]string {
-	k := ruleShape{c.Window.Microseconds(), c.Limit, c.MinGap.Microseconds()}
+	third := c.MinGap.Microseconds()
+	if c.Algorithm == store.GCRA {
+		third = c.Burst
+	}
+	k := ruleShape{c.Window.Microseconds(), c.Limit, third}
 	if v, ok := ruleArgs.Load(k); ok {
 		return v.(*[3]string)
 	}
-	a := &[3]string{strconv.FormatInt(k.window, 10), strconv.FormatInt(k.limit, 10), strconv.FormatInt(k.gap, 10)}
+	a := &[3]string{strconv.FormatInt(k.window, 10), strconv.FormatInt(k.limit, 10), strconv.FormatInt(k.third, 10)}
 	if ruleArgsSize.Load() < maxRuleArgs {
 		if _, loaded := ruleArgs.LoadOrStore(k, a); !loaded {
 			ruleArgsSize.Add(1)
@@ -127,10 +142,11 @@ func costArg(cost int64) string {
 var statusCause = map[int64]store.Cause{1: store.CauseNone, 0: store.CauseLimit, -1: store.CauseGap}
 
 // parseResults reads decide.lua's reply into req.Results: the time, then
-// stride numbers per check, of which the first four are its status, used,
-// retry-after and reset-after. The reply's checks are those of req whose
-// indexes are in (nil: all of them, in order); their results go to the same
-// indexes of req.Results, which the caller has sized when in is not nil.
+// stride numbers per check, of which the first five are its status, used,
+// remaining, retry-after and reset-after. The reply's checks are those of
+// req whose indexes are in (nil: all of them, in order); their results go
+// to the same indexes of req.Results, which the caller has sized when in is
+// not nil.
 func parseResults(req *store.Request, reply []int64, in []int, stride int) error {
 	n := len(in)
 	if in == nil {
@@ -146,13 +162,13 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 			i = in[k]
 		}
 		v := reply[1+stride*k : 1+stride*(k+1)]
-		status, used, retry, reset := v[0], v[1], v[2], v[3]
+		status, used, remaining, retry, reset := v[0], v[1], v[2], v[3], v[4]
 		cause, ok := statusCause[status]
-		if !ok || used < 0 || retry < 0 || reset < 0 {
-			return fmt.Errorf("redisstore: decide.lua replied status=%d used=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
-				status, used, retry, reset, req.Checks[i].Rule)
+		if !ok || used < 0 || remaining < 0 || retry < 0 || reset < 0 {
+			return fmt.Errorf("redisstore: decide.lua replied status=%d used=%d remaining=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
+				status, used, remaining, retry, reset, req.Checks[i].Rule)
 		}
-		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used,
+		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining,
 			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
 	}
 	return nil

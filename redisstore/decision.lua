@@ -1,16 +1,42 @@
--- decision.lua: the decision of one request over the windows of its rules
--- (window.lua): every rule is checked, then the request is recorded in all
--- of them or in none, and the reply says what the decision leaves.
+-- decision.lua: the decision of one request over the windows of its rules:
+-- every rule is checked by its algorithm (window.lua's log, gcra.lua,
+-- counter.lua), then the request is recorded in all of them or in none,
+-- and the reply says what the decision leaves.
 
--- rules reads n rules with next (see reader): four each, the window µs,
--- the limit, the minimum gap µs and the cost; flags holds one character per
--- rule, "s" for a shadow rule ("" when there is none).
+-- An algorithm is a table of five steps: load(key, r, now), the key's
+-- state; check(s, r, now), whether r fits and why not ('limit' or 'gap');
+-- wait(s, r, pending, now), how long from now until r fits once pending
+-- units are recorded at now; write(s, r, now), which records r's cost and
+-- returns the time it recorded at; and figures(s, r, now, pending), used,
+-- remaining and reset-after µs with pending more units. The log's steps
+-- are window.lua's; GCRA's and the sliding counter's are made when a rule
+-- first needs them.
+local log = {load = logLoad, check = logCheck, wait = logWait, write = logWrite, figures = logFigures}
+local gcraSteps, counterSteps
+
+-- rules reads n rules with next (see reader): four each, the window µs, the
+-- limit, the minimum gap µs (a GCRA rule's burst instead) and the cost;
+-- flags holds a character per rule: "." the log, "g" GCRA, "c" the sliding
+-- counter, upper case (for the log "s") in shadow mode; "" is all ".".
 local function rules(next, n, flags)
   local out = {}
   for i = 1, n do
-    local w, limit, gap, cost = tonumber(next()), tonumber(next()), tonumber(next()), tonumber(next())
-    out[i] = {w = w, limit = limit, gap = gap, cost = cost, shadow = byte(flags, i) == 115, -- 's'
-      ttl = int(ceil((w + gap) / 1000))}
+    local w, limit, third, cost = tonumber(next()), tonumber(next()), tonumber(next()), tonumber(next())
+    local f = byte(flags, i) or 46
+    local alg, shadow = log, f == 115 -- 's'
+    if f == 103 or f == 71 then -- 'g', 'G'
+      gcraSteps = gcraSteps or gcra()
+      alg, shadow = gcraSteps, f == 71
+    elseif f == 99 or f == 67 then -- 'c', 'C'
+      counterSteps = counterSteps or counter()
+      alg, shadow = counterSteps, f == 67
+    end
+    local gap, burst = third, 0
+    if alg ~= log then
+      gap, burst = 0, third
+    end
+    out[i] = {w = w, limit = limit, gap = gap, burst = burst, cost = cost, alg = alg, shadow = shadow,
+      ttl = int(ceil((w + third) / 1000))}
   end
   return out
 end
@@ -34,42 +60,47 @@ end
 local states = {} -- decide's states, one per key
 
 -- decide decides a request at now over keys, the windows of rules, in
--- mode, and appends four numbers per rule to out: status, used, retry-after
--- µs and reset-after µs, as the decision leaves them; a group mode two more:
--- the reset-after µs before any write, and the time (µs) it recorded at, 0
--- for none. The request is recorded when every rule but the shadow ones
--- fits (or always, in record modes).
+-- mode, and appends five numbers per rule to out: status (1 fits, 0 no
+-- room, -1 too soon), used, remaining, retry-after µs and reset-after µs,
+-- as the decision leaves them; a group mode two more: the reset-after µs
+-- before any write, and the time (µs) it recorded at, 0 for none. The
+-- request is recorded when every rule but the shadow ones fits (or always,
+-- in record modes).
 local function decide(keys, rules, mode, now, out)
   local always, dry, group = modes(mode)
   local fits = true
   for i, key in ipairs(keys) do
     local r = rules[i]
-    local s = load(key, r.w, now)
-    s.fits, s.cause = check(s, r, now)
+    local s = r.alg.load(key, r, now)
+    s.fits, s.cause = r.alg.check(s, r, now)
     fits = fits and (s.fits or r.shadow)
     states[i] = s
   end
   local record = fits or always
   for i = 1, #keys do
     local s, r = states[i], rules[i]
-    local retry, reset, at = 0, 0, 0
+    local a, retry, at = r.alg, 0, 0
     if not fits or always or not s.fits then -- a group that records whatever it holds may be denied by another
-      retry = max(waits(s, r, record and r.cost or 0, now))
+      retry = a.wait(s, r, record and r.cost or 0, now)
     end
-    if s.live then reset = s.at + s.w - now end
-    local used, after = s.used, reset
+    local pending, before = 0, 0
+    if group then
+      local _
+      _, _, before = a.figures(s, r, now, 0)
+    end
     if record and dry then
-      used, after = used + r.cost, max(now, s.at or now) + s.w - now
+      pending = r.cost
     elseif record then
-      at = write(s, r, now)
-      used, after = s.used, at + s.w - now
+      at = a.write(s, r, now)
     end
+    local used, remaining, after = a.figures(s, r, now, pending)
     out[#out + 1] = (s.cause == 'limit' and 0) or (s.cause == 'gap' and -1) or 1
     out[#out + 1] = used
+    out[#out + 1] = remaining
     out[#out + 1] = retry
     out[#out + 1] = after
     if group then
-      out[#out + 1] = reset
+      out[#out + 1] = before
       out[#out + 1] = at
     end
   end

@@ -83,7 +83,7 @@ type decider interface {
 type evalerDecider struct{ ev Evaler }
 
 func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64, error) {
-	return evalScript(ctx, decideScript, keys, args, d.ev.EvalSHA, d.ev.Eval)
+	return evalScript(ctx, decideScripts.forFlags(args[2]), keys, args, d.ev.EvalSHA, d.ev.Eval)
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not

@@ -55,7 +55,7 @@ func decideWith(t *testing.T, ev Evaler) (sluice.Decision, error) {
 }
 
 func TestNoScriptLoadsOnce(t *testing.T) {
-	ev := &stubEvaler{sha: []error{errors.Join(ErrNoScript, errors.New("NOSCRIPT No matching script"))}, reply: []int64{1, 1, 1, 0, 60e6}}
+	ev := &stubEvaler{sha: []error{errors.Join(ErrNoScript, errors.New("NOSCRIPT No matching script"))}, reply: []int64{1, 1, 1, 4, 0, 60e6}}
 	d, err := decideWith(t, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +66,8 @@ func TestNoScriptLoadsOnce(t *testing.T) {
 	if got := strings.Join(ev.calls, " "); got != "EVALSHA EVAL" {
 		t.Errorf("calls %q, want EVALSHA then EVAL", got)
 	}
-	if ev.scripts[0] != decideScript.sha1 || ev.scripts[1] != decideScript.src {
-		t.Errorf("ran %.40q, want decide.lua's SHA-1 then its source", ev.scripts)
+	if ev.scripts[0] != decideScripts.log.sha1 || ev.scripts[1] != decideScripts.log.src {
+		t.Errorf("ran %.40q, want the log build of decide.lua: its SHA-1, then its source", ev.scripts)
 	}
 }
 
@@ -91,12 +91,13 @@ func TestMalformedReplies(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"only the time", []int64{1}},
-		{"too long", []int64{1, 1, 1, 0, 0, 7}},
-		{"unknown status 2", []int64{1, 2, 1, 0, 0}},
-		{"negative used", []int64{1, 1, -1, 0, 0}},
-		{"negative retry", []int64{1, 0, 5, -3, 0}},
-		{"negative reset", []int64{1, 1, 1, 0, -1}},
-		{"unknown status -2", []int64{1, -2, 1, 5, 0}},
+		{"too long", []int64{1, 1, 1, 4, 0, 0, 7}},
+		{"unknown status 2", []int64{1, 2, 1, 4, 0, 0}},
+		{"negative used", []int64{1, 1, -1, 4, 0, 0}},
+		{"negative remaining", []int64{1, 1, 1, -4, 0, 0}},
+		{"negative retry", []int64{1, 0, 5, 0, -3, 0}},
+		{"negative reset", []int64{1, 1, 1, 4, 0, -1}},
+		{"unknown status -2", []int64{1, -2, 1, 4, 5, 0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := decideWith(t, &stubEvaler{reply: tt.reply})
@@ -107,5 +108,46 @@ func TestMalformedReplies(t *testing.T) {
 				t.Errorf("allowed on a malformed reply")
 			}
 		})
+	}
+}
+
+// TestBuildFollowsAlgorithms checks that a request whose rules all keep the
+// log runs the log's build of decide.lua, and one with a GCRA or sliding
+// counter rule (in shadow mode or not) the build with every algorithm.
+func TestBuildFollowsAlgorithms(t *testing.T) {
+	for _, tc := range []struct {
+		alg    sluice.Algorithm
+		shadow bool
+		want   *script
+	}{
+		{sluice.Log, false, decideScripts.log},
+		{sluice.Log, true, decideScripts.log},
+		{sluice.GCRA, false, decideScripts.all},
+		{sluice.GCRA, true, decideScripts.all},
+		{sluice.SlidingCounter, false, decideScripts.all},
+		{sluice.SlidingCounter, true, decideScripts.all},
+	} {
+		p := &sluice.Policy{Name: "p", Rules: []sluice.Rule{
+			{Name: "global", Limit: 5, Window: time.Minute},
+			{Name: "r", Limit: 5, Window: time.Minute, Algorithm: tc.alg, Shadow: tc.shadow},
+		}}
+		req, err := sluice.Resolve(p, nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &stubEvaler{reply: []int64{1, 1, 1, 4, 0, 60e6, 1, 1, 4, 0, 60e6}}
+		s, err := NewFromEvaler(ev, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sluice.NewLimiter(s, sluice.Config{Timeout: -1}).Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if len(ev.scripts) != 1 || ev.scripts[0] != tc.want.sha1 {
+			t.Errorf("%v (shadow %v): ran %q, want %s", tc.alg, tc.shadow, ev.scripts, tc.want.sha1)
+		}
+	}
+	if decideScripts.log.sha1 == decideScripts.all.sha1 {
+		t.Error("the two builds of decide.lua are one script")
 	}
 }

@@ -33,5 +33,5 @@ func DecisionArgs(req *store.Request, now int64) []string {
 
 // ParseResults reads decide.lua's reply for req into req.Results.
 func ParseResults(req *store.Request, reply []int64) error {
-	return parseResults(req, reply, nil, 4)
+	return parseResults(req, reply, nil, 5)
 }

@@ -10,10 +10,11 @@ import (
 
 // Keys. Every rule's window of a request has the key
 //
-//	<prefix>:{<hash tag>}:<policy>:<rule>[:<values>]
+//	<prefix>:{<hash tag>}:<policy>:<rule>[!gcra|!counter][:<values>]
 //
 // where <values> are the values of the rule's By attributes, absent for a
-// rule without By. The hash tag, which picks a key's Redis Cluster slot, is
+// rule without By, and the mark after the rule's name says the window is a
+// GCRA bucket or a sliding counter rather than a log. The hash tag, which picks a key's Redis Cluster slot, is
 // the policy name followed by values:
 //
 //   - SlotsShared: the values of the attributes every rule of the policy
@@ -128,8 +129,15 @@ func appendWindow(buf []byte, policy string, c *store.Check) []byte {
 	buf = appendPart(buf, policy)
 	buf = append(buf, ':')
 	buf = appendPart(buf, c.Rule)
+	buf = append(buf, algorithmMarks[c.Algorithm]...)
 	return appendValues(buf, ':', c.Values)
 }
+
+// algorithmMarks follow the rule's name in the key of a window that is not
+// a log: GCRA's and the counter's keys are strings of their own layout, so
+// a rule whose algorithm changes starts afresh instead of misreading the
+// other's key. '!' is never part of an encoded name.
+var algorithmMarks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter"}
 
 // appendValues appends values, the first after sep and the others after ','.
 func appendValues(buf []byte, sep byte, values []string) []byte {

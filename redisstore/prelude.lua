@@ -2,7 +2,7 @@
 -- names the scripts share and the clock they read.
 
 local call, format, tonumber, byte, find, sub = redis.call, string.format, tonumber, string.byte, string.find, string.sub
-local floor, ceil, max = math.floor, math.ceil, math.max
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 
 -- int formats n as an integer. Numbers are passed to Redis formatted so:
 -- Lua's own conversion would write large ones in exponent form, and Redis's
@@ -31,4 +31,16 @@ local function reader(list)
     i = i + 1
     return list[i]
   end
+end
+
+-- idiv returns floor(a / b) for integers a >= 0 and b > 0, exactly: the
+-- division of two doubles can round up to the next integer.
+local function idiv(a, b)
+  local q = floor(a / b)
+  if q * b > a then
+    return q - 1
+  elseif (q + 1) * b <= a then
+    return q + 1
+  end
+  return q
 end

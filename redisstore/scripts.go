@@ -2,18 +2,26 @@ package redisstore
 
 import (
 	_ "embed"
+	"strings"
 )
 
 // The package's Lua scripts. Each is prelude.lua (the clock and shared
-// helpers), then, for those that read or write rule windows, window.lua (a
-// window's layout, reads and writes) and decision.lua (a request decided
-// over its rules' windows), then its own main part.
+// helpers), then, for those that read or write rule windows, the
+// algorithms (window.lua, the exact log's layout, reads and writes;
+// gcra.lua; counter.lua) and decision.lua (a request decided over its
+// rules' windows), then its own main part.
 
 //go:embed prelude.lua
 var preludeLua string
 
 //go:embed window.lua
 var windowLua string
+
+//go:embed gcra.lua
+var gcraLua string
+
+//go:embed counter.lua
+var counterLua string
 
 //go:embed decision.lua
 var decisionLua string
@@ -37,21 +45,47 @@ var reserveLua string
 var cancelLua string
 
 var (
-	// decideScript decides, peeks and records one request.
-	decideScript = windowScript("decide.lua", decideLua)
-	// batchScript decides several requests in one call (see batch.go).
-	batchScript = windowScript("batch.lua", batchLua)
-	// rollbackScript undoes a slot group's write (see crossslot.go).
-	rollbackScript = windowScript("rollback.lua", rollbackLua)
+	// decideScripts decide, peek and record one request.
+	decideScripts = windowScripts("decide.lua", decideLua)
+	// batchScripts decide several requests in one call (see batch.go).
+	batchScripts = windowScripts("batch.lua", batchLua)
+	// rollbackScript undoes a slot group's write (see crossslot.go). It
+	// reads every algorithm's keys itself, so the log's build serves.
+	rollbackScript = windowScripts("rollback.lua", rollbackLua).log
 	// inspectScript reads windows for Inspect.
-	inspectScript = windowScript("inspect.lua", inspectLua)
+	inspectScript = windowScripts("inspect.lua", inspectLua).log
 
 	reserveScript = newScript("reserve.lua", preludeLua+"\n-- reserve.lua\n\n"+reserveLua)
 	cancelScript  = newScript("cancel.lua", preludeLua+"\n-- cancel.lua\n\n"+cancelLua)
 )
 
-// windowScript returns the script named name: the prelude, window.lua,
+// scriptPair is a script that reads or writes rule windows, in two builds:
+// log, for requests whose rules all keep the exact log, and all, with every
+// algorithm. Lua makes a script's functions anew on every call, and each
+// costs Redis time whether it runs or not: the log's build keeps the
+// default algorithm's calls from paying for the others.
+type scriptPair struct{ log, all *script }
+
+// windowScripts returns the script named name in its two builds: the
+// prelude, the algorithms (window.lua, the log; then gcra.lua and
+// counter.lua, or in the log's build a declaration that they are absent),
 // decision.lua, then main.
-func windowScript(name, main string) *script {
-	return newScript(name, preludeLua+"\n"+windowLua+"\n"+decisionLua+"\n-- "+name+"\n\n"+main)
+func windowScripts(name, main string) scriptPair {
+	build := func(algorithms ...string) *script {
+		parts := append(append([]string{preludeLua, windowLua}, algorithms...), decisionLua, "-- "+name+"\n\n"+main)
+		return newScript(name, strings.Join(parts, "\n"))
+	}
+	return scriptPair{
+		log: build("local gcra, counter -- absent: this build's rules all keep the log\n"),
+		all: build(gcraLua, counterLua),
+	}
+}
+
+// forFlags returns the build for a request whose rules have decision.lua's
+// flags (see decideArgs): the log's unless a rule has another algorithm.
+func (p scriptPair) forFlags(flags string) *script {
+	if strings.ContainsAny(flags, "gGcC") {
+		return p.all
+	}
+	return p.log
 }

@@ -84,9 +84,10 @@ local function flushAll()
   end
 end
 
--- load returns key's state for a window of w µs at now: the cached one
+-- logLoad returns key's state for rule r's window at now: the cached one
 -- when this call wrote the key at now, else read from Redis.
-local function load(key, w, now)
+local function logLoad(key, r, now)
+  local w = r.w
   local s = cache[key]
   if s and s.now == now and s.w == w then return s end
   if s then
@@ -127,9 +128,10 @@ local function freed(s, need, now)
   error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
 end
 
--- waits returns how long from now until rule r has room for its cost on s,
--- and until its gap has passed, once pending units are recorded at now.
-local function waits(s, r, pending, now)
+-- logWait returns how long from now until rule r fits s, once pending units
+-- are recorded at now: the longer of the wait until it has room for its cost
+-- and the wait until its gap has passed, then those two.
+local function logWait(s, r, pending, now)
   local room, gap = 0, 0
   local at = max(now, s.at or now)
   local need = s.used + pending + r.cost - r.limit
@@ -140,16 +142,16 @@ local function waits(s, r, pending, now)
   end
   local last = (pending > 0 and at) or s.at
   if r.gap > 0 and last then gap = max(0, last + r.gap - now) end
-  return room, gap
+  return max(room, gap), room, gap
 end
 
--- check returns whether rule r fits on s at now, and why not: 'limit' (no
+-- logCheck returns whether rule r fits on s at now, and why not: 'limit' (no
 -- room for its cost) or 'gap' (too soon), when both the longer wait.
-local function check(s, r, now)
+local function logCheck(s, r, now)
   local full = s.used + r.cost > r.limit
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
-    local room, gap = waits(s, r, 0, now)
+    local _, room, gap = logWait(s, r, 0, now)
     return false, gap > room and 'gap' or 'limit'
   end
   return not (full or early), (full and 'limit') or (early and 'gap') or nil
@@ -186,11 +188,11 @@ local function rebase(s, now)
   s.m, s.om = member(s.e, s.c), member(s.oe, s.oc)
 end
 
--- write records rule r's cost in s's key at now (never before its newest
+-- logWrite records rule r's cost in s's key at now (never before its newest
 -- entry), caches s, and returns the time it recorded at. A write sets the
 -- key to expire W + gap after it, except one into the newest entry's
 -- instant, whose write did.
-local function write(s, r, now)
+local function logWrite(s, r, now)
   local cost = r.cost
   local at = max(now, s.at or now)
   if cache[s.key] == s then
@@ -231,4 +233,18 @@ local function write(s, r, now)
   s.at, s.live, s.exists, s.used = at, true, true, s.used + cost
   cache[s.key] = s
   return at
+end
+
+-- logFigures returns used, remaining and reset-after µs (until the window is
+-- empty) for s at now, with pending more units recorded at now.
+local function logFigures(s, r, now, pending)
+  local used, reset = s.used + pending, 0
+  if pending > 0 then
+    reset = max(now, s.at or now) + s.w - now
+  elseif s.live then
+    reset = s.at + s.w - now
+  end
+  local remaining = r.limit - used
+  if remaining < 0 then remaining = 0 end
+  return used, remaining, reset
 end

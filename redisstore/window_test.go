@@ -49,15 +49,17 @@ func TestBatchReadsItsOwnWrites(t *testing.T) {
 		[][]string{args(1, 5), args(1, 5), args(3, 5), args(1, 2), args(1, 2), args(1, 2)})
 	now := storetest.T0.Add(2 * time.Second).UnixMicro()
 	const minute = int64(60_000_000)
+	// Per request: the time, then status, used, remaining, retry-after and
+	// reset-after.
 	want := [][]int64{
-		{now, 1, 3, 0, minute}, // a new entry at T0+2s
-		{now, 1, 4, 0, minute}, // into that entry, in the batch's state
+		{now, 1, 3, 2, 0, minute}, // a new entry at T0+2s
+		{now, 1, 4, 1, 0, minute}, // into that entry, in the batch's state
 		// Cost 3 needs 2 freed: the entries at T0 and T0+1s, read after
 		// the grown entry was written.
-		{now, 0, 4, minute - 1_000_000, minute},
-		{now, 1, 1, 0, minute}, // a new key
-		{now, 1, 2, 0, minute}, // into its one entry, which is the oldest counted too
-		{now, 0, 2, minute, minute},
+		{now, 0, 4, 1, minute - 1_000_000, minute},
+		{now, 1, 1, 1, 0, minute}, // a new key
+		{now, 1, 2, 0, 0, minute}, // into its one entry, which is the oldest counted too
+		{now, 0, 2, 0, minute, minute},
 	}
 	for i := range want {
 		if errs[i] != nil || !slices.Equal(replies[i], want[i]) {
@@ -163,7 +165,7 @@ func TestBatchErrorIsOwn(t *testing.T) {
 	replies, errs := redisstore.DecideBatch(c,
 		[][]string{{prefix + ":{e}:a"}, {str}, {foreign}, {prefix + ":{e}:b"}},
 		[][]string{args, args, args, args})
-	want := []int64{storetest.T0.UnixMicro(), 1, 1, 0, 60_000_000}
+	want := []int64{storetest.T0.UnixMicro(), 1, 1, 4, 0, 60_000_000}
 	for _, i := range []int{0, 3} {
 		if errs[i] != nil || !slices.Equal(replies[i], want) {
 			t.Errorf("request %d: %v, %v; want %v", i+1, replies[i], errs[i], want)
