@@ -92,7 +92,11 @@ flags:`)
 			fmt.Fprintf(stdout, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, store.Where, d.DeniedBy, d.Cause, *cost, d.Remaining)
 		}
 		for _, l := range d.Limits {
-			fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
+			if r := ruleNamed(p, l.Rule); r != nil && r.Algorithm == sluice.GCRA {
+				fmt.Fprintf(stdout, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
+			} else {
+				fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
+			}
 			switch {
 			case l.Limit == 0:
 				fmt.Fprint(stdout, "  blocked: a limit of 0 admits nothing")
@@ -108,4 +112,14 @@ flags:`)
 		return exitDenied
 	}
 	return exitOK
+}
+
+// ruleNamed returns p's rule named name, or nil.
+func ruleNamed(p *sluice.Policy, name string) *sluice.Rule {
+	for i := range p.Rules {
+		if p.Rules[i].Name == name {
+			return &p.Rules[i]
+		}
+	}
+	return nil
 }

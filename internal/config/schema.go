@@ -51,6 +51,8 @@ type ruleYAML struct {
 	Match     node[map[string]string] `yaml:"match"`    // applies only when the values match
 	Overrides node[[]overrideYAML]    `yaml:"overrides"`
 	Shadow    node[bool]              `yaml:"shadow"`
+	Algorithm node[string]            `yaml:"algorithm"` // log, gcra or sliding-counter
+	Burst     node[int64]             `yaml:"burst"`     // gcra's
 }
 
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.

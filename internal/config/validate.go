@@ -102,6 +102,10 @@ func (d *decoder) rule(n *yaml.Node, what string, attrs []string, declared bool)
 		Match:     d.patterns(f.Match, "match"),
 		Overrides: d.overrides(f.Overrides, what),
 		Shadow:    d.boolean(f.Shadow, "shadow"),
+		Burst:     d.integer(f.Burst, "burst", "10"),
+	}
+	if a := d.oneOf(f.Algorithm, "algorithm", "log (the default), gcra or sliding-counter", "log", "gcra", "sliding-counter"); a != "" {
+		r.Algorithm, _ = sluice.ParseAlgorithm(a)
 	}
 	ok := len(d.errs) == nerr
 	for k, a := range r.By {
