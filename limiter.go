@@ -167,6 +167,17 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
 	d, err := l.decide(ctx, &s.req)
+	if len(s.spread) > 0 && err == nil && !d.Allowed && mode == store.ModeAllow {
+		for s.fallOver() {
+			if d, err = l.decide(ctx, &s.req); err != nil || d.Allowed {
+				break
+			}
+		}
+		if err == nil && !d.Allowed {
+			s.soonest()
+			d = newDecision(&s.req)
+		}
+	}
 	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true

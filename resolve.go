@@ -2,6 +2,9 @@ package sluice
 
 import (
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +23,17 @@ import (
 type scratch struct {
 	req    store.Request
 	values []string
+	spread []spreading // the request's spread rules, see Rule.Spread
+}
+
+// spreading is where a request stands on a spread rule: the sub-window
+// its check names, and what the sub-windows tried so far said.
+type spreading struct {
+	check        int   // the rule's index in req.Checks
+	n            int   // Rule.Spread
+	at, tried    int   // the sub-window checked, and how many were
+	limit, burst int64 // the whole window's, shared among the sub-windows
+	retry        time.Duration
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -28,7 +42,7 @@ func getScratch() *scratch { return scratches.Get().(*scratch) }
 
 func putScratch(s *scratch) {
 	clear(s.values)
-	s.req.Checks, s.req.Shared, s.req.Results = s.req.Checks[:0], nil, s.req.Results[:0]
+	s.req.Checks, s.req.Shared, s.req.Results, s.spread = s.req.Checks[:0], nil, s.req.Results[:0], s.spread[:0]
 	scratches.Put(s)
 }
 
@@ -43,7 +57,7 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		return fmt.Errorf("%w: policy %q got cost %d", ErrInvalidCost, p.Name, cost)
 	}
 	req := &s.req
-	req.Policy, req.Checks, s.values = p.Name, req.Checks[:0], s.values[:0]
+	req.Policy, req.Checks, s.values, s.spread = p.Name, req.Checks[:0], s.values[:0], s.spread[:0]
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		if r.conditional() && !r.applies(attrs) {
@@ -53,13 +67,14 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		if unlimited {
 			continue
 		}
+		spread := int64(max(1, r.Spread))
 		switch {
-		case limit > 0 && r.Algorithm != GCRA && cost > limit:
-			return fmt.Errorf("%w: policy %q rule %q has limit %d, request cost %d",
-				ErrCostExceedsLimit, p.Name, r.Name, limit, cost)
-		case limit > 0 && r.Algorithm == GCRA && cost > r.burst(limit):
-			return fmt.Errorf("%w: policy %q rule %q has burst %d (the most cost a gcra rule admits at once), request cost %d",
-				ErrCostExceedsLimit, p.Name, r.Name, r.burst(limit), cost)
+		case limit > 0 && r.Algorithm != GCRA && cost > limit/spread:
+			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
+				ErrCostExceedsLimit, p.Name, r.Name, limit, spreadNote(spread, limit), cost)
+		case limit > 0 && r.Algorithm == GCRA && cost > r.burst(limit)/spread:
+			return fmt.Errorf("%w: policy %q rule %q has burst %d (the most cost a gcra rule admits at once)%s, request cost %d",
+				ErrCostExceedsLimit, p.Name, r.Name, r.burst(limit), spreadNote(spread, r.burst(limit)), cost)
 		}
 		from := len(s.values)
 		for _, a := range r.By {
@@ -70,12 +85,18 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 			}
 			s.values = append(s.values, v)
 		}
-		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm}
+		burst := int64(0)
 		if r.Algorithm == GCRA {
-			c.Burst = r.burst(limit)
+			burst = r.burst(limit)
 		}
-		req.Checks = append(req.Checks, c)
+		if r.Spread > 1 {
+			sp := spreading{check: len(req.Checks), n: r.Spread, at: spreadStart(r, attrs), limit: limit, burst: burst}
+			limit, burst = sp.share()
+			s.values = append(s.values, strconv.Itoa(sp.at))
+			s.spread = append(s.spread, sp)
+		}
+		req.Checks = append(req.Checks, store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
+			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: burst})
 	}
 	// The values every rule goes by: a rule that applies carries them.
 	from := len(s.values)
@@ -88,6 +109,106 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 	}
 	req.Shared = s.values[from:len(s.values):len(s.values)]
 	return nil
+}
+
+// Hot keys. A spread rule's window is Rule.Spread sub-windows: the check
+// of a request names one (its index is the last of the check's values, so
+// the sub-windows' keys, hash tags and Cluster slots differ) with its share
+// of the limit. When the sub-window has no room, the Limiter decides the
+// request again on the next one, until one admits it or all were tried:
+// a denial records nothing, so nothing is counted twice. Tried in turn, the
+// sub-windows deny a request of cost c only when none has c units of room,
+// that is with at most Spread*(c-1) units of the whole limit unused
+// (none for a cost of 1), but for the windows' entries that leave while the
+// request moves from one sub-window to the next.
+
+// spreadNote describes the share of a limit a spread rule's sub-window
+// holds, for an error message; "" for a rule that is not spread.
+func spreadNote(spread, limit int64) string {
+	if spread < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" spread over %d sub-windows of %d or more", spread, limit/spread)
+}
+
+// spreadStart returns the sub-window a request of spread rule r goes to
+// first: the one its SpreadBy value hashes to, else a random one.
+func spreadStart(r *Rule, attrs map[string]string) int {
+	if v, ok := attrs[r.SpreadBy]; ok && r.SpreadBy != "" {
+		h := fnv.New64a()
+		h.Write([]byte(v))
+		return int(h.Sum64() % uint64(r.Spread))
+	}
+	return rand.IntN(r.Spread)
+}
+
+// share returns the limit and burst of sub-window sp.at: an equal share of
+// the whole window's, the first ones one more when they do not divide.
+func (sp *spreading) share() (limit, burst int64) {
+	part := func(total int64) int64 {
+		n := int64(sp.n)
+		if int64(sp.at) < total%n {
+			return total/n + 1
+		}
+		return total / n
+	}
+	return part(sp.limit), part(sp.burst)
+}
+
+// fallOver notes what the last decision said of each spread rule's
+// sub-window and, when only spread rules that have sub-windows left to try
+// denied it for want of room, moves those on to their next sub-window and
+// reports true: the request is to be decided again.
+func (s *scratch) fallOver() bool {
+	again := false
+	for i := range s.spread {
+		sp := &s.spread[i]
+		sp.tried++
+		if r := &s.req.Results[sp.check]; !r.Fits && (sp.tried == 1 || r.RetryAfter < sp.retry) {
+			sp.retry = r.RetryAfter
+		}
+	}
+	for i := range s.req.Checks {
+		if r := &s.req.Results[i]; r.Fits || s.req.Checks[i].Shadow {
+			continue
+		}
+		sp := s.spreadOf(i)
+		if sp == nil || s.req.Results[i].Cause != store.CauseLimit || sp.tried >= sp.n {
+			return false
+		}
+		again = true
+	}
+	for i := range s.spread {
+		sp := &s.spread[i]
+		if again && !s.req.Results[sp.check].Fits {
+			sp.at = (sp.at + 1) % sp.n
+			c := &s.req.Checks[sp.check]
+			c.Values[len(c.Values)-1] = strconv.Itoa(sp.at)
+			c.Limit, c.Burst = sp.share()
+		}
+	}
+	return again
+}
+
+// spreadOf returns the spread state of check i, or nil.
+func (s *scratch) spreadOf(i int) *spreading {
+	for k := range s.spread {
+		if s.spread[k].check == i {
+			return &s.spread[k]
+		}
+	}
+	return nil
+}
+
+// soonest sets each denying spread rule's retry-after to the soonest of
+// its sub-windows tried: when the first of them has room.
+func (s *scratch) soonest() {
+	for i := range s.spread {
+		sp := &s.spread[i]
+		if r := &s.req.Results[sp.check]; !r.Fits {
+			r.RetryAfter = sp.retry
+		}
+	}
 }
 
 // checkRequest reports why a store request built by a caller of

@@ -82,7 +82,28 @@ type Rule struct {
 	// it would deny is admitted when the other rules allow it, reported with
 	// Decision.Shadowed, and recorded here too. Use it to roll out a rule.
 	Shadow bool
+
+	// Spread, when more than 1, keeps each of the rule's windows as Spread
+	// sub-windows whose keys fall in different Redis Cluster slots, each
+	// with an equal share of Limit (and of a GCRA Burst): the one key of a
+	// tenant that takes all the traffic becomes Spread keys on several
+	// shards. A request goes to the sub-window its SpreadBy value hashes to
+	// (a random one when SpreadBy is empty or absent) and, when that one has
+	// no room, on to the next, so it is denied only when none has room.
+	// The decision reports the sub-window that decided: its share as
+	// LimitStatus.Limit. At most 64; each share at least 1; not with MinGap
+	// (a gap per sub-window is no gap per tenant); Penalize policies record
+	// a denied attempt in one sub-window. See docs/design.md, "Hot keys".
+	Spread int
+
+	// SpreadBy names the attribute whose value picks a request's first
+	// sub-window (a client id, say, so that one client's requests go to
+	// one shard). Optional; Spread rules only.
+	SpreadBy string
 }
+
+// maxSpread is the most sub-windows a rule may spread a window over.
+const maxSpread = 64
 
 // Override is a limit of a rule for the requests whose attributes match.
 type Override struct {
@@ -121,6 +142,16 @@ func (r *Rule) validate() error {
 		return invalid("burst %d is negative; leave it out for the limit, or give at least 1", r.Burst)
 	case r.Algorithm == GCRA && r.Limit > 0 && r.Window/time.Microsecond < time.Duration(r.Limit):
 		return invalid("%d per %v is more than one event per µs, what gcra's interval can hold", r.Limit, r.Window)
+	case r.Spread < 0 || r.Spread > maxSpread:
+		return invalid("spread %d; spread a window over 2 to %d sub-windows, or leave it out", r.Spread, maxSpread)
+	case r.Spread > 1 && r.MinGap > 0:
+		return invalid("a min gap cannot be spread: each sub-window would keep a gap of its own; leave spread out")
+	case r.Spread > 1 && r.Limit > 0 && r.Limit < int64(r.Spread):
+		return invalid("limit %d spread over %d sub-windows leaves some with none; spread over at most %d", r.Limit, r.Spread, r.Limit)
+	case r.Spread > 1 && r.Algorithm == GCRA && r.Burst > 0 && r.Burst < int64(r.Spread):
+		return invalid("burst %d spread over %d sub-windows leaves some with none; spread over at most %d", r.Burst, r.Spread, r.Burst)
+	case r.SpreadBy != "" && r.Spread < 2:
+		return invalid("spread_by %q without a spread of 2 or more", r.SpreadBy)
 	}
 	if err := checkNames("By", r.By); err != nil {
 		return invalid("%v", err)

@@ -380,3 +380,45 @@ func TestClusterBatchesBySlot(t *testing.T) {
 	}
 	t.Logf("%d decisions, %d script calls", goroutines*each, calls)
 }
+
+// TestClusterSpreadsHotKey checks that a spread rule keeps one tenant's
+// window as sub-windows on every master, and that together they admit the
+// whole limit and no more.
+func TestClusterSpreadsHotKey(t *testing.T) {
+	c := sharedCluster(t)
+	prefix := newPrefix()
+	s := openCluster(t, redisstore.Config{Prefix: prefix})
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
+	p := &sluice.Policy{Name: "hot", Rules: []sluice.Rule{
+		{Name: "tenant", By: []string{"tenant"}, Limit: 60, Window: time.Minute, Spread: 6},
+	}}
+	admitted := 0
+	for range 80 {
+		d, err := lim.Allow(context.Background(), p, map[string]string{"tenant": "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 60 {
+		t.Errorf("admitted %d of 80, want the limit, 60", admitted)
+	}
+	ttls, err := clusterTTLs(c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters := map[string]int{}
+	for k := range ttls {
+		m, _, err := c.MasterOf(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Addr()]++
+	}
+	if len(ttls) != 6 || len(masters) != 3 {
+		t.Errorf("the tenant's window is %d keys on %d masters (%v), want 6 keys on all 3", len(ttls), len(masters), masters)
+	}
+	t.Logf("6 sub-windows over the masters: %v", masters)
+}

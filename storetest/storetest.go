@@ -57,7 +57,7 @@ func open(t *testing.T, opener Opener) *env {
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, opener Opener) {
 	t.Helper()
-	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(conditionalCases, algorithmCases...), scheduleCases...), propertyCases...)...) {
+	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(append(conditionalCases, algorithmCases...), spreadCases...), scheduleCases...), propertyCases...)...) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener))
 		})

@@ -97,6 +97,9 @@ flags:`)
 			} else {
 				fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
 			}
+			if r := ruleNamed(p, l.Rule); r != nil && r.Spread > 1 {
+				fmt.Fprintf(stdout, " in one of %d sub-windows", r.Spread)
+			}
 			switch {
 			case l.Limit == 0:
 				fmt.Fprint(stdout, "  blocked: a limit of 0 admits nothing")

@@ -356,3 +356,43 @@ func TestParseConditionalRules(t *testing.T) {
 		}
 	}
 }
+
+// TestParseAlgorithmsAndSpread checks the limits' algorithm, burst, spread
+// and spread_by, and what a limit that cannot take them is told.
+func TestParseAlgorithmsAndSpread(t *testing.T) {
+	const file = `policies:
+  - name: api
+    limits:
+      - {name: per-user, by: [user], limit: 10000, window: 1h, algorithm: gcra, burst: 100}
+      - {name: per-ip, by: [ip], limit: 600, window: 1m, algorithm: sliding-counter}
+      - {name: per-tenant, by: [tenant], limit: 6000, window: 1m, spread: 6, spread_by: client}
+      - {name: global, limit: 100000, window: 1m, algorithm: log}
+`
+	c, err := Parse("f.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sluice.Rule{
+		{Name: "per-user", By: []string{"user"}, Limit: 10000, Window: time.Hour, Algorithm: sluice.GCRA, Burst: 100},
+		{Name: "per-ip", By: []string{"ip"}, Limit: 600, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+		{Name: "per-tenant", By: []string{"tenant"}, Limit: 6000, Window: time.Minute, Spread: 6, SpreadBy: "client"},
+		{Name: "global", Limit: 100000, Window: time.Minute},
+	}
+	if got := c.Policies[0].Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %+v\nwant %+v", got, want)
+	}
+	for _, tt := range []struct{ rule, want string }{
+		{"{name: r, limit: 1, window: 1s, algorithm: leaky}", `3:57: algorithm is "leaky"; use log (the default), gcra or sliding-counter`},
+		{"{name: r, limit: 1, window: 1s, algorithm: gcra, min_gap: 1s}", `rule "r": a min gap needs the log algorithm`},
+		{"{name: r, limit: 1, window: 1s, burst: 2}", `rule "r": a burst is gcra's; the log takes none`},
+		{"{name: r, limit: 4, window: 1s, spread: 6}", `rule "r": limit 4 spread over 6 sub-windows leaves some with none; spread over at most 4`},
+		{"{name: r, limit: 100, window: 1s, spread: 65}", `rule "r": spread 65; spread a window over 2 to 64 sub-windows`},
+		{"{name: r, limit: 100, window: 1s, spread: 2, min_gap: 1s}", `rule "r": a min gap cannot be spread`},
+		{"{name: r, limit: 100, window: 1s, spread_by: client}", `rule "r": spread_by "client" without a spread of 2 or more`},
+	} {
+		_, err := Parse("f.yaml", []byte("policies:\n  - name: p\n    limits: ["+tt.rule+"]\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.rule, err, tt.want)
+		}
+	}
+}

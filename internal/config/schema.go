@@ -53,6 +53,8 @@ type ruleYAML struct {
 	Shadow    node[bool]              `yaml:"shadow"`
 	Algorithm node[string]            `yaml:"algorithm"` // log, gcra or sliding-counter
 	Burst     node[int64]             `yaml:"burst"`     // gcra's
+	Spread    node[int64]             `yaml:"spread"`    // sub-windows of a hot key
+	SpreadBy  node[string]            `yaml:"spread_by"` // the attribute that picks one
 }
 
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.

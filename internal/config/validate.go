@@ -103,6 +103,8 @@ func (d *decoder) rule(n *yaml.Node, what string, attrs []string, declared bool)
 		Overrides: d.overrides(f.Overrides, what),
 		Shadow:    d.boolean(f.Shadow, "shadow"),
 		Burst:     d.integer(f.Burst, "burst", "10"),
+		Spread:    int(d.integer(f.Spread, "spread", "6")),
+		SpreadBy:  d.str(f.SpreadBy, "spread_by", "client"),
 	}
 	if a := d.oneOf(f.Algorithm, "algorithm", "log (the default), gcra or sliding-counter", "log", "gcra", "sliding-counter"); a != "" {
 		r.Algorithm, _ = sluice.ParseAlgorithm(a)
