@@ -197,7 +197,7 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = evalScript(ctx, decideScripts.forFlags(c.args[2]), c.keys, c.args, b.ev.EvalSHA, b.ev.Eval)
+		c.reply, c.err = intSender(b.ev).eval(ctx, decideScripts.forFlags(c.args[2]), c.keys, c.args)
 		return
 	}
 	// Requests with equal arguments (one policy, cost and mode) share a
@@ -242,7 +242,7 @@ func (b *batcher) exec(calls []*batchCall) {
 			args = append(args, strconv.Itoa(index[i]+1))
 		}
 	}
-	reply, err := evalScript(ctx, sc, keys, args, b.ev.arrayBySHA, b.ev.arrayBySource)
+	reply, err := sender[[]rueidis.RedisMessage]{b.ev.arrayBySHA, b.ev.arrayBySource}.eval(ctx, sc, keys, args)
 	if err == nil {
 		err = splitBatchReply(reply, calls)
 	}

@@ -53,21 +53,28 @@ func newScript(name, src string) *script {
 // eval is one way to send a script: by SHA-1 (EVALSHA) or by source (EVAL).
 type eval[R any] func(ctx context.Context, shaOrSource string, keys, args []string) (R, error)
 
-// evalScript runs sc by its SHA-1 and, when Redis does not have it, by its
+// sender sends scripts whose replies are R: by SHA-1, and by source when
+// Redis does not have the script.
+type sender[R any] struct{ bySHA, bySource eval[R] }
+
+// intSender sends scripts through ev, replying integers.
+func intSender(ev Evaler) sender[[]int64] { return sender[[]int64]{ev.EvalSHA, ev.Eval} }
+
+// eval runs sc by its SHA-1 and, when Redis does not have it, by its
 // source, which loads it. NOSCRIPT means the script did not run, so running
 // it again cannot count anything twice; any other error is returned as is.
 // It is the one place that handles NOSCRIPT.
-func evalScript[R any](ctx context.Context, sc *script, keys, args []string, bySHA, bySource eval[R]) (R, error) {
-	reply, err := bySHA(ctx, sc.sha1, keys, args)
+func (s sender[R]) eval(ctx context.Context, sc *script, keys, args []string) (R, error) {
+	reply, err := s.bySHA(ctx, sc.sha1, keys, args)
 	if errors.Is(err, ErrNoScript) {
-		reply, err = bySource(ctx, sc.src, keys, args)
+		reply, err = s.bySource(ctx, sc.src, keys, args)
 	}
 	return reply, err
 }
 
 // run runs sc through ev.
 func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int64, error) {
-	reply, err := evalScript(ctx, sc, keys, args, ev.EvalSHA, ev.Eval)
+	reply, err := intSender(ev).eval(ctx, sc, keys, args)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: running %s: %w", sc.name, err)
 	}
@@ -83,7 +90,7 @@ type decider interface {
 type evalerDecider struct{ ev Evaler }
 
 func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64, error) {
-	return evalScript(ctx, decideScripts.forFlags(args[2]), keys, args, d.ev.EvalSHA, d.ev.Eval)
+	return intSender(d.ev).eval(ctx, decideScripts.forFlags(args[2]), keys, args)
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not
