@@ -24,6 +24,12 @@ type Window struct {
 	// TTL is the key's remaining time to live; -1 for a key without one,
 	// and 0 when the key does not exist.
 	TTL time.Duration
+
+	// State is, for a GCRA bucket, its theoretical arrival time (µs since
+	// the Unix epoch: when the bucket is full again), and for a sliding
+	// counter its bucket index (time / window) and the previous and current
+	// buckets' counts. Empty for a log, whose Entries tell its state.
+	State []int64
 }
 
 // Entry is one recorded event.
@@ -160,6 +166,12 @@ func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, 
 		}
 		n := reply[i+1]
 		i += 2
+		if n < 0 && int64(len(reply)-i) >= -n {
+			w.State = append([]int64(nil), reply[i:i-int(n)]...)
+			i -= int(n)
+			out[k] = w
+			continue
+		}
 		if n < 0 || int64(len(reply)-i) < 2*n {
 			return bad()
 		}

@@ -19,7 +19,7 @@ func TestInspect(t *testing.T) {
 		{Name: "global", Limit: 10, Window: time.Minute},
 		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
 	}}
-	lim := sluice.NewLimiter(s, sluice.Config{})
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
 	attrs := map[string]string{"category": "errors"}
 	before, _, err := s.Inspect(ctx, request(t, p, attrs, 1))
 	if err != nil {
@@ -64,7 +64,7 @@ func TestPolicyPatternAndInspectKey(t *testing.T) {
 	ctx := context.Background()
 	prefix := newPrefix()
 	s := openRueidis(t, redisstore.Config{Addrs: []string{server.Addr()}, Prefix: prefix})
-	lim := sluice.NewLimiter(s, sluice.Config{})
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
 	notify := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 		{Name: "global", Limit: 10, Window: time.Minute},
 		{Name: "category", Limit: 3, Window: time.Minute, By: []string{"category"}},
@@ -114,5 +114,39 @@ func TestPolicyPatternAndInspectKey(t *testing.T) {
 	}
 	if got := find("notify2", "nobody"); len(got) != 0 {
 		t.Errorf("notify2 nobody: %v, want none", got)
+	}
+}
+
+// TestInspectAlgorithms checks that Inspect reads a GCRA bucket and a
+// sliding counter as their state, beside a log's entries, on the clock of
+// a store that takes its time from the caller.
+func TestInspectAlgorithms(t *testing.T) {
+	server.Require(t)
+	ctx := context.Background()
+	now := time.UnixMicro(1_800_000_030_000_000) // 30 s into a minute
+	s := openRueidis(t, redisstore.Config{Addrs: []string{server.Addr()}, Prefix: newPrefix(), Clock: func() time.Time { return now }})
+	p := &sluice.Policy{Name: "mixed", Rules: []sluice.Rule{
+		{Name: "log", Limit: 10, Window: time.Minute},
+		{Name: "bucket", Limit: 10, Window: time.Second, Algorithm: sluice.GCRA},
+		{Name: "counter", Limit: 10, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+	}}
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
+	if d, err := lim.AllowN(ctx, p, nil, 3); err != nil || !d.Allowed {
+		t.Fatalf("AllowN: %+v, %v", d, err)
+	}
+	windows, _, err := s.Inspect(ctx, request(t, p, nil, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(windows[0].Entries) != 1 || windows[0].Entries[0].Cost != 3 || windows[0].State != nil {
+		t.Errorf("log: %+v, want one entry of cost 3", windows[0])
+	}
+	// GCRA: three intervals of 100ms past now.
+	if want := now.Add(300 * time.Millisecond).UnixMicro(); len(windows[1].State) != 1 || windows[1].State[0] != want {
+		t.Errorf("gcra state %v, want [%d]", windows[1].State, want)
+	}
+	// The counter: minute 30,000,000 (of the Unix epoch), none before, 3 now.
+	if want := []int64{now.Unix() / 60, 0, 3}; len(windows[2].State) != 3 || windows[2].State[0] != want[0] || windows[2].State[2] != 3 {
+		t.Errorf("counter state %v, want %v", windows[2].State, want)
 	}
 }

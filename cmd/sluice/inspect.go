@@ -46,6 +46,7 @@ type inspectWindow struct {
 	Cause    string         `json:"cause,omitempty"` // why a request of cost 1 would not fit now
 	TTLMS    int64          `json:"ttl_ms"`          // -1: no expiry; 0: no key
 	Entries  []inspectEntry `json:"entries"`
+	State    []int64        `json:"state,omitempty"` // gcra: arrival time µs; sliding-counter: bucket, previous, current
 }
 
 type inspectEntry struct {
@@ -152,6 +153,9 @@ flags:`)
 			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
 			iw.Cause = string(next.Limits[i].Cause)
 		}
+		if len(w.State) > 0 {
+			iw.State, iw.Used = w.State, nil // a bucket or a counter: no entries to count
+		}
 		for _, e := range w.Entries {
 			age := now.Sub(e.Time)
 			ie := inspectEntry{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost}
@@ -201,6 +205,12 @@ flags:`)
 				time.Duration(w.WindowMS)*time.Millisecond, len(w.Entries), ttl, w.Key)
 		} else {
 			fmt.Fprintf(stdout, "\nrule %s: %d entries; %s\n  key %s\n", w.Rule, len(w.Entries), ttl, w.Key)
+		}
+		switch len(w.State) {
+		case 1:
+			fmt.Fprintf(stdout, "  gcra: the bucket is full again at %s\n", time.UnixMicro(w.State[0]).UTC().Format(time.RFC3339Nano))
+		case 3:
+			fmt.Fprintf(stdout, "  sliding counter: bucket %d holds %d, the previous one %d\n", w.State[0], w.State[2], w.State[1])
 		}
 		for j, e := range w.Entries {
 			note := ""
