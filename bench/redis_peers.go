@@ -80,6 +80,14 @@ func notifierPolicy() *sluice.Policy {
 	}}
 }
 
+// algorithmPolicy is onePolicy with algorithm a.
+func algorithmPolicy(a sluice.Algorithm) *sluice.Policy {
+	p := onePolicy()
+	p.Name += "-" + a.String()
+	p.Rules[0].Algorithm = a
+	return p
+}
+
 // rulesPolicy is a policy of n rules, all by key, 100 per minute each.
 func rulesPolicy(n int) *sluice.Policy {
 	p := &sluice.Policy{Name: "rules" + strconv.Itoa(n)}
@@ -115,7 +123,7 @@ func openSluice(p *sluice.Policy, limiterCfg sluice.Config) func(addr string, na
 				}
 				return s.Keys(req)[last]
 			},
-			zset:  true,
+			zset:  p.Rules[last].Algorithm == sluice.Log,
 			close: func() { s.Close() },
 		}, nil
 	}
@@ -250,6 +258,8 @@ func redisContenders() []contender {
 	return []contender{
 		{"sluice", "redisstore over rueidis, one rule, through Limiter.Allow", openSluice(onePolicy(), benchLimiterConfig)},
 		{"sluice notifier (2 rules)", "global + per-key, one script call per decision", openSluice(notifierPolicy(), benchLimiterConfig)},
+		{"sluice gcra", "one rule, GCRA: one small key", openSluice(algorithmPolicy(sluice.GCRA), benchLimiterConfig)},
+		{"sluice sliding-counter", "one rule, two fixed-window counters in one small key", openSluice(algorithmPolicy(sluice.SlidingCounter), benchLimiterConfig)},
 		{"sluice, 1 s window (keys older than it)", "one rule of 100 per second: entries keep leaving the window", openSluice(agedPolicy(), benchLimiterConfig)},
 		{"go-redis/redis_rate v10", "GCRA, go-redis v9", openRedisRate},
 		{"ulule/limiter v3", "fixed window, redis store, go-redis v9", openUlule},
