@@ -1,0 +1,265 @@
+package envoy_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/envoytest"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+// clock is a manual clock for the memory store.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// setup returns a limiter over a fresh memory store on a manual clock.
+func setup(t *testing.T) (*sluice.Limiter, *clock) {
+	t.Helper()
+	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	st := memstore.New(memstore.Config{Clock: clk.Now})
+	t.Cleanup(func() { st.Close() })
+	return sluice.NewLimiter(st, sluice.Config{}), clk
+}
+
+func load(t *testing.T, files ...string) *envoy.Config {
+	t.Helper()
+	var srcs []envoy.Source
+	for i := 0; i+1 < len(files); i += 2 {
+		srcs = append(srcs, envoy.Source{Name: files[i], Data: []byte(files[i+1])})
+	}
+	c, err := envoy.Parse(srcs, envoy.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestUpstreamScenarios replays envoyproxy/ratelimit's integration test and
+// example scripts in process, on the memory store and a clock that stands
+// still: every figure is exact.
+func TestUpstreamScenarios(t *testing.T) {
+	for _, sc := range []envoytest.Scenario{envoytest.Integration(envoy.AllOrNothing), envoytest.Integration(envoy.PerDescriptor), envoytest.Examples()} {
+		t.Run(sc.Name, func(t *testing.T) {
+			cfg, err := envoy.Load(envoytest.Dir(sc.Dir), envoy.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lim, _ := setup(t)
+			passed, differ := envoytest.Run(t, sc, func(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+				res, err := cfg.Decide(context.Background(), lim, req, envoy.Options{Counting: sc.Counting})
+				return res.Response, err
+			}, false)
+			t.Logf("%s: %d of %d steps pass, %d of them differ from upstream because windows slide", sc.Name, passed, len(sc.Steps), differ)
+		})
+	}
+}
+
+func req(domain string, hits uint32, descs ...[][2]string) *rlsv3.RateLimitRequest {
+	s := envoytest.Step{Domain: domain, Descriptors: descs, Hits: hits}
+	return s.Request()
+}
+
+// TestSlidingWindow: a limit of one a minute admits again exactly a minute
+// after the admitted hit, and duration_until_reset counts down to it.
+func TestSlidingWindow(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	lim, clk := setup(t)
+	ctx := context.Background()
+	r := req("d", 0, [][2]string{{"k", "v"}})
+	steps := []struct {
+		after time.Duration
+		code  rlsv3.RateLimitResponse_Code
+		reset int64
+	}{
+		{0, rlsv3.RateLimitResponse_OK, 60},
+		{30 * time.Second, rlsv3.RateLimitResponse_OVER_LIMIT, 30},
+		{29*time.Second + 500*time.Millisecond, rlsv3.RateLimitResponse_OVER_LIMIT, 1},
+		{500 * time.Millisecond, rlsv3.RateLimitResponse_OK, 60},
+	}
+	for i, s := range steps {
+		clk.advance(s.after)
+		res, err := cfg.Decide(ctx, lim, r, envoy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := res.Response.Statuses[0]
+		if st.Code != s.code || st.DurationUntilReset.GetSeconds() != s.reset {
+			t.Errorf("step %d: %v reset %ds, want %v reset %ds", i+1, st.Code, st.DurationUntilReset.GetSeconds(), s.code, s.reset)
+		}
+	}
+}
+
+// TestBeyondUpstream: any window (unit_multiplier, window), several limits
+// on a descriptor, a request's own limit, hits above the limit, hits 0.
+func TestBeyondUpstream(t *testing.T) {
+	cfg := load(t, "a.yaml", `domain: d
+descriptors:
+  - key: mult
+    rate_limit: {unit: second, unit_multiplier: 90, requests_per_unit: 2}
+  - key: window
+    rate_limit: {window: 1h30m, requests_per_unit: 2, name: w}
+  - key: both
+    rate_limits:
+      - {unit: second, requests_per_unit: 2}
+      - {unit: hour, requests_per_unit: 3}
+  - key: five
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`)
+	lim, clk := setup(t)
+	ctx := context.Background()
+	decide := func(r *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+		t.Helper()
+		res, err := cfg.Decide(ctx, lim, r, envoy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Response
+	}
+	got := decide(req("d", 0, [][2]string{{"mult", "x"}})).Statuses[0]
+	// 90 seconds is not a whole number of minutes: 90 SECOND.
+	if got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_SECOND || got.CurrentLimit.UnitMultiplier.GetValue() != 90 || got.DurationUntilReset.GetSeconds() != 90 {
+		t.Errorf("unit_multiplier 90: %v", got)
+	}
+	got = decide(req("d", 0, [][2]string{{"window", "x"}})).Statuses[0]
+	if got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || got.CurrentLimit.UnitMultiplier.GetValue() != 90 || got.CurrentLimit.Name != "w" || got.DurationUntilReset.GetSeconds() != 5400 {
+		t.Errorf("window 1h30m: %v", got)
+	}
+	// Several limits: 2 a second and 3 an hour.
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got := decide(req("d", 0, [][2]string{{"both", "x"}})); got.OverallCode != want {
+			t.Errorf("both, hit %d at once: %v, want %v", i+1, got.OverallCode, want)
+		}
+	}
+	clk.advance(time.Second)
+	got = decide(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
+	if got.Code != rlsv3.RateLimitResponse_OK || got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || got.LimitRemaining != 0 {
+		t.Errorf("both, third hit a second later: %v, want OK with the hour's limit, 0 remaining", got)
+	}
+	got = decide(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
+	if got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || got.DurationUntilReset.GetSeconds() != 3599 {
+		t.Errorf("both, fourth hit: %v, want OVER_LIMIT by the hour, 3599s (the first hit leaves the hour then)", got)
+	}
+	// hits_addend 8 over a limit of 5: OVER_LIMIT, 0 remaining, nothing counted.
+	got = decide(req("d", 8, [][2]string{{"five", "x"}})).Statuses[0]
+	if got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.LimitRemaining != 0 {
+		t.Errorf("8 hits on 5: %v", got)
+	}
+	got = decide(req("d", 5, [][2]string{{"five", "x"}})).Statuses[0]
+	if got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 0 {
+		t.Errorf("5 hits on 5 after a denied 8: %v, want OK, 0 remaining", got)
+	}
+	// A descriptor's hits_addend of 0 reports without counting.
+	r := req("d", 0, [][2]string{{"mult", "y"}})
+	r.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+	for range 3 {
+		if got := decide(r).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 2 {
+			t.Errorf("hits 0: %v, want OK with 2 remaining", got)
+		}
+	}
+	// A request's own limit.
+	r = req("d", 0, [][2]string{{"anything", "z"}})
+	r.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
+	if got := decide(r); got.OverallCode != rlsv3.RateLimitResponse_OK || got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1 {
+		t.Errorf("own limit, first: %v", got)
+	}
+	if got := decide(r); got.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("own limit, second: %v", got)
+	}
+}
+
+// TestHeaders: the x-ratelimit headers and the IETF ones, on request.
+func TestHeaders(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	lim, _ := setup(t)
+	res, err := cfg.Decide(context.Background(), lim, req("d", 0, [][2]string{{"k", "v"}}), envoy.Options{Headers: envoy.Headers{XRateLimit: true, RateLimit: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string]string{}
+	for _, kv := range res.Response.ResponseHeadersToAdd {
+		h[kv.Key] = kv.Value
+	}
+	if h["x-ratelimit-limit"] != "2" || h["x-ratelimit-remaining"] != "1" || h["x-ratelimit-reset"] != "60" {
+		t.Errorf("x-ratelimit headers: %v", h)
+	}
+	if !strings.Contains(h["ratelimit"], "r=1") {
+		t.Errorf("RateLimit header: %v", h)
+	}
+}
+
+// TestLoadErrors: every problem with its file, line and column.
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name, file, want string
+	}{
+		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
+			`a.yaml:4:24: invalid rate limit unit "fortnight"`},
+		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second}\n",
+			`a.yaml:4:5: unknown key "rate_limt" in a descriptor; did you mean "rate_limit"?`},
+		{"no domain", "descriptors: []\n", "a.yaml:1:1: the file has no domain"},
+		{"no key", "domain: d\ndescriptors:\n  - value: v\n", "a.yaml:3:5: a descriptor has no key"},
+		{"duplicate", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", `a.yaml:4:10: descriptor "k" is already defined at a.yaml:3:5`},
+		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "a.yaml:4:29: an unlimited rate_limit"},
+		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n", "a.yaml:4:22: share_threshold needs a wildcard value"},
+		{"syntax", "domain: d\ndescriptors: [\n", "a.yaml:"},
+		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n", `replaces itself`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := envoy.Parse([]envoy.Source{{Name: "a.yaml", Data: []byte(tt.file)}}, envoy.LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+			var e *envoy.Error
+			if err != nil && !errors.As(err, &e) {
+				t.Errorf("%v is not an *envoy.Error", err)
+			}
+		})
+	}
+	// Two files with one domain: an error, unless merged.
+	srcs := []envoy.Source{{Name: "a.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: a\n")}, {Name: "b.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: b\n")}}
+	if _, err := envoy.Parse(srcs, envoy.LoadOptions{}); err == nil || !strings.Contains(err.Error(), `b.yaml:1:9: domain "d" is already configured at a.yaml:1:9`) {
+		t.Errorf("duplicate domain: %v", err)
+	}
+	if _, err := envoy.Parse(srcs, envoy.LoadOptions{MergeDomains: true}); err != nil {
+		t.Errorf("merged: %v", err)
+	}
+}
+
+// TestBadRequests: no domain, no descriptors, negative hits.
+func TestBadRequests(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\n")
+	lim, _ := setup(t)
+	neg := req("d", 0, [][2]string{{"k", "v"}})
+	neg.Descriptors[0].IsNegativeHits = true
+	for _, r := range []*rlsv3.RateLimitRequest{req("", 0, [][2]string{{"k", "v"}}), req("d", 0), neg} {
+		if _, err := cfg.Decide(context.Background(), lim, r, envoy.Options{}); !errors.Is(err, envoy.ErrBadRequest) {
+			t.Errorf("%v: %v, want ErrBadRequest", r, err)
+		}
+	}
+}
