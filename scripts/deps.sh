@@ -15,6 +15,8 @@ needs=(
 	"redis-cli|redis-tools|make test: the test harness forms the Redis Cluster|redis-cli --version"
 	"caddy|caddy|make test: the forward-auth test puts Caddy in front of sluice serve|caddy version"
 	"protoc|protobuf-compiler|make test: checks that the generated gRPC code is current (make proto)|protoc --version"
+	"promtool|prometheus|make test: checks the alert rules in deploy/ (promtool check rules)|promtool --version"
+	"chromium|chromium|make test: the admin page's test drives a headless browser against sluice serve|chromium --version"
 )
 
 # go.mod's go line: the oldest Go that builds sluice.
@@ -87,7 +89,7 @@ install() {
 	# The tests start their own servers on free loopback ports: keep the
 	# packages' own services from running beside them.
 	if command -v systemctl >/dev/null 2>&1; then
-		for svc in redis-server caddy; do
+		for svc in redis-server caddy prometheus prometheus-node-exporter; do
 			if systemctl is-active --quiet "$svc" 2>/dev/null; then
 				systemctl stop "$svc" || true
 			fi

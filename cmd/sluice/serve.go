@@ -24,7 +24,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
+		fmt.Fprintln(stderr, `usage: sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL] [--admin ADDR]
 
 Serves the policies and schedules of FILE: the HTTP JSON API, forward-auth,
 /metrics, /healthz and /readyz on --http, and sluice's gRPC service and
@@ -32,6 +32,13 @@ Envoy's rate-limit service on --grpc. The store is Redis at --redis, else
 the file's store section, else memory. The file is reloaded on SIGHUP and
 when it changes; an invalid file is logged and the previous one kept.
 SIGTERM or SIGINT stops the server after the requests in flight.
+
+--admin serves the admin view on its own listener, loopback only unless
+a host is named: a live page of the policies, decision rates, the keys
+denied now and when each is let through, a key inspector and the store's
+health, with its JSON API, /metrics and pprof. It shows attribute values
+(user ids, client addresses): set a token with --admin-token or the
+SLUICE_ADMIN_TOKEN environment variable to require it of every request.
 
 flags:`)
 		fs.PrintDefaults()
@@ -44,6 +51,8 @@ flags:`)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	watch := fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)")
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
+	adminAddrFlag := fs.String("admin", defaultAdminAddr, "serve the admin view, /metrics and pprof on this `address` (a bare :PORT is loopback only; '' turns it off)")
+	adminToken := fs.String("admin-token", "", "require this bearer `token` on the admin listener (default: $"+adminTokenEnv+"; none when both are empty)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -73,7 +82,7 @@ flags:`)
 		return fail("%v", err)
 	}
 	defer store.Close()
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, Ping: store.Ping})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, Ping: store.Ping, Queues: store.queueReader()})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -90,6 +99,22 @@ flags:`)
 		}
 	}
 
+	adminSet := false
+	fs.Visit(func(f *flag.Flag) { adminSet = adminSet || f.Name == "admin" })
+	al, err := listenAdmin(*adminAddrFlag, adminSet)
+	if err != nil && adminSet {
+		hl.Close()
+		if gl != nil {
+			gl.Close()
+		}
+		return fail("%v", err)
+	} else if err != nil {
+		log.Warn(err.Error())
+	}
+	if *adminToken == "" {
+		*adminToken = os.Getenv(adminTokenEnv)
+	}
+
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -97,7 +122,7 @@ flags:`)
 	defer signal.Stop(hup)
 	go srv.Watch(ctx, *file, *watch, hup)
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	hs := srv.HTTPServer(*httpAddr)
 	go func() { errc <- hs.Serve(hl) }()
 	var gs *grpc.Server
@@ -106,10 +131,18 @@ flags:`)
 		srv.RegisterGRPC(gs)
 		go func() { errc <- gs.Serve(gl) }()
 	}
+	var as *http.Server
+	if al != nil {
+		as = srv.AdminServer(al.Addr().String(), server.AdminOptions{Token: *adminToken})
+		go func() { errc <- as.Serve(al) }()
+	}
 	attrs := []any{slog.String("http", hl.Addr().String()), slog.String("store", store.Where),
 		slog.String("config", *file), slog.Int("policies", len(cfg.Policies)), slog.Int("schedules", len(cfg.Schedules))}
 	if gl != nil {
 		attrs = append(attrs, slog.String("grpc", gl.Addr().String()))
+	}
+	if al != nil {
+		attrs = append(attrs, slog.String("admin", al.Addr().String()), slog.Bool("admin_token", *adminToken != ""))
 	}
 	log.Info("sluice serving", attrs...)
 
@@ -131,6 +164,11 @@ flags:`)
 	}
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("HTTP shutdown", slog.Any("err", err))
+	}
+	if as != nil {
+		if err := as.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("admin shutdown", slog.Any("err", err))
+		}
 	}
 	select {
 	case <-done:

@@ -23,6 +23,8 @@ type metrics struct {
 	delays        *prometheus.HistogramVec // schedule
 	reloads       *prometheus.CounterVec   // result
 	requests      *prometheus.CounterVec   // api, code
+
+	view *view // the admin view, counted with the metrics; nil: none
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -76,6 +78,9 @@ func (m *metrics) decision(policy string, d *sluice.Decision) {
 			o = "allowed"
 		}
 		m.degraded.WithLabelValues(policy, o).Inc()
+		if m.view != nil {
+			m.view.decision(policy, "", outcomeDegraded)
+		}
 		return
 	case d.Shadowed:
 		outcome = "shadowed"
@@ -83,6 +88,9 @@ func (m *metrics) decision(policy string, d *sluice.Decision) {
 		outcome = "denied"
 	}
 	m.decisions.WithLabelValues(policy, d.DeniedBy, outcome).Inc()
+	if m.view != nil {
+		m.view.decision(policy, d.DeniedBy, outcome)
+	}
 }
 
 func (s *Server) metricsHandler() http.Handler {
@@ -97,7 +105,11 @@ type instrumentedStore struct {
 
 // observe records one store call of op that started at start.
 func (s *instrumentedStore) observe(op string, start time.Time, err error) {
-	s.m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	s.m.storeDuration.WithLabelValues(op).Observe(took.Seconds())
+	if s.m.view != nil {
+		s.m.view.storeCall(op, took, err)
+	}
 	if _, bad := edge.Classify(err); err != nil && !bad {
 		s.m.storeErrors.WithLabelValues(op).Inc()
 	}
@@ -108,6 +120,9 @@ func (s *instrumentedStore) Decide(ctx context.Context, req *store.Request) erro
 	start := time.Now()
 	err := s.Store.Decide(ctx, req)
 	s.observe("decide", start, err)
+	if err == nil && s.m.view != nil {
+		s.m.view.decided(req)
+	}
 	return err
 }
 

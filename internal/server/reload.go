@@ -19,6 +19,7 @@ func (s *Server) ReloadFile(path string) error {
 	if err == nil {
 		err = s.Swap(cfg)
 	}
+	s.view.reloaded(path, err)
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("error").Inc()
 		s.log.Error("configuration not reloaded; the previous one stays in use", slog.String("file", path), slog.Any("err", err))

@@ -49,6 +49,14 @@ type Options struct {
 	// store's own Ping(context.Context) error method when it has one, else
 	// always ready.
 	Ping func(ctx context.Context) error
+
+	// Clock is the admin view's time: the seconds its rates are counted
+	// in and when a denied key is let through. Default: the system clock.
+	Clock sluice.Clock
+
+	// Queues reads a schedule's queue for the admin view's inspector.
+	// Default: none (the inspector shows no queued slots).
+	Queues QueueReader
 }
 
 // Server serves sluice over HTTP and gRPC. It is safe for concurrent use.
@@ -62,6 +70,8 @@ type Server struct {
 	timeout time.Duration
 	ping    func(ctx context.Context) error
 	state   atomic.Pointer[state]
+	view    *view       // what the admin view shows (admin.go)
+	queues  QueueReader // the admin inspector's reader of queues
 }
 
 // state is one loaded configuration and what is derived from it. It is
@@ -100,6 +110,12 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 		s.maxBody = 64 << 10
 	}
 	s.metrics = newMetrics(s.reg)
+	clock := opts.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
+	s.view, s.queues = newView(clock), opts.Queues
+	s.metrics.view = s.view
 	s.store = &instrumentedStore{Store: store, m: s.metrics}
 	if err := s.Swap(cfg); err != nil {
 		return nil, err

@@ -1,0 +1,413 @@
+// The sluice admin page: it polls the JSON API of the admin listener
+// (/api/v1/config, rates, denied, health, inspect) and draws it. Every value
+// from the server is written as text, never as markup.
+"use strict";
+
+const POLL_MS = 1500;
+const RATE_SECONDS = 10; // rates shown are averages over this many seconds
+const OUTCOMES = ["allowed", "denied", "shadowed", "degraded"];
+const COLORS = { allowed: "#2f9e44", denied: "#e03131", shadowed: "#f08c00", degraded: "#7048e8" };
+
+const state = { config: null, configAt: 0, charts: new Map(), inspect: null, latency: null };
+
+// el builds an element: el("td", {class: "num"}, "text", child, ...).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("data-") || k === "class" || k === "id" || k === "type" || k === "name" || k === "value" || k === "placeholder" || k === "title") {
+      e.setAttribute(k, String(v));
+    } else {
+      e[k] = v;
+    }
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function fmtMS(ms) {
+  if (ms <= 0) return "now";
+  if (ms < 1000) return ms + " ms";
+  const s = ms / 1000;
+  if (s < 60) return (s < 10 ? s.toFixed(1) : Math.round(s)) + " s";
+  const m = Math.floor(s / 60), r = Math.round(s % 60);
+  if (m < 60) return m + " min " + r + " s";
+  return Math.floor(m / 60) + " h " + (m % 60) + " min";
+}
+
+function fmtRate(n) {
+  if (n === 0) return "0/s";
+  if (n < 10) return n.toFixed(1) + "/s";
+  return Math.round(n) + "/s";
+}
+
+function fmtTime(iso) {
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+async function api(path, init) {
+  const res = await fetch(path, Object.assign({ credentials: "same-origin", cache: "no-store" }, init));
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.detail || res.status + " " + res.statusText);
+  return body;
+}
+
+// ---- configuration ----
+
+function renderConfig(cfg) {
+  document.getElementById("file").textContent = cfg.file || "(none)";
+  document.getElementById("loaded").textContent = fmtTime(cfg.loaded_at);
+  document.getElementById("store-kind").textContent = cfg.store;
+  document.getElementById("top-keys").textContent = cfg.top_keys;
+  const banner = document.getElementById("reload");
+  if (cfg.reload && !cfg.reload.ok) {
+    banner.hidden = false;
+    banner.textContent = "The last reload of " + cfg.reload.file + " at " + fmtTime(cfg.reload.at) +
+      " failed; the configuration loaded at " + fmtTime(cfg.loaded_at) + " stays in use.\n" + cfg.reload.error;
+  } else {
+    banner.hidden = true;
+  }
+  const list = document.getElementById("policy-list");
+  const sig = JSON.stringify(cfg.policies);
+  if (list.dataset.sig !== sig) {
+    list.dataset.sig = sig;
+    list.replaceChildren(...cfg.policies.map(policyCard));
+    for (const c of state.charts.values()) c.destroy();
+    state.charts.clear();
+  }
+  renderSchedules(cfg.schedules);
+  renderTargets(cfg);
+}
+
+function statCell(key, outcome, label) {
+  return el("div", { class: "stat " + outcome },
+    el("span", { class: "k" }, label),
+    el("span", { class: "v", "data-rate": key }, "–"),
+    el("span", { class: "t", "data-stat": key, "data-total": 0 }, "0 total"));
+}
+
+function policyCard(p) {
+  const head = el("div", { class: "head" }, el("h3", {}, p.name),
+    p.shadow && el("span", { class: "badge shadow" }, "shadow"),
+    p.penalize && el("span", { class: "badge" }, "penalize"),
+    el("span", { class: "note" }, p.by.length ? "keyed by " + p.by.join(", ") : "one window"));
+  const stats = el("div", { class: "stats" }, OUTCOMES.map(o => statCell(p.name + "||" + o, o, o)));
+  const rows = p.rules.map(r => el("tr", { "data-rule": p.name + "|" + r.name },
+    el("td", {}, r.name, r.shadow && el("span", { class: "badge shadow" }, "shadow")),
+    el("td", {}, r.by.length ? r.by.join(", ") : "—"),
+    el("td", { class: "num" }, r.limit + " per " + fmtMS(r.window_ms)),
+    el("td", {}, r.algorithm + (r.burst ? " (burst " + r.burst + ")" : "")),
+    el("td", { class: "num" }, r.min_gap_ms ? fmtMS(r.min_gap_ms) : "—"),
+    el("td", { class: "num" }, el("span", { "data-rate": p.name + "|" + r.name + "|denied" }, "–"), " ",
+      el("span", { class: "t", "data-stat": p.name + "|" + r.name + "|denied", "data-total": 0 }, "0")),
+    el("td", { class: "num" }, el("span", { "data-rate": p.name + "|" + r.name + "|shadowed" }, "–"), " ",
+      el("span", { class: "t", "data-stat": p.name + "|" + r.name + "|shadowed", "data-total": 0 }, "0"))));
+  const table = el("table", {}, el("thead", {}, el("tr", {},
+    el("th", {}, "rule"), el("th", {}, "by"), el("th", { class: "num" }, "limit"), el("th", {}, "algorithm"),
+    el("th", { class: "num" }, "min gap"), el("th", { class: "num" }, "denied (rate, total)"),
+    el("th", { class: "num" }, "shadow-denied (rate, total)"))), el("tbody", {}, rows));
+  const chart = el("div", { class: "chart", "data-chart": p.name });
+  return el("div", { class: "policy", "data-policy": p.name }, head, stats, el("div", { class: "row" }, table, chart));
+}
+
+function renderSchedules(schedules) {
+  const list = document.getElementById("schedule-list");
+  if (!schedules.length) {
+    list.replaceChildren(el("p", { class: "empty" }, "No schedules."));
+    return;
+  }
+  list.replaceChildren(el("table", {}, el("thead", {}, el("tr", {},
+    el("th", {}, "schedule"), el("th", {}, "by"), el("th", {}, "rate"), el("th", { class: "num" }, "interval"),
+    el("th", { class: "num" }, "max delay"), el("th", { class: "num" }, "max queue"))),
+  el("tbody", {}, schedules.map(s => el("tr", { "data-schedule": s.name },
+    el("td", {}, s.name), el("td", {}, s.by.length ? s.by.join(", ") : "—"), el("td", {}, s.rate),
+    el("td", { class: "num" }, s.interval_ms.toFixed(1) + " ms"), el("td", { class: "num" }, fmtMS(s.max_delay_ms)),
+    el("td", { class: "num" }, s.max_queue || "none"))))));
+}
+
+// ---- rates ----
+
+function renderRates(r) {
+  // Sums per policy and outcome, and per policy, rule and outcome.
+  const totals = new Map(), recent = new Map(), perSecond = new Map();
+  const add = (m, k, v) => m.set(k, (m.get(k) || 0) + v);
+  for (const s of r.series) {
+    const last = s.per_second.slice(-RATE_SECONDS).reduce((a, b) => a + b, 0);
+    const keys = [s.policy + "||" + s.outcome];
+    if (s.rule) keys.push(s.policy + "|" + s.rule + "|" + s.outcome);
+    for (const k of keys) {
+      add(totals, k, s.total);
+      add(recent, k, last);
+    }
+    const pk = s.policy + "||" + s.outcome;
+    const arr = perSecond.get(pk) || new Array(r.seconds).fill(0);
+    s.per_second.forEach((v, i) => { arr[i] += v; });
+    perSecond.set(pk, arr);
+  }
+  for (const e of document.querySelectorAll("[data-stat]")) {
+    const k = e.dataset.stat, t = totals.get(k) || 0;
+    e.dataset.total = t;
+    e.textContent = e.parentElement.classList.contains("stat") ? t + " total" : "(" + t + ")";
+  }
+  for (const e of document.querySelectorAll("[data-rate]")) {
+    e.textContent = fmtRate((recent.get(e.dataset.rate) || 0) / RATE_SECONDS);
+  }
+  const xs = Array.from({ length: r.seconds }, (_, i) => r.start + i);
+  for (const box of document.querySelectorAll("[data-chart]")) {
+    const p = box.dataset.chart;
+    const data = [xs, ...OUTCOMES.map(o => perSecond.get(p + "||" + o) || new Array(r.seconds).fill(0))];
+    let c = state.charts.get(p);
+    if (!c && window.uPlot) {
+      c = new uPlot({
+        width: 520, height: 160, legend: { show: true },
+        scales: { y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
+        series: [{}, ...OUTCOMES.map(o => ({ label: o + "/s", stroke: COLORS[o], width: 1.5 }))],
+        axes: [{}, { size: 40 }],
+      }, data, box);
+      state.charts.set(p, c);
+    } else if (c) {
+      c.setData(data);
+    }
+  }
+}
+
+// ---- denied keys ----
+
+function renderDenied(d) {
+  const list = document.getElementById("denied-list");
+  const rules = d.rules.filter(r => r.keys.length);
+  if (!rules.length) {
+    list.replaceChildren(el("p", { class: "empty" }, "No key has been denied in the last 5 minutes."));
+    return;
+  }
+  list.replaceChildren(...rules.map(r => {
+    const by = r.by && r.by.length ? r.by : null;
+    return el("div", { class: "rule-denied", "data-denied-rule": r.policy + "|" + r.rule },
+      el("h3", {}, r.policy + " / " + r.rule),
+      el("div", { class: "note" }, r.denials + " denials seen; showing " + r.keys.length + " of at most " + r.capacity + " keys"),
+      el("table", {}, el("thead", {}, el("tr", {},
+        el("th", {}, by ? by.join(", ") : "key"), el("th", { class: "num" }, "denials"), el("th", {}, "last denied"),
+        el("th", { class: "num" }, "let through in"), el("th", {}, ""))),
+      el("tbody", {}, r.keys.map(k => {
+        const label = k.values.length ? k.values.join(", ") : "(one window)";
+        return el("tr", { "data-denied": r.policy + "|" + r.rule + "|" + k.values.join(","), "data-wait-ms": k.wait_ms },
+          el("td", {}, label, k.truncated ? " (cut)" : "", k.shadow ? el("span", { class: "badge shadow" }, "shadow") : null),
+          el("td", { class: "num" }, k.count + (k.error ? " ±" + k.error : "")),
+          el("td", {}, fmtTime(k.last_denied)),
+          el("td", { class: "num wait" + (k.wait_ms > 0 ? "" : " free"), "data-wait-ms": k.wait_ms }, fmtMS(k.wait_ms)),
+          el("td", {}, by && !k.truncated ? el("button", {
+            type: "button", onclick: () => inspectKey(r.policy, Object.fromEntries(by.map((a, i) => [a, k.values[i]]))),
+          }, "inspect") : null));
+      }))));
+  }));
+}
+
+// ---- health ----
+
+function renderHealth(h) {
+  document.getElementById("ping").textContent = h.ping_error ? "failing" : h.ping_ms.toFixed(2) + " ms";
+  const b = document.getElementById("breaker");
+  b.textContent = h.breaker.replace("_", "-");
+  b.className = "value " + h.breaker;
+  document.getElementById("degraded-minute").textContent = h.degraded_last_minute;
+  document.getElementById("degraded-total").textContent = h.degraded;
+  document.getElementById("last-error").textContent =
+    (h.ping_error ? "ping: " + h.ping_error + ". " : "") +
+    (h.consecutive_failures ? h.consecutive_failures + " store calls failed in a row. " : "") +
+    (h.last_error ? "Latest store error: " + h.last_error : "");
+  const xs = h.latency.map((_, i) => h.start + i);
+  const data = [xs, h.latency.map(l => l.calls ? l.mean_ms : null), h.latency.map(l => l.calls ? l.max_ms : null),
+    h.latency.map(l => l.errors)];
+  if (!state.latency && window.uPlot) {
+    state.latency = new uPlot({
+      width: 720, height: 150, title: "store calls: latency (ms) and errors per second",
+      series: [{}, { label: "mean ms", stroke: "#1c7ed6", spanGaps: false }, { label: "max ms", stroke: "#74c0fc" },
+        { label: "errors/s", stroke: "#e03131", scale: "n" }],
+      axes: [{}, { size: 50 }, { scale: "n", side: 1, size: 40 }],
+      scales: { n: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
+    }, data, document.getElementById("latency-chart"));
+  } else if (state.latency) {
+    state.latency.setData(data);
+  }
+}
+
+// ---- inspector ----
+
+function renderTargets(cfg) {
+  const sel = document.getElementById("inspect-target");
+  const opts = [...cfg.policies.map(p => ["policy", p.name, p.by]), ...cfg.schedules.map(s => ["schedule", s.name, s.by])];
+  const sig = JSON.stringify(opts);
+  if (sel.dataset.sig === sig) return;
+  sel.dataset.sig = sig;
+  const cur = sel.value;
+  sel.replaceChildren(...opts.map(([kind, name, by]) =>
+    el("option", { value: kind + ":" + name, "data-by": JSON.stringify(by) }, kind + " " + name)));
+  if (cur && [...sel.options].some(o => o.value === cur)) sel.value = cur;
+  renderAttrInputs();
+}
+
+function renderAttrInputs(values) {
+  const sel = document.getElementById("inspect-target");
+  const opt = sel.selectedOptions[0];
+  const by = opt ? JSON.parse(opt.dataset.by) : [];
+  const box = document.getElementById("inspect-attrs");
+  box.replaceChildren(...by.map(a => el("label", {}, a + " ",
+    el("input", { type: "text", name: a, "data-attr": a, value: (values && values[a]) || "" }))));
+}
+
+function inspectKey(policy, attrs) {
+  const sel = document.getElementById("inspect-target");
+  sel.value = "policy:" + policy;
+  renderAttrInputs(attrs);
+  runInspect();
+}
+
+async function runInspect() {
+  const sel = document.getElementById("inspect-target");
+  if (!sel.value) return;
+  const [kind, ...rest] = sel.value.split(":");
+  const name = rest.join(":");
+  const attributes = {};
+  for (const i of document.querySelectorAll("#inspect-attrs input")) {
+    if (i.value !== "") attributes[i.dataset.attr] = i.value;
+  }
+  state.inspect = { [kind]: name, attributes };
+  await refreshInspect();
+}
+
+async function refreshInspect() {
+  if (!state.inspect) return;
+  const out = document.getElementById("inspect-result");
+  try {
+    const res = await api("api/v1/inspect", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(state.inspect) });
+    out.replaceChildren(res.queue || res.schedule ? renderQueue(res) : renderWindows(res));
+  } catch (e) {
+    out.replaceChildren(el("p", { class: "error" }, e.message));
+  }
+}
+
+function renderWindows(res) {
+  const n = res.next;
+  const verdict = n.allowed ? "A request of cost 1 now would be allowed." :
+    "A request of cost 1 now would be denied by " + n.denied_by + " (" + n.cause + "); retry in " + fmtMS(n.retry_after_ms) + ".";
+  const parts = [el("p", { "data-verdict": n.allowed ? "allowed" : "denied" }, verdict,
+    res.error ? el("span", { class: "error" }, " " + res.error) : null)];
+  if (!res.windows.length) parts.push(el("p", { class: "empty" }, "No rule of " + res.policy + " applies to these attributes."));
+  if (!res.entries_shown && res.windows.length) {
+    parts.push(el("p", { class: "note" }, "This store shows each window's figures; the entries themselves are shown for the Redis store."));
+  }
+  for (const w of res.windows) {
+    const head = w.rule + ": " + w.used + " of " + w.limit + " used per " + fmtMS(w.window_ms) + " (" + w.algorithm + ")" +
+      (w.remaining >= 0 ? ", " + w.remaining + " left" : "") +
+      (w.retry_after_ms ? ", full for " + fmtMS(w.retry_after_ms) : "") +
+      (w.min_gap_ms ? ", min gap " + fmtMS(w.min_gap_ms) + (w.gap_left_ms ? " (" + fmtMS(w.gap_left_ms) + " left)" : " (passed)") : "") +
+      ", empty in " + fmtMS(w.reset_after_ms);
+    const box = el("div", { class: "window", "data-window": w.rule }, el("h3", {}, head));
+    if (w.key) box.append(el("div", { class: "note" }, "key ", el("code", {}, w.key), w.ttl_ms > 0 ? ", expires in " + fmtMS(w.ttl_ms) : ""));
+    if (res.entries_shown) {
+      box.append(timeline(w));
+      box.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "recorded"),
+        el("th", { class: "num" }, "age"), el("th", { class: "num" }, "cost"), el("th", { class: "num" }, "leaves the window in"))),
+      el("tbody", {}, w.entries.map((e, i) => el("tr", { "data-entry": i, "data-cost": e.cost, "data-leaves-ms": e.leaves_in_ms },
+        el("td", { class: "num" }, i + 1), el("td", {}, fmtTime(e.time)), el("td", { class: "num" }, fmtMS(e.age_ms)),
+        el("td", { class: "num" }, e.cost), el("td", { class: "num" }, e.counts ? fmtMS(e.leaves_in_ms) : "left (kept for the gap)"))))));
+    }
+    parts.push(box);
+  }
+  return el("div", {}, parts);
+}
+
+// timeline draws a window on a time axis from one window ago to one window
+// ahead: each entry where it was recorded, with a bar to when it leaves.
+function timeline(w) {
+  const W = 760, H = 40 + 14 * Math.min(w.entries.length, 20), L = 20, R = W - 20;
+  const span = w.window_ms;
+  const x = t => L + (R - L) * (t + span) / (2 * span); // t: ms from now
+  const svg = svgEl("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" });
+  svg.append(svgEl("rect", { x: x(-span), y: 4, width: x(0) - x(-span), height: H - 24, fill: "#e7f5ff" }));
+  svg.append(svgEl("line", { x1: x(0), x2: x(0), y1: 0, y2: H - 18, stroke: "#1d232b" }));
+  svg.append(svgEl("text", { x: x(0) + 3, y: H - 6, "font-size": 11 }, "now"));
+  svg.append(svgEl("text", { x: L, y: H - 6, "font-size": 11 }, "-" + fmtMS(span)));
+  svg.append(svgEl("text", { x: R - 50, y: H - 6, "font-size": 11 }, "+" + fmtMS(span)));
+  w.entries.slice(-20).forEach((e, i) => {
+    const y = 12 + i * 14;
+    const t0 = -e.age_ms, t1 = t0 + span;
+    svg.append(svgEl("line", { x1: x(t0), x2: x(Math.min(t1, span)), y1: y, y2: y, stroke: e.counts ? "#e03131" : "#adb5bd", "stroke-width": 3 }));
+    svg.append(svgEl("circle", { cx: x(t0), cy: y, r: 4, fill: "#1d232b" }));
+    svg.append(svgEl("title", {}, "cost " + e.cost + ", leaves in " + fmtMS(e.leaves_in_ms)));
+  });
+  if (w.min_gap_ms && w.entries.length) {
+    const last = w.entries[w.entries.length - 1];
+    const g = x(-last.age_ms + w.min_gap_ms);
+    svg.append(svgEl("line", { x1: g, x2: g, y1: 0, y2: H - 18, stroke: "#f08c00", "stroke-dasharray": "4 3" }));
+    svg.append(svgEl("text", { x: g + 3, y: 10, "font-size": 10, fill: "#f08c00" }, "gap ends"));
+  }
+  return svg;
+}
+
+function renderQueue(res) {
+  const parts = [];
+  if (res.error) parts.push(el("p", { class: "error" }, res.error));
+  const q = res.queue;
+  if (!q) return el("div", {}, parts);
+  parts.push(el("p", {}, q.pending + " reservations pending; a reservation now would wait " + fmtMS(q.next_delay_ms) +
+    " (max delay " + fmtMS(q.max_delay_ms) + ", one every " + q.interval_ms.toFixed(1) + " ms)"));
+  const W = 760, H = 50, L = 20, R = W - 20, span = Math.max(q.max_delay_ms, 1000);
+  const x = t => L + (R - L) * (t + span * 0.1) / (span * 1.1);
+  const svg = svgEl("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" });
+  svg.append(svgEl("line", { x1: x(0), x2: x(0), y1: 0, y2: H - 14, stroke: "#1d232b" }));
+  svg.append(svgEl("line", { x1: x(q.max_delay_ms), x2: x(q.max_delay_ms), y1: 0, y2: H - 14, stroke: "#e03131", "stroke-dasharray": "4 3" }));
+  svg.append(svgEl("text", { x: x(0) + 3, y: H - 2, "font-size": 11 }, "now"));
+  svg.append(svgEl("text", { x: x(q.max_delay_ms) - 60, y: H - 2, "font-size": 11 }, "max delay"));
+  for (const s of q.slots) {
+    svg.append(svgEl("rect", { x: x(s.in_ms), y: 8, width: Math.max(2, x(s.in_ms + s.length_ms) - x(s.in_ms) - 1), height: 20,
+      fill: s.in_ms >= 0 ? "#1c7ed6" : "#adb5bd" }));
+  }
+  parts.push(svg);
+  parts.push(el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "slot"), el("th", { class: "num" }, "in"), el("th", { class: "num" }, "holds"), el("th", {}, "id"))),
+    el("tbody", {}, q.slots.map(s => el("tr", { "data-slot": s.id }, el("td", {}, fmtTime(s.slot)),
+      el("td", { class: "num" }, s.in_ms >= 0 ? fmtMS(s.in_ms) : "passed"), el("td", { class: "num" }, s.length_ms.toFixed(1) + " ms"),
+      el("td", {}, el("code", {}, s.id)))))));
+  return el("div", {}, parts);
+}
+
+// ---- the loop ----
+
+async function tick() {
+  const live = document.getElementById("live");
+  try {
+    const now = Date.now();
+    if (!state.config || now - state.configAt > 5000) {
+      state.config = await api("api/v1/config");
+      state.configAt = now;
+      renderConfig(state.config);
+    }
+    const [rates, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/denied"), api("api/v1/health")]);
+    renderRates(rates);
+    renderDenied(denied);
+    renderHealth(health);
+    if (document.getElementById("inspect-follow").checked) await refreshInspect();
+    live.textContent = "live";
+    live.className = "pill ok";
+    document.body.dataset.updated = health.now;
+  } catch (e) {
+    live.textContent = "not updating: " + e.message;
+    live.className = "pill bad";
+  }
+  setTimeout(tick, POLL_MS);
+}
+
+document.getElementById("inspect-target").addEventListener("change", () => renderAttrInputs());
+document.getElementById("inspect-form").addEventListener("submit", ev => { ev.preventDefault(); runInspect(); });
+tick();

@@ -1,0 +1,496 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+// stepClock is a sluice.Clock that moves only when told.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now().Add(d)
+	return ch
+}
+
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// adminServer is a Server over a memory store whose clock, and the admin
+// view's, is clock.
+type adminServer struct {
+	*testServer
+	clock *stepClock
+	admin http.Handler
+}
+
+func newAdminServer(t *testing.T, file string, token string) *adminServer {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := memstore.New(memstore.Config{Clock: clock.Now})
+	t.Cleanup(func() { st.Close() })
+	srv, err := New(st, cfg, Options{Clock: clock, MaxBodyBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &adminServer{testServer: &testServer{t: t, srv: srv, h: srv.Handler()}, clock: clock,
+		admin: srv.AdminHandler(AdminOptions{Token: token})}
+}
+
+// get sends a GET to the admin handler with the given headers.
+func (as *adminServer) get(path string, header ...string) *httptest.ResponseRecorder {
+	as.t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	as.admin.ServeHTTP(w, r)
+	return w
+}
+
+// getJSON GETs path from the admin handler and decodes its 200 answer.
+func (as *adminServer) getJSON(path string, v any) {
+	as.t.Helper()
+	w := as.get(path)
+	if w.Code != 200 {
+		as.t.Fatalf("GET %s = %d %s", path, w.Code, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
+		as.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+func TestAdminToken(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "s3cret")
+	for _, tc := range []struct {
+		name, path string
+		header     []string
+		want       int
+	}{
+		{"no token: page", "/", nil, 401},
+		{"no token: API", "/api/v1/denied", nil, 401},
+		{"no token: metrics", "/metrics", nil, 401},
+		{"no token: pprof", "/debug/pprof/", nil, 401},
+		{"wrong bearer", "/api/v1/config", []string{"Authorization", "Bearer nope"}, 401},
+		{"basic auth", "/api/v1/config", []string{"Authorization", "Basic czNjcmV0"}, 401},
+		{"wrong cookie", "/api/v1/config", []string{"Cookie", AdminCookie + "=nope"}, 401},
+		{"wrong ?token", "/?token=nope", nil, 401},
+		{"bearer: page", "/", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: API", "/api/v1/config", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: metrics", "/metrics", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: pprof", "/debug/pprof/", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"cookie", "/api/v1/health", []string{"Cookie", AdminCookie + "=s3cret"}, 200},
+		{"?token sets the cookie", "/?token=s3cret", nil, http.StatusSeeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := as.get(tc.path, tc.header...)
+			if w.Code != tc.want {
+				t.Fatalf("GET %s = %d, want %d: %s", tc.path, w.Code, tc.want, w.Body)
+			}
+			switch w.Code {
+			case 401:
+				if got := w.Header().Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", got)
+				}
+				if strings.Contains(w.Body.String(), "s3cret") {
+					t.Errorf("the refusal shows the token: %s", w.Body)
+				}
+			case http.StatusSeeOther:
+				if loc := w.Header().Get("Location"); loc != "/" {
+					t.Errorf("Location = %q, want / (without the token)", loc)
+				}
+				c := w.Result().Cookies()
+				if len(c) != 1 || c[0].Name != AdminCookie || c[0].Value != "s3cret" || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode {
+					t.Errorf("cookies = %v, want one HttpOnly SameSite=Strict %s", c, AdminCookie)
+				}
+			}
+		})
+	}
+}
+
+func TestAdminWithoutToken(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for _, path := range []string{"/", "/app.js", "/app.css", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
+		"/api/v1/denied", "/api/v1/health", "/metrics", "/debug/pprof/"} {
+		if w := as.get(path); w.Code != 200 {
+			t.Errorf("GET %s = %d, want 200", path, w.Code)
+		}
+	}
+	if w := as.get("/nope"); w.Code != 404 || !strings.Contains(w.Header().Get("Content-Type"), "problem+json") {
+		t.Errorf("GET /nope = %d %q, want a 404 problem", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// TestPublicHandlerServesNoView checks that none of the admin view is on the
+// public listener.
+func TestPublicHandlerServesNoView(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for _, path := range []string{"/", "/app.js", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
+		"/api/v1/denied", "/api/v1/health", "/debug/pprof/", "/debug/pprof/heap"} {
+		if w := as.do("GET", path, ""); w.Code != 404 {
+			t.Errorf("public GET %s = %d, want 404", path, w.Code)
+		}
+	}
+	if w := as.do("POST", "/api/v1/inspect", `{"policy":"notify"}`); w.Code != 404 {
+		t.Errorf("public POST /api/v1/inspect = %d, want 404", w.Code)
+	}
+}
+
+// counterValues reads a counter family from the server's registry, by its
+// labels joined with "|".
+func counterValues(t *testing.T, srv *Server, name string, labels ...string) map[string]float64 {
+	t.Helper()
+	mfs, err := srv.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[labelKey(m, labels)] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func labelKey(m *dto.Metric, labels []string) string {
+	vals := make([]string, len(labels))
+	for i, l := range labels {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == l {
+				vals[i] = lp.GetValue()
+			}
+		}
+	}
+	return strings.Join(vals, "|")
+}
+
+func TestAdminRatesMatchCounters(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for i := range 9 {
+		as.do("POST", "/v1/decide", fmt.Sprintf(`{"policy":"notify","attributes":{"category":"c%d"}}`, i%3))
+		as.do("POST", "/v1/decide", `{"policy":"shadowed"}`)
+		if i%4 == 0 {
+			as.clock.Add(time.Second)
+		}
+	}
+	as.do("POST", "/v1/peek", `{"policy":"notify","attributes":{"category":"c0"}}`) // not counted
+	var r ratesJSON
+	as.getJSON("/api/v1/rates?seconds=60", &r)
+	if r.Seconds != 60 || r.Start != as.clock.Now().Unix()-59 {
+		t.Errorf("seconds %d from %d, want 60 from %d", r.Seconds, r.Start, as.clock.Now().Unix()-59)
+	}
+	want := counterValues(t, as.srv, "sluice_decisions_total", "policy", "rule", "outcome")
+	if len(want) == 0 {
+		t.Fatal("the server counted no decisions")
+	}
+	got := map[string]float64{}
+	for _, s := range r.Series {
+		var sum int64
+		for _, c := range s.PerSecond {
+			sum += c
+		}
+		if sum != s.Total {
+			t.Errorf("%s/%s/%s: the last 60 s hold %d, the total is %d (all the traffic is in them)", s.Policy, s.Rule, s.Outcome, sum, s.Total)
+		}
+		got[s.Policy+"|"+s.Rule+"|"+s.Outcome] = float64(s.Total)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: the view counts %v, sluice_decisions_total %v", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the view has series %v, the counter %v", got, want)
+	}
+	if got["notify|global|denied"] == 0 || got["shadowed|one|shadowed"] == 0 || got["notify||allowed"] == 0 {
+		t.Errorf("series %v lack a denial, a shadow denial or an allowed decision", got)
+	}
+	if w := as.get("/api/v1/rates?seconds=0"); w.Code != 400 {
+		t.Errorf("?seconds=0 = %d, want 400", w.Code)
+	}
+}
+
+func TestAdminDeniedWaitDecreases(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for range 3 {
+		as.do("POST", "/v1/decide", `{"policy":"edge","attributes":{"ip":"203.0.113.9","user":"ann"}}`)
+	}
+	find := func() deniedKeyJSON {
+		t.Helper()
+		var d deniedJSON
+		as.getJSON("/api/v1/denied", &d)
+		for _, r := range d.Rules {
+			if r.Policy == "edge" && r.Rule == "per-ip" && len(r.Keys) == 1 {
+				if r.Capacity != deniedPerRule || len(r.By) != 1 || r.By[0] != "ip" {
+					t.Errorf("rule table %+v", r)
+				}
+				return r.Keys[0]
+			}
+		}
+		t.Fatalf("no denied key for edge/per-ip in %+v", d)
+		return deniedKeyJSON{}
+	}
+	k := find()
+	if k.Values[0] != "203.0.113.9" || k.Count != 1 || k.WaitMS != 60000 {
+		t.Errorf("denied key %+v, want 203.0.113.9 denied once, let through in 60 s", k)
+	}
+	as.clock.Add(1500 * time.Millisecond)
+	if k2 := find(); k2.WaitMS != k.WaitMS-1500 || !k2.LetThroughAt.Equal(k.LetThroughAt) {
+		t.Errorf("1.5 s later: wait %d ms, want %d", k2.WaitMS, k.WaitMS-1500)
+	}
+	as.clock.Add(time.Minute)
+	if k3 := find(); k3.WaitMS != 0 {
+		t.Errorf("a minute later: wait %d ms, want 0", k3.WaitMS)
+	}
+	as.clock.Add(deniedStale)
+	var d deniedJSON
+	as.getJSON("/api/v1/denied", &d)
+	for _, r := range d.Rules {
+		if len(r.Keys) > 0 {
+			t.Errorf("%s/%s still shows %d keys denied more than %v ago", r.Policy, r.Rule, len(r.Keys), deniedStale)
+		}
+	}
+}
+
+// TestDeniedKeysBounded denies 100,000 distinct keys of one rule and
+// checks that the table keeps its cap, that a heavy hitter among them is
+// kept with a count within the sketch's error, and that the memory held
+// stays small.
+func TestDeniedKeysBounded(t *testing.T) {
+	t.Parallel()
+	d := newDeniedKeys()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rule := ruleKey{"api", "per-user"}
+	const n = 100_000
+	for i := range n {
+		now := t0.Add(time.Duration(i) * time.Millisecond)
+		d.add(rule, []string{fmt.Sprintf("user-%06d", i)}, false, now, time.Second)
+		if i%10 == 0 {
+			d.add(rule, []string{"heavy"}, false, now, time.Second)
+		}
+		if r, k := d.size(); k > deniedPerRule || r != 1 {
+			t.Fatalf("after %d keys: %d rules, %d keys; the cap is %d", i+1, r, k, deniedPerRule)
+		}
+	}
+	if _, k := d.size(); k != deniedPerRule {
+		t.Errorf("%d keys held, want the cap %d", k, deniedPerRule)
+	}
+	rules := d.snapshot(t0.Add(n * time.Millisecond))
+	if len(rules) != 1 || len(rules[0].Keys) != deniedPerRule || rules[0].Denials != n+n/10 {
+		t.Fatalf("snapshot: %d rules; %+v", len(rules), rules)
+	}
+	top := rules[0].Keys[0]
+	if top.Values[0] != "heavy" || top.Count-top.Error > n/10 || top.Count < n/10 {
+		t.Errorf("top key %+v, want heavy with a count of at least %d and at most %d over", top, n/10, top.Error)
+	}
+
+	// Many rules: the number of tables is capped too.
+	for i := range deniedRules * 2 {
+		d.add(ruleKey{"p", fmt.Sprint("r", i)}, []string{strings.Repeat("x", 10_000)}, false, t0, time.Second)
+	}
+	if r, _ := d.size(); r != deniedRules {
+		t.Errorf("%d rule tables, want the cap %d", r, deniedRules)
+	}
+	for _, r := range d.snapshot(t0) {
+		if r.Policy != "p" {
+			continue
+		}
+		for _, k := range r.Keys {
+			if len(strings.Join(k.Values, "")) > deniedKeyBytes || !k.Truncated {
+				t.Errorf("a 10,000-byte value is kept as %d bytes (truncated %v); the cap is %d", len(k.Values[0]), k.Truncated, deniedKeyBytes)
+			}
+		}
+	}
+}
+
+// TestDeniedKeysMemory measures the memory the denied-keys table holds
+// after 100,000 distinct denied keys in each of 5 rules, against the
+// documented bound.
+func TestDeniedKeysMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures memory over 2,000,000 denials")
+	}
+	before := heapInUse()
+	d := newDeniedKeys()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const rules, n = 5, 100_000
+	for r := range rules {
+		rk := ruleKey{"api", fmt.Sprint("rule-", r)}
+		for i := range n {
+			d.add(rk, []string{fmt.Sprintf("203.0.113.%d", i%256), fmt.Sprintf("user-%06d", i)}, false, t0, time.Second)
+		}
+	}
+	after := heapInUse()
+	_, keys := d.size()
+	held := int64(after) - int64(before)
+	perKey := held / int64(keys)
+	t.Logf("%d rules × %d distinct denied keys: %d keys held, %d bytes of heap (%d per key); bound %d rules × %d keys",
+		rules, n, keys, held, perKey, deniedRules, deniedPerRule)
+	if keys != rules*deniedPerRule {
+		t.Errorf("%d keys held, want %d", keys, rules*deniedPerRule)
+	}
+	// 600 bytes a key is the documented bound's figure; allow for heap noise.
+	if limit := int64(rules*deniedPerRule*600) + 256<<10; held > limit {
+		t.Errorf("the table holds %d bytes, more than the %d its bound allows", held, limit)
+	}
+	_ = d.snapshot(t0)
+}
+
+func TestAdminInspectMemory(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	post := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/api/v1/inspect", strings.NewReader(body))
+		w := httptest.NewRecorder()
+		as.admin.ServeHTTP(w, r)
+		return w
+	}
+	w := post(`{"policy":"notify","attributes":{"category":"a"}}`)
+	if w.Code != 200 {
+		t.Fatalf("inspect = %d %s", w.Code, w.Body)
+	}
+	var got inspectJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Next == nil || got.Next.Allowed || got.Next.DeniedBy != "category" || len(got.Windows) != 2 || got.Windows[1].Used != 2 || got.EntriesShown {
+		t.Errorf("inspect = %s", w.Body)
+	}
+	for _, tc := range []struct{ body, code string }{
+		{`{"policy":"nope"}`, "unknown_policy"},
+		{`{"policy":"notify"}`, "missing_attribute"},
+		{`{}`, "bad_request"},
+		{`{"policy":"notify","schedule":"carrier"}`, "bad_request"},
+		{`{"schedule":"nope"}`, "unknown_schedule"},
+		{`{"policy":"notify","extra":1}`, "malformed_json"},
+	} {
+		w := post(tc.body)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tc.code+`"`) {
+			t.Errorf("inspect %s = %d %s, want 400 %s", tc.body, w.Code, w.Body, tc.code)
+		}
+	}
+	w = post(`{"schedule":"carrier","attributes":{"carrier":"1"}}`)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "queued slots on Redis") {
+		t.Errorf("inspect a schedule on memory = %d %s", w.Code, w.Body)
+	}
+}
+
+func TestAdminConfigShowsReloadError(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte("policies:\n  - name: x\n    limits:\n      - {name: r, limit: -1, window: 1m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := as.srv.ReloadFile(path); err == nil {
+		t.Fatal("a negative limit reloaded")
+	}
+	var c adminConfigJSON
+	as.getJSON("/api/v1/config", &c)
+	if c.Reload == nil || c.Reload.OK || !strings.Contains(c.Reload.Error, "limit") || c.Reload.File != path {
+		t.Errorf("reload = %+v, want the failure", c.Reload)
+	}
+	if len(c.Policies) != 3 || c.Policies[0].Name != "notify" || len(c.Policies[0].Rules) != 2 || c.Store != "memory" || len(c.Schedules) != 1 {
+		t.Errorf("config = %+v", c)
+	}
+	if by := c.Policies[1].By; len(by) != 2 || by[0] != "ip" || by[1] != "user" {
+		t.Errorf("edge's attributes = %v, want [ip user]", by)
+	}
+}
+
+func TestAdminHealth(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	var h healthJSON
+	as.getJSON("/api/v1/health?seconds=10", &h)
+	if h.Store != "memory" || h.Breaker != "closed" || h.PingError != "" || len(h.Latency) != 10 || h.Latency[9].Calls < 1 {
+		t.Errorf("health = %+v", h)
+	}
+}
+
+// TestStoreHealthBreaker follows the breaker's rule over observed calls.
+func TestStoreHealthBreaker(t *testing.T) {
+	t.Parallel()
+	var h storeHealth
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	state := func(now time.Time) string {
+		var out healthJSON
+		h.snapshot(&out, now, 1)
+		return out.Breaker
+	}
+	fail := fmt.Errorf("redis: i/o timeout")
+	for i := range 4 {
+		h.observe("decide", time.Millisecond, t0, fail)
+		if got := state(t0); got != "closed" {
+			t.Fatalf("after %d failures: %s, want closed", i+1, got)
+		}
+	}
+	h.observe("ping", time.Millisecond, t0, fail) // pings do not count
+	if got := state(t0); got != "closed" {
+		t.Fatalf("after a failed ping: %s", got)
+	}
+	h.observe("decide", time.Millisecond, t0, fail)
+	if got := state(t0); got != "open" {
+		t.Errorf("after 5 failures: %s, want open", got)
+	}
+	if got := state(t0.Add(time.Second)); got != "half_open" {
+		t.Errorf("after the cool-down: %s, want half_open", got)
+	}
+	h.observe("decide", time.Millisecond, t0.Add(time.Second), nil)
+	if got := state(t0.Add(time.Second)); got != "closed" {
+		t.Errorf("after a good probe: %s, want closed", got)
+	}
+}
+
+// heapInUse returns the bytes of live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
