@@ -95,8 +95,12 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 			s.values = append(s.values, strconv.Itoa(sp.at))
 			s.spread = append(s.spread, sp)
 		}
-		req.Checks = append(req.Checks, store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: burst})
+		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
+			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: burst}
+		if r.Spread > 1 {
+			c.Part, c.Parts = s.spread[len(s.spread)-1].at, r.Spread
+		}
+		req.Checks = append(req.Checks, c)
 	}
 	// The values every rule goes by: a rule that applies carries them.
 	from := len(s.values)
@@ -183,7 +187,7 @@ func (s *scratch) fallOver() bool {
 		if again && !s.req.Results[sp.check].Fits {
 			sp.at = (sp.at + 1) % sp.n
 			c := &s.req.Checks[sp.check]
-			c.Values[len(c.Values)-1] = strconv.Itoa(sp.at)
+			c.Values[len(c.Values)-1], c.Part = strconv.Itoa(sp.at), sp.at
 			c.Limit, c.Burst = sp.share()
 		}
 	}

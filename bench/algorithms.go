@@ -210,7 +210,7 @@ func (b *bench) hotKeyTable() {
 			if spread > 1 {
 				vals = append(vals, strconv.Itoa(i))
 			}
-			key := s.Keys(&store.Request{Policy: p.Name, Checks: []store.Check{{Rule: "tenant", Values: vals}}})[0]
+			key := s.Keys(&store.Request{Policy: p.Name, Checks: []store.Check{{Rule: "tenant", Values: vals, Part: i, Parts: spread}}})[0]
 			if m, _, err := c.MasterOf(key); err == nil {
 				perMaster[slices.Index(masters, m)]++
 			}

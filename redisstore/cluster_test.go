@@ -382,8 +382,8 @@ func TestClusterBatchesBySlot(t *testing.T) {
 }
 
 // TestClusterSpreadsHotKey checks that a spread rule keeps one tenant's
-// window as sub-windows on every master, and that together they admit the
-// whole limit and no more.
+// window as sub-windows evenly over the masters, and that together they
+// admit the whole limit and no more.
 func TestClusterSpreadsHotKey(t *testing.T) {
 	c := sharedCluster(t)
 	prefix := newPrefix()
@@ -420,5 +420,32 @@ func TestClusterSpreadsHotKey(t *testing.T) {
 	if len(ttls) != 6 || len(masters) != 3 {
 		t.Errorf("the tenant's window is %d keys on %d masters (%v), want 6 keys on all 3", len(ttls), len(masters), masters)
 	}
+	for m, n := range masters {
+		if n != 2 {
+			t.Errorf("master %s holds %d sub-windows, want 2: the store places them in equal ranges of slots", m, n)
+		}
+	}
 	t.Logf("6 sub-windows over the masters: %v", masters)
+}
+
+// TestClusterSlot checks the slots the store places spread sub-windows by
+// against the Cluster's own CLUSTER KEYSLOT.
+func TestClusterSlot(t *testing.T) {
+	c := sharedCluster(t)
+	m := c.Masters()[0]
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200 {
+		b := make([]byte, 1+r.IntN(40))
+		for j := range b {
+			b[j] = byte(' ' + r.IntN(95))
+		}
+		tag := strings.NewReplacer("{", "(", "}", ")").Replace(string(b))
+		got, err := m.Do("CLUSTER", "KEYSLOT", "{"+tag+"}x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strconv.Itoa(int(redisstore.ClusterSlot(tag))); strings.TrimSpace(got) != want {
+			t.Errorf("tag %d %q: CLUSTER KEYSLOT %s, the store's %s", i, tag, got, want)
+		}
+	}
 }

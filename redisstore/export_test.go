@@ -35,3 +35,6 @@ func DecisionArgs(req *store.Request, now int64) []string {
 func ParseResults(req *store.Request, reply []int64) error {
 	return parseResults(req, reply, nil, 5)
 }
+
+// ClusterSlot exposes clusterSlot to the external tests.
+func ClusterSlot(tag string) uint16 { return clusterSlot([]byte(tag)) }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 
 	"github.com/sluicerate/sluice/store"
 )
@@ -78,6 +79,9 @@ func planOf(prefix string, perRule bool, req *store.Request) plan {
 		buf = append(buf, ":{"...)
 		buf = appendPart(buf, req.Policy)
 		buf = appendValues(buf, ',', c.Values)
+		if c.Parts > 1 {
+			buf = appendPlacement(buf, len(prefix)+2, c)
+		}
 		buf = append(buf, '}')
 		tags[i] = len(buf)
 		pl.keys[i] = string(appendWindow(buf, req.Policy, c))
@@ -101,6 +105,23 @@ func planOf(prefix string, perRule bool, req *store.Request) plan {
 		return len(req.Checks[b.checks[0]].Values) - len(req.Checks[a.checks[0]].Values)
 	})
 	return pl
+}
+
+// appendPlacement appends to the hash tag buf[from:] of a sub-window of a
+// spread rule "!n", n the least number that puts the tag's slot in the
+// Part-th of Parts equal ranges of the slot space. A Cluster whose masters
+// hold equal ranges of slots, as redis-cli --cluster create makes them,
+// then has the parts evenly over its masters, where hashing the part's
+// index alone lands them as chance has it. '!' never appears in an encoded
+// part; n depends on the tag alone, so every client finds the same key.
+func appendPlacement(buf []byte, from int, c *store.Check) []byte {
+	for n := range 1 << 12 {
+		b := strconv.AppendInt(append(buf, '!'), int64(n), 10)
+		if int(clusterSlot(b[from:]))*c.Parts/clusterSlots == c.Part {
+			return b
+		}
+	}
+	return buf // not met in 4,096 tries (odds below 10^-9 for 64 parts): the index alone
 }
 
 // firstChecks returns the indexes 0 to n-1: the checks of a plan of one

@@ -135,6 +135,11 @@ type Check struct {
 	// Shadow marks a check whose denial does not deny the request: it is
 	// decided and reported, and recorded when the request is.
 	Shadow bool
+
+	// Part and Parts, when Parts > 1, say that the window is sub-window Part
+	// (0 to Parts-1) of a spread rule's window (its last value is Part): a
+	// store that shards keys may place the parts apart.
+	Part, Parts int
 }
 
 // TTL is how long after its newest event a window of c can matter: its
