@@ -10,7 +10,11 @@
 //     only (Optional, Unless, Match) and give matching values a limit of
 //     their own (Overrides): per user when the user is known and per IP
 //     otherwise, ten times the free plan's limit for the paid plan, a limit
-//     of 0 to block.
+//     of 0 to block. A rule counts by an Algorithm: the exact Log (the
+//     default), GCRA (a token bucket in one small key, for large limits over
+//     many keys) or SlidingCounter (an estimate from two fixed windows). A
+//     rule may Spread one hot key (a tenant that takes all the traffic) over
+//     several Redis Cluster slots.
 //   - A Policy is a set of rules decided together: a request is allowed only
 //     when every rule that applies fits, and is then recorded in all of them.
 //   - A Decision is the answer: allowed or not, which rule denied and why

@@ -95,3 +95,30 @@ func ExampleLimiter_Record() {
 	// peer: 2 of 10 used
 	// a third: allowed true, peer 3 of 10 after it
 }
+
+// An API limits each user to 10,000 requests an hour as GCRA, one small key
+// per user however large the limit, with bursts of at most 3: a client
+// that sends a burst waits an interval (an hour / 10,000 = 360ms) per
+// request after it.
+func Example_gcra() {
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	api := &sluice.Policy{Name: "api", Rules: []sluice.Rule{
+		{Name: "per-user", Limit: 10000, Window: time.Hour, Algorithm: sluice.GCRA, Burst: 3, By: []string{"user"}},
+	}}
+	ctx := context.Background()
+	user := map[string]string{"user": "ada"}
+	for range 4 {
+		d, _ := lim.Allow(ctx, api, user)
+		fmt.Printf("allowed=%v remaining=%d retry_after=%v\n", d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	clock.Advance(360 * time.Millisecond)
+	d, _ := lim.Allow(ctx, api, user)
+	fmt.Printf("after 360ms: allowed=%v\n", d.Allowed)
+	// Output:
+	// allowed=true remaining=2 retry_after=0s
+	// allowed=true remaining=1 retry_after=0s
+	// allowed=true remaining=0 retry_after=0s
+	// allowed=false remaining=0 retry_after=360ms
+	// after 360ms: allowed=true
+}
