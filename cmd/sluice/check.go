@@ -31,6 +31,11 @@ Redis at --redis, else the file's store, else memory (where every window is
 empty, so check validates the file and the request).
 Exit status: 0 allowed, 1 denied, 2 usage, configuration or store error.
 
+sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ...
+loads a directory of envoyproxy/ratelimit configuration files (reporting
+every problem) and prints the status of each descriptor of one request,
+recording nothing.
+
 flags:`)
 		fs.PrintDefaults()
 	}
@@ -41,8 +46,16 @@ flags:`)
 	cost := fs.Int64("cost", 1, "the request's cost")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` instead of the file's store")
+	ef := addEnvoyFlags(fs, false)
+	var descs descriptorFlag
+	domain := fs.String("domain", "", "with --envoy-config: the request's `domain`")
+	fs.Var(&descs, "descriptor", "with --envoy-config: a descriptor's entries, `k=v[,k2=v2]`; repeat for several")
+	hits := fs.Uint("hits", 1, "with --envoy-config: the request's hits_addend")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *ef.dir != "" {
+		return checkEnvoy(ctx, ef, *domain, descs, uint32(*hits), *redisURL, *asJSON, stdout, stderr)
 	}
 	fail := func(format string, a ...any) int { return usageError(stderr, "check", format, a...) }
 	switch {

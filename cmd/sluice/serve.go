@@ -33,6 +33,13 @@ the file's store section, else memory. The file is reloaded on SIGHUP and
 when it changes; an invalid file is logged and the previous one kept.
 SIGTERM or SIGINT stops the server after the requests in flight.
 
+--envoy-config DIR serves a directory of envoyproxy/ratelimit configuration
+files as they are (with or without --config): Envoy's rate-limit service
+(gRPC, default :8081 then), /json, /healthcheck and /rlconfig, reloaded when
+a file changes. That service's environment variables (RUNTIME_ROOT,
+RUNTIME_SUBDIRECTORY, PORT, GRPC_PORT, LOG_LEVEL, REDIS_URL, ...) stand for
+flags the command line leaves out. See docs/envoy.md.
+
 --admin serves the admin view on its own listener, loopback only unless
 a host is named: a live page of the policies, decision rates, the keys
 denied now and when each is let through, a key inspector and the store's
@@ -51,6 +58,7 @@ flags:`)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	watch := fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)")
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
+	ef := addEnvoyFlags(fs, true)
 	adminAddrFlag := fs.String("admin", defaultAdminAddr, "serve the admin view, /metrics and pprof on this `address` (a bare :PORT is loopback only; '' turns it off)")
 	adminToken := fs.String("admin-token", "", "require this bearer `token` on the admin listener (default: $"+adminTokenEnv+"; none when both are empty)")
 	if err := fs.Parse(args); err != nil {
@@ -66,16 +74,28 @@ flags:`)
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
 	}
-	if *file == "" {
-		return fail("--config FILE is required")
+	if err := applyEnvoyEnv(fs, ef, os.Getenv); err != nil {
+		return fail("%v", err)
+	}
+	envoyOpts, err := ef.options()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *file == "" && *ef.dir == "" {
+		return fail("--config FILE or --envoy-config DIR is required")
+	}
+	if *ef.dir != "" && *grpcAddr == "" {
+		*grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return fail("%v", err)
 	}
-	cfg, err := config.Load(*file)
-	if err != nil {
-		return fail("%v", err)
+	cfg := &config.Config{}
+	if *file != "" {
+		if cfg, err = config.Load(*file); err != nil {
+			return fail("%v", err)
+		}
 	}
 	store, err := openConfiguredStore(cfg, *redisURL)
 	if err != nil {
@@ -85,6 +105,11 @@ flags:`)
 	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, Ping: store.Ping, Queues: store.queueReader()})
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *ef.dir != "" {
+		if err := srv.LoadEnvoyConfig(*ef.dir, envoyOpts); err != nil {
+			return fail("--envoy-config %s:\n%v", *ef.dir, err)
+		}
 	}
 
 	hl, err := net.Listen("tcp", *httpAddr)
@@ -120,7 +145,15 @@ flags:`)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go srv.Watch(ctx, *file, *watch, hup)
+	if *file != "" {
+		go srv.Watch(ctx, *file, *watch, hup)
+	}
+	if *ef.dir != "" {
+		envoyHup := make(chan os.Signal, 1)
+		signal.Notify(envoyHup, syscall.SIGHUP)
+		defer signal.Stop(envoyHup)
+		go srv.WatchEnvoyConfig(ctx, *watch, envoyHup)
+	}
 
 	errc := make(chan error, 3)
 	hs := srv.HTTPServer(*httpAddr)
@@ -141,6 +174,9 @@ flags:`)
 	if gl != nil {
 		attrs = append(attrs, slog.String("grpc", gl.Addr().String()))
 	}
+	if ec := srv.EnvoyConfig(); ec != nil {
+		attrs = append(attrs, slog.String("envoy_config", ec.Dir), slog.Int("envoy_domains", len(ec.Domains())))
+	}
 	if al != nil {
 		attrs = append(attrs, slog.String("admin", al.Addr().String()), slog.Bool("admin_token", *adminToken != ""))
 	}
@@ -154,6 +190,7 @@ flags:`)
 		log.Error("server failed", slog.Any("err", err))
 		code = 1
 	}
+	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	done := make(chan struct{})

@@ -81,9 +81,19 @@ type serveProc struct {
 // with JSON logs, waits until it serves, and stops it when the test ends.
 func startServe(t *testing.T, file string, args ...string) *serveProc {
 	t.Helper()
-	args = append([]string{"serve", "--config", file, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+	return startServeArgs(t, nil, append([]string{"--config", file}, args...)...)
+}
+
+// startServeArgs starts `sluice serve` with args after the loopback ports,
+// JSON logs and a 50ms watch, with env added to the environment.
+func startServeArgs(t *testing.T, env []string, args ...string) *serveProc {
+	t.Helper()
+	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
 		"--log-format", "json", "--watch", "50ms"}, args...)
 	cmd := exec.Command(sluiceBinary(t), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

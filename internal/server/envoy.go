@@ -21,7 +21,9 @@ import (
 	"github.com/sluicerate/sluice/internal/edge"
 )
 
-// envoyService implements Envoy's envoy.service.ratelimit.v3.RateLimitService:
+// envoyService implements Envoy's envoy.service.ratelimit.v3.RateLimitService.
+// A request whose domain the Envoy model serves (LoadEnvoyConfig) is decided
+// by its descriptors (package envoy). Otherwise sluice's own model applies:
 //
 //   - the request's domain names the policy;
 //   - the entries of all its descriptors together are the attributes (a key
@@ -51,6 +53,9 @@ func (s *Server) registerEnvoy(gs *grpc.Server) {
 func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (out *rlsv3.RateLimitResponse, err error) {
 	defer func() { e.s.count("envoy", err) }()
 	st := e.s.state.Load()
+	if cfg, ok := e.s.envoyDomain(st, req.GetDomain()); ok {
+		return e.s.decideEnvoy(ctx, st, cfg, req)
+	}
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "the request has no domain; the domain names the sluice policy")
 	}

@@ -13,12 +13,13 @@ import (
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
-// RegisterGRPC registers sluice's own service (sluice.v1.Sluice) and
-// Envoy's rate-limit service (envoy.service.ratelimit.v3.RateLimitService)
-// on gs.
+// RegisterGRPC registers sluice's own service (sluice.v1.Sluice), Envoy's
+// rate-limit service (envoy.service.ratelimit.v3.RateLimitService), health
+// checking (grpc.health.v1.Health) and server reflection on gs.
 func (s *Server) RegisterGRPC(gs *grpc.Server) {
 	sluicev1.RegisterSluiceServer(gs, &sluiceService{s: s})
 	s.registerEnvoy(gs)
+	s.registerServing(gs)
 }
 
 // sluiceService implements sluice.v1.Sluice over a Server.

@@ -70,6 +70,7 @@ type Server struct {
 	timeout time.Duration
 	ping    func(ctx context.Context) error
 	state   atomic.Pointer[state]
+	envoy   envoyFront  // envoyproxy/ratelimit's model, when loaded (envoy_config.go)
 	view    *view       // what the admin view shows (admin.go)
 	queues  QueueReader // the admin inspector's reader of queues
 }
@@ -205,6 +206,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	s.envoyRoutes(mux)
 	return s.recoverer(notFound(mux))
 }
 

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicerate/sluice/httplimit"
+)
+
+// envoyRoutes adds envoyproxy/ratelimit's HTTP endpoints to mux:
+//
+//   - POST /json: a RateLimitRequest in protobuf's JSON mapping, answered
+//     with the RateLimitResponse, 200 when OK and 429 when OVER_LIMIT;
+//   - GET /healthcheck: 200 "OK" while the store answers and the server is
+//     not shutting down, else 500;
+//   - GET /rlconfig: the loaded Envoy configuration, one limit per line.
+func (s *Server) envoyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /json", s.handleEnvoyJSON)
+	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
+}
+
+func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.fail(w, "json", &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Detail: fmt.Sprintf("the body is over %d bytes", s.maxBody)})
+			return
+		}
+		s.fail(w, "json", badRequest("malformed_json", "reading the body: %v", err))
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.fail(w, "json", badRequest("malformed_json", "the body is not a RateLimitRequest in protobuf's JSON mapping (%v); send {\"domain\":\"D\",\"descriptors\":[{\"entries\":[{\"key\":\"K\",\"value\":\"V\"}]}]}", err))
+		return
+	}
+	out, err := (&envoyService{s: s}).ShouldRateLimit(r.Context(), &req)
+	if err != nil {
+		st := status.Convert(err)
+		p := &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: st.Message()}
+		switch st.Code() {
+		case codes.InvalidArgument:
+			p.Status, p.Code = http.StatusBadRequest, "bad_request"
+		case codes.Unavailable:
+			p.Status, p.Code = http.StatusServiceUnavailable, "unavailable"
+		}
+		p.Write(w)
+		return
+	}
+	b, err := protojson.Marshal(out)
+	if err != nil {
+		httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if out.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.serving(r.Context()) != healthpb.HealthCheckResponse_SERVING {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte("NOT OK: the store does not answer, or the server is shutting down\n"))
+		return
+	}
+	_, _ = w.Write([]byte("OK"))
+}
+
+func (s *Server) handleRLConfig(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	cfg := s.envoy.cfg.Load()
+	if cfg == nil {
+		var names []string
+		for _, p := range s.state.Load().cfg.Policies {
+			names = append(names, p.Name)
+		}
+		fmt.Fprintf(w, "no Envoy configuration is loaded (sluice serve --envoy-config DIR); Envoy's domains name the policies: %s\n", strings.Join(names, ", "))
+		return
+	}
+	_, _ = io.WriteString(w, cfg.Dump())
+}
