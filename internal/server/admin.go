@@ -352,8 +352,12 @@ func (s *Server) handleAdminDenied(w http.ResponseWriter, r *http.Request) {
 	for i := range rules {
 		if p := cfg.Policy(rules[i].Policy); p != nil {
 			for _, rl := range p.Rules {
-				if rl.Name == rules[i].Rule {
-					rules[i].By = nonNil(rl.By)
+				if rl.Name != rules[i].Rule {
+					continue
+				}
+				rules[i].By = nonNil(rl.By)
+				for j := range rules[i].Keys {
+					rules[i].Keys[j].Shadow = rules[i].Keys[j].Shadow || p.Shadow || rl.Shadow
 				}
 			}
 		}

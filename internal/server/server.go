@@ -117,6 +117,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.view, s.queues = newView(clock), opts.Queues
 	s.metrics.view = s.view
+	s.reg.MustRegister(s.viewCollectors()...)
 	s.store = &instrumentedStore{Store: store, m: s.metrics}
 	if err := s.Swap(cfg); err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ function el(tag, attrs, ...children) {
     }
   }
   for (const c of children.flat()) {
-    if (c === undefined || c === null) continue;
+    if (c === undefined || c === null || c === false || c === "") continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
@@ -41,8 +41,8 @@ function fmtMS(ms) {
   const s = ms / 1000;
   if (s < 60) return (s < 10 ? s.toFixed(1) : Math.round(s)) + " s";
   const m = Math.floor(s / 60), r = Math.round(s % 60);
-  if (m < 60) return m + " min " + r + " s";
-  return Math.floor(m / 60) + " h " + (m % 60) + " min";
+  if (m < 60) return m + " min" + (r ? " " + r + " s" : "");
+  return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
 
 function fmtRate(n) {

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// viewCollectors are the gauges the alert rules in deploy/ need beside the
+// counters of metrics.go: whether the store answers, the circuit breaker's
+// state, and whether the latest reload took. They are read when scraped.
+func (s *Server) viewCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_store_up",
+			Help: "Whether the store answered a ping made for this scrape (1) or not (0), within 1 s.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			start := time.Now()
+			err := s.Ready(ctx)
+			s.store.observe("ping", start, err)
+			if err != nil {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_store_breaker_open",
+			Help: "Whether the circuit breaker over the store is open or half-open (1): store calls are not made and decisions are degraded.",
+		}, func() float64 {
+			var h healthJSON
+			s.view.health.snapshot(&h, s.view.clock.Now(), 1)
+			if h.Breaker == "closed" {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_successful",
+			Help: "Whether the latest reload of the configuration file took (1) or failed, leaving the previous configuration in use (0); 1 before any reload.",
+		}, func() float64 {
+			s.view.mu.Lock()
+			defer s.view.mu.Unlock()
+			if !s.view.reload.At.IsZero() && !s.view.reload.OK {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_config_loaded_timestamp_seconds",
+			Help: "When the configuration in use was loaded, in Unix seconds.",
+		}, func() float64 {
+			return float64(s.state.Load().loaded.UnixMilli()) / 1000
+		}),
+	}
+}
