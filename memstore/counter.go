@@ -67,31 +67,49 @@ func counterCheck(res *store.Result, c *store.Check, w *window, now int64) {
 
 // counterWait returns how long from now until c fits, after the decision
 // recorded its cost (pending) or not: the least t at which the estimate
-// has room, found by bisection (the estimate never grows as time passes),
-// at most when the bucket after the current one ends, and a window for a
-// limit of 0.
+// has room (it never grows as time passes), at most when the bucket after
+// the current one ends, and a window for a limit of 0. It solves
+// floor(prev*(W-e)/W) <= room for the elapsed e in the bucket of now, then
+// in the next, and steps to where the fit changes, since float64 may put
+// the solution a µs off: the Redis store's counter.lua does the same.
 func counterWait(c *store.Check, w *window, pending bool, now int64) int64 {
 	var p int64
 	if pending {
 		p = c.Cost
 	}
+	win := c.Window.Microseconds()
 	if c.Limit == 0 {
-		return c.Window.Microseconds()
+		return win
 	}
 	if counterFits(c, w, p, now, now) {
 		return 0
 	}
-	win := c.Window.Microseconds()
-	lo, hi := now, (now/win+2)*win // fits(lo) is false, fits(hi) true
-	for lo+1 < hi {
-		mid := lo + (hi-lo)/2
-		if counterFits(c, w, p, now, mid) {
-			hi = mid
-		} else {
-			lo = mid
+	b := now / win
+	_, prev, curr := counterAt(c, w, p, now, now)
+	t := (b + 2) * win
+	if room := c.Limit - c.Cost - curr; room >= 0 && prev > 0 {
+		t = b*win + counterSolve(win, prev, room)
+	}
+	if t >= (b+1)*win {
+		t = (b + 1) * win
+		if curr > 0 {
+			t += max(0, counterSolve(win, curr, c.Limit-c.Cost))
 		}
 	}
-	return hi - now
+	t = min(max(t, now+1), (b+2)*win)
+	for t-1 > now && counterFits(c, w, p, now, t-1) {
+		t--
+	}
+	for !counterFits(c, w, p, now, t) {
+		t++
+	}
+	return t - now
+}
+
+// counterSolve returns about the least e at which a previous bucket of
+// count prev, weighted by (win-e)/win, counts at most room.
+func counterSolve(win, prev, room int64) int64 {
+	return int64(math.Floor(float64(win)-float64(room+1)*float64(win)/float64(prev))) + 1
 }
 
 func counterAdd(w *window, c *store.Check, now int64) {

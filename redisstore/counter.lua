@@ -51,27 +51,48 @@ local function counter()
     return true, nil
   end
 
-  -- wait returns how long from now until r fits s, once pending
-  -- units are recorded at now: the least time the estimate has room, found
-  -- by bisection (it never grows as time passes), at most when the bucket
-  -- after the current one ends.
+  -- solve returns about the least e at which a previous bucket of count
+  -- prev, weighted by (w - e) / w, counts at most room.
+  local function solve(w, prev, room)
+    return floor(w - (room + 1) * w / prev) + 1
+  end
+
+  -- wait returns how long from now until r fits s, once pending units are
+  -- recorded at now: the least t at which the estimate has room (it never
+  -- grows as time passes), at most when the bucket after the current one
+  -- ends. It solves for the elapsed time in the bucket of now, then in the
+  -- next, and steps to where the fit changes, since doubles may put the
+  -- solution a µs off: memstore does the same.
   local function wait(s, r, pending, now)
     if r.limit == 0 then
       return r.w
     end
-    local lo, hi = now, (s.idx + 2) * r.w
-    if estimate(s, r, pending, now) + r.cost <= r.limit then
+    local function fits(t)
+      return estimate(s, r, pending, t) + r.cost <= r.limit
+    end
+    if fits(now) then
       return 0
     end
-    while lo + 1 < hi do
-      local mid = lo + floor((hi - lo) / 2)
-      if estimate(s, r, pending, mid) + r.cost <= r.limit then
-        hi = mid
-      else
-        lo = mid
+    local w, b, curr = r.w, s.idx, s.curr + pending -- s is rolled to now
+    local t = (b + 2) * w
+    local room = r.limit - r.cost - curr
+    if room >= 0 and s.prev > 0 then
+      t = b * w + solve(w, s.prev, room)
+    end
+    if t >= (b + 1) * w then
+      t = (b + 1) * w
+      if curr > 0 then
+        t = t + max(0, solve(w, curr, r.limit - r.cost))
       end
     end
-    return hi - now
+    t = min(max(t, now + 1), (b + 2) * w)
+    while t - 1 > now and fits(t - 1) do
+      t = t - 1
+    end
+    while not fits(t) do
+      t = t + 1
+    end
+    return t - now
   end
 
   local function write(s, r, now)
