@@ -2,11 +2,11 @@
 
 GO ?= go
 
-.PHONY: test deps doctor vet staticcheck proto proto-check unit fuzz bench demo
+.PHONY: test deps doctor vet staticcheck proto proto-check deploy-check unit fuzz bench demo
 
-## test: install what the tests need, then vet, staticcheck, a check of the generated gRPC code, short fuzz
-## runs and every test with the race detector.
-test: deps vet staticcheck proto-check fuzz unit
+## test: install what the tests need, then vet, staticcheck, a check of the generated gRPC code and of the
+## alert rules in deploy/, short fuzz runs and every test with the race detector.
+test: deps vet staticcheck proto-check deploy-check fuzz unit
 
 ## deps: the Debian packages the tests need, installed when missing (scripts/deps.sh has the list).
 ## Go tools are pinned in go.mod with tool directives and run with `go tool`: nothing goes into GOBIN.
@@ -30,6 +30,11 @@ proto:
 ## proto-check: the committed generated code is what make proto writes.
 proto-check:
 	@scripts/proto.sh --check
+
+## deploy-check: the Prometheus alert rules in deploy/ are valid (promtool from Debian's prometheus); the
+## unit tests check that every metric they and the Grafana dashboard query is one sluice exports.
+deploy-check:
+	promtool check rules deploy/prometheus/alerts.yml
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
