@@ -197,14 +197,30 @@ func TestServeEnvoyHTTP(t *testing.T) {
 	}
 }
 
-// TestServeEnvoyHealth: grpc.health.v1 answers SERVING while Redis answers
-// and NOT_SERVING while it is paused, for the server and for "ratelimit";
-// reflection lists the services.
+// TestServeEnvoyHealth: POST /v1/envoy/reset empties a key's window on
+// Redis; grpc.health.v1 answers SERVING while Redis answers and NOT_SERVING
+// while it is paused, for the server and for "ratelimit"; reflection lists
+// the services.
 func TestServeEnvoyHealth(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	p := startServeArgs(t, nil, "--envoy-config", copyDir(t, "integration/config"), "--redis", "redis://"+rs.Addr()+"/0")
 	conn := dialRLS(t, p)
+
+	// An operator gives a key its limit back.
+	body := `{"domain":"basic","descriptors":[{"entries":[{"key":"one_per_minute","value":"u1"}]}]}`
+	for i, want := range []int{200, 429} {
+		if r := p.do("POST", "/json", body); r.Status != want {
+			t.Errorf("/json hit %d: %d %s, want %d", i+1, r.Status, r.Body, want)
+		}
+	}
+	if r := p.do("POST", "/v1/envoy/reset", body); r.Status != 200 || !strings.Contains(string(r.Body), `"reset":1`) {
+		t.Errorf("/v1/envoy/reset: %d %s", r.Status, r.Body)
+	}
+	if r := p.do("POST", "/json", body); r.Status != 200 {
+		t.Errorf("/json after the reset: %d %s, want 200", r.Status, r.Body)
+	}
+
 	hc := healthpb.NewHealthClient(conn)
 	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -110,6 +110,7 @@ flags:`)
 		if err := srv.LoadEnvoyConfig(*ef.dir, envoyOpts); err != nil {
 			return fail("--envoy-config %s:\n%v", *ef.dir, err)
 		}
+		srv.SetWindowReset(windowReset(store))
 	}
 
 	hl, err := net.Listen("tcp", *httpAddr)

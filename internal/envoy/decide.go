@@ -504,3 +504,53 @@ func sortedKeys(h http.Header) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Windows returns the store request of the windows that req's descriptors
+// match, every limit of each (replaces aside), with a cost of 1: what an
+// operator resets to give a key its whole limit back. A request that
+// matches no limit gives a request with no checks.
+func (c *Config) Windows(req *rlsv3.RateLimitRequest) (*store.Request, error) {
+	if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 {
+		return nil, fmt.Errorf("%w: name the domain and at least one descriptor", ErrBadRequest)
+	}
+	out := &store.Request{Policy: PolicyName(req.GetDomain())}
+	seen := map[string]bool{}
+	add := func(rule string, values []string, l Limit) {
+		id := rule + "\x00" + strings.Join(values, "\x00")
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: 1}
+		if l.Requests == 0 {
+			ch.Algorithm = sluice.Log
+		}
+		if ch.Algorithm == sluice.GCRA {
+			ch.Burst = ch.Limit
+		}
+		out.Checks = append(out.Checks, ch)
+	}
+	for _, d := range req.GetDescriptors() {
+		if o := d.GetLimit(); o != nil {
+			u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+			var values []string
+			for _, e := range d.GetEntries() {
+				values = append(values, e.GetKey(), e.GetValue())
+			}
+			add("limit/"+strings.ToLower(u.String()), values, Limit{Requests: o.GetRequestsPerUnit(), Window: unitLengths[u]})
+			continue
+		}
+		m := c.match(req.GetDomain(), d.GetEntries())
+		if m.node == nil {
+			continue
+		}
+		for j, l := range m.node.limits {
+			rule := m.node.path
+			if j > 0 {
+				rule += "#" + strconv.Itoa(j+1)
+			}
+			add(rule, m.values, l)
+		}
+	}
+	return out, nil
+}

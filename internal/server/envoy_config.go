@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/store"
 )
 
 // EnvoyOptions configures the Envoy model (LoadEnvoyConfig).
@@ -39,6 +40,14 @@ type envoyFront struct {
 	opts     EnvoyOptions
 	metrics  *envoyMetrics
 	draining atomic.Bool
+	reset    func(ctx context.Context, req *store.Request) (int, error)
+}
+
+// SetWindowReset gives the server the store's way to empty windows, for
+// POST /v1/envoy/reset: reset deletes the windows of req's checks and
+// returns how many held anything. Without one the endpoint answers 501.
+func (s *Server) SetWindowReset(reset func(ctx context.Context, req *store.Request) (int, error)) {
+	s.envoy.reset = reset
 }
 
 // LoadEnvoyConfig loads the directory of envoyproxy/ratelimit configuration

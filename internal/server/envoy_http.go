@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -22,8 +23,12 @@ import (
 //     with the RateLimitResponse, 200 when OK and 429 when OVER_LIMIT;
 //   - GET /healthcheck: 200 "OK" while the store answers and the server is
 //     not shutting down, else 500;
-//   - GET /rlconfig: the loaded Envoy configuration, one limit per line.
+//   - GET /rlconfig: the loaded Envoy configuration, one limit per line;
+//   - POST /v1/envoy/reset: a RateLimitRequest as /json takes it; the
+//     windows its descriptors match are emptied, giving those keys their
+//     whole limits back.
 func (s *Server) envoyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/envoy/reset", s.handleEnvoyReset)
 	mux.HandleFunc("POST /json", s.handleEnvoyJSON)
 	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
@@ -93,4 +98,57 @@ func (s *Server) handleRLConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, cfg.Dump())
+}
+
+// resetJSON is the answer of POST /v1/envoy/reset.
+type resetJSON struct {
+	Windows []resetWindowJSON `json:"windows"`
+	Reset   int               `json:"reset"` // how many held hits
+}
+
+type resetWindowJSON struct {
+	Rule   string   `json:"rule"`
+	Values []string `json:"values"`
+}
+
+func (s *Server) handleEnvoyReset(w http.ResponseWriter, r *http.Request) {
+	cfg := s.envoy.cfg.Load()
+	if cfg == nil {
+		s.fail(w, "envoy_reset", &httplimit.Problem{Status: http.StatusNotFound, Code: "not_found",
+			Detail: "no Envoy configuration is loaded; start sluice serve with --envoy-config DIR"})
+		return
+	}
+	if s.envoy.reset == nil {
+		s.fail(w, "envoy_reset", &httplimit.Problem{Status: http.StatusNotImplemented, Code: "not_implemented",
+			Detail: "this store cannot empty a window; the in-memory store's windows go with the process"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		s.fail(w, "envoy_reset", badRequest("malformed_json", "reading the body: %v", err))
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.fail(w, "envoy_reset", badRequest("malformed_json", "the body is not a RateLimitRequest in protobuf's JSON mapping (%v); send {\"domain\":\"D\",\"descriptors\":[{\"entries\":[{\"key\":\"K\",\"value\":\"V\"}]}]}", err))
+		return
+	}
+	sreq, err := cfg.Windows(&req)
+	if err != nil {
+		s.fail(w, "envoy_reset", badRequest("bad_request", "%v", err))
+		return
+	}
+	out := resetJSON{Windows: []resetWindowJSON{}}
+	for _, c := range sreq.Checks {
+		out.Windows = append(out.Windows, resetWindowJSON{Rule: c.Rule, Values: c.Values})
+	}
+	if len(sreq.Checks) > 0 {
+		if out.Reset, err = s.envoy.reset(r.Context(), sreq); err != nil {
+			s.log.Warn("resetting windows", slog.String("domain", req.GetDomain()), slog.Any("err", err))
+			s.fail(w, "envoy_reset", &httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed: " + err.Error()})
+			return
+		}
+	}
+	s.log.Info("windows reset", slog.String("domain", req.GetDomain()), slog.Int("windows", len(sreq.Checks)), slog.Int("reset", out.Reset))
+	writeJSON(w, out)
 }
