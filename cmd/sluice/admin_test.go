@@ -13,20 +13,14 @@ func TestServeAdmin(t *testing.T) {
 	t.Setenv(adminTokenEnv, "e2e-token") // inherited by the child process
 	file := writeFile(t, t.TempDir(), "sluice.yaml", e2eConfig)
 	p := startServe(t, file, "--admin", "127.0.0.1:0")
-	admin := ""
+	admin := p.adminAddr()
 	p.mu.Lock()
 	for _, rec := range p.logs {
-		if rec["msg"] == "sluice serving" {
-			admin, _ = rec["admin"].(string)
-			if rec["admin_token"] != true {
-				t.Errorf("serving record %v does not say a token is required", rec)
-			}
+		if rec["msg"] == "sluice serving" && rec["admin_token"] != true {
+			t.Errorf("serving record %v does not say a token is required", rec)
 		}
 	}
 	p.mu.Unlock()
-	if admin == "" {
-		t.Fatalf("no admin address in the logs:\n%s", p.logText())
-	}
 	var d struct{ Allowed bool }
 	p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
 	get := func(url, token string) int {
@@ -67,4 +61,22 @@ func TestAdminAddr(t *testing.T) {
 			t.Errorf("adminAddr(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// adminAddr returns the admin listener's address from the server's
+// "sluice serving" log record.
+func (p *serveProc) adminAddr() string {
+	p.t.Helper()
+	p.mu.Lock()
+	addr := ""
+	for _, rec := range p.logs {
+		if a, _ := rec["admin"].(string); rec["msg"] == "sluice serving" && a != "" {
+			addr = a
+		}
+	}
+	p.mu.Unlock()
+	if addr == "" {
+		p.t.Fatalf("no admin address in the logs:\n%s", p.logText())
+	}
+	return addr
 }

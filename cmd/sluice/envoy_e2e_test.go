@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,14 +199,14 @@ func TestServeEnvoyHTTP(t *testing.T) {
 	}
 }
 
-// TestServeEnvoyHealth: POST /v1/envoy/reset empties a key's window on
-// Redis; grpc.health.v1 answers SERVING while Redis answers and NOT_SERVING
+// TestServeEnvoyHealth: POST /api/v1/envoy/reset on the admin listener
+// (and not on the public one) empties a key's window on Redis; grpc.health.v1 answers SERVING while Redis answers and NOT_SERVING
 // while it is paused, for the server and for "ratelimit"; reflection lists
 // the services.
 func TestServeEnvoyHealth(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	p := startServeArgs(t, nil, "--envoy-config", copyDir(t, "integration/config"), "--redis", "redis://"+rs.Addr()+"/0")
+	p := startServeArgs(t, nil, "--envoy-config", copyDir(t, "integration/config"), "--redis", "redis://"+rs.Addr()+"/0", "--admin", "127.0.0.1:0")
 	conn := dialRLS(t, p)
 
 	// An operator gives a key its limit back.
@@ -214,8 +216,17 @@ func TestServeEnvoyHealth(t *testing.T) {
 			t.Errorf("/json hit %d: %d %s, want %d", i+1, r.Status, r.Body, want)
 		}
 	}
-	if r := p.do("POST", "/v1/envoy/reset", body); r.Status != 200 || !strings.Contains(string(r.Body), `"reset":1`) {
-		t.Errorf("/v1/envoy/reset: %d %s", r.Status, r.Body)
+	if r := p.do("POST", "/api/v1/envoy/reset", body); r.Status != 404 {
+		t.Errorf("/api/v1/envoy/reset on the public listener: %d %s, want 404", r.Status, r.Body)
+	}
+	hres, err := http.Post("http://"+p.adminAddr()+"/api/v1/envoy/reset", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset, _ := io.ReadAll(hres.Body)
+	hres.Body.Close()
+	if hres.StatusCode != 200 || !strings.Contains(string(reset), `"reset":1`) {
+		t.Errorf("/api/v1/envoy/reset on the admin listener: %d %s", hres.StatusCode, reset)
 	}
 	if r := p.do("POST", "/json", body); r.Status != 200 {
 		t.Errorf("/json after the reset: %d %s, want 200", r.Status, r.Body)

@@ -114,6 +114,7 @@ func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
 	mux.HandleFunc("GET /api/v1/denied", s.handleAdminDenied)
 	mux.HandleFunc("GET /api/v1/health", s.handleAdminHealth)
 	mux.HandleFunc("POST /api/v1/inspect", s.handleAdminInspect)
+	mux.HandleFunc("POST /api/v1/envoy/reset", s.handleEnvoyReset)
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)

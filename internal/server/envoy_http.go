@@ -23,12 +23,13 @@ import (
 //     with the RateLimitResponse, 200 when OK and 429 when OVER_LIMIT;
 //   - GET /healthcheck: 200 "OK" while the store answers and the server is
 //     not shutting down, else 500;
-//   - GET /rlconfig: the loaded Envoy configuration, one limit per line;
-//   - POST /v1/envoy/reset: a RateLimitRequest as /json takes it; the
-//     windows its descriptors match are emptied, giving those keys their
-//     whole limits back.
+//   - GET /rlconfig: the loaded Envoy configuration, one limit per line.
+//
+// The admin listener (AdminHandler) has POST /api/v1/envoy/reset: a
+// RateLimitRequest as /json takes it; the windows its descriptors match
+// are emptied, giving those keys their whole limits back. It is an
+// operator's tool, so it is not on the public listener.
 func (s *Server) envoyRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/envoy/reset", s.handleEnvoyReset)
 	mux.HandleFunc("POST /json", s.handleEnvoyJSON)
 	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
