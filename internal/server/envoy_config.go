@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -110,33 +109,16 @@ func (s *Server) ReloadEnvoyConfig() error {
 }
 
 // WatchEnvoyConfig reloads the directory whenever a file in it changes,
-// appears or goes (checked every interval, default 1s), and on each value
-// from reload, until ctx ends: as envoyproxy/ratelimit follows its runtime
-// directory, Kubernetes config maps included.
+// appears or goes (checked every interval; 0: never, only on reload), and
+// on each value from reload, until ctx ends: as envoyproxy/ratelimit
+// follows its runtime directory, Kubernetes config maps included.
 func (s *Server) WatchEnvoyConfig(ctx context.Context, interval time.Duration, reload <-chan os.Signal) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	last := dirSum(s.envoy.dir)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reload:
-			last = dirSum(s.envoy.dir)
-			_ = s.ReloadEnvoyConfig()
-		case <-t.C:
-			sum := dirSum(s.envoy.dir)
-			if sum == nil || bytes.Equal(sum, last) {
-				continue
-			}
-			last = sum
+	watchChanges(ctx, interval, reload, func() []byte { return dirSum(s.envoy.dir) }, func(signalled bool) {
+		if !signalled {
 			s.log.Info("the Envoy configuration changed; reloading", slog.String("dir", s.envoy.dir))
-			_ = s.ReloadEnvoyConfig()
 		}
-	}
+		_ = s.ReloadEnvoyConfig()
+	})
 }
 
 // dirSum is a SHA-256 over the names and contents of the YAML files in dir,

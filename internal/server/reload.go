@@ -32,33 +32,47 @@ func (s *Server) ReloadFile(path string) error {
 }
 
 // Watch reloads the file at path whenever its contents change, checking
-// every interval (default 1s), and whenever a value arrives on reload (a
-// SIGHUP, say), until ctx ends. Polling the contents, rather than waiting for
-// file system events, follows editors that replace the file and Kubernetes
-// config maps that swap a symbolic link.
+// every interval (0: never, only on reload), and whenever a value arrives
+// on reload (a SIGHUP, say), until ctx ends. Polling the contents, rather
+// than waiting for file system events, follows editors that replace the
+// file and Kubernetes config maps that swap a symbolic link.
 func (s *Server) Watch(ctx context.Context, path string, interval time.Duration, reload <-chan os.Signal) {
-	if interval <= 0 {
-		interval = time.Second
+	watchChanges(ctx, interval, reload, func() []byte { return fileSum(path) }, func(signalled bool) {
+		if signalled {
+			s.log.Info("reloading the configuration on signal", slog.String("file", path))
+		} else {
+			s.log.Info("the configuration file changed; reloading", slog.String("file", path))
+		}
+		_ = s.ReloadFile(path)
+	})
+}
+
+// watchChanges calls reload whenever sum's value changes, checked every
+// interval (0: never), and whenever a value arrives on signal, until ctx
+// ends. sum returns nil while what it sums cannot be read, which is not a
+// change.
+func watchChanges(ctx context.Context, interval time.Duration, signal <-chan os.Signal, sum func() []byte, reload func(signalled bool)) {
+	last := sum()
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
 	}
-	last := fileSum(path)
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-reload:
-			s.log.Info("reloading the configuration on signal", slog.String("file", path))
-			last = fileSum(path)
-			_ = s.ReloadFile(path)
-		case <-t.C:
-			sum := fileSum(path)
-			if sum == nil || bytes.Equal(sum, last) {
+		case <-signal:
+			last = sum()
+			reload(true)
+		case <-tick:
+			now := sum()
+			if now == nil || bytes.Equal(now, last) {
 				continue
 			}
-			last = sum
-			s.log.Info("the configuration file changed; reloading", slog.String("file", path))
-			_ = s.ReloadFile(path)
+			last = now
+			reload(false)
 		}
 	}
 }
