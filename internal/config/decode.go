@@ -147,7 +147,7 @@ func (d *decoder) fields(n *yaml.Node, what string, v any) bool {
 		case k.Value == "<<":
 			d.errorf(k, "merge keys (<<) are not supported in %s; write the fields out", what)
 		case j < 0:
-			d.errorf(k, "unknown field %q in %s; %s", k.Value, what, suggest(k.Value, keys))
+			d.errorf(k, "unknown field %q in %s; %s", k.Value, what, Suggest(k.Value, keys))
 		case dup:
 			d.errorf(k, "field %q is set twice in %s (first on line %d); keep one", k.Value, what, line)
 		default:

@@ -53,9 +53,9 @@ func (l ErrorList) Unwrap() []error {
 	return errs
 }
 
-// suggest returns ` (did you mean "x"?)` when one of valid is close to got,
-// or the list of valid names otherwise.
-func suggest(got string, valid []string) string {
+// Suggest returns `did you mean "x"?` when one of valid is close to got,
+// or the list of valid names otherwise: for messages about unknown names.
+func Suggest(got string, valid []string) string {
 	best, bestDist := "", 3
 	for _, v := range valid {
 		if d := editDistance(strings.ToLower(got), v); d < bestDist {

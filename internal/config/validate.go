@@ -174,7 +174,7 @@ func (d *decoder) limit(v node[int64]) int64 {
 
 // fixAttr says how to fix a by attribute missing from a declared list.
 func fixAttr(a string, attrs []string) string {
-	if s := suggest(a, attrs); strings.HasPrefix(s, "did you mean") {
+	if s := Suggest(a, attrs); strings.HasPrefix(s, "did you mean") {
 		return s
 	}
 	return fmt.Sprintf("add %q to the policy's attributes or fix the rule's by", a)

@@ -27,6 +27,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/config"
 )
 
 // MaxFileSize is the largest configuration file Load reads.
@@ -226,44 +227,13 @@ func Parse(files []Source, opts LoadOptions) (*Config, error) {
 	return c, nil
 }
 
-// Error is one problem found in a configuration file, with where it is.
-type Error struct {
-	File         string
-	Line, Column int // 1-based; 0 when unknown
-	Msg          string
-}
-
-// Error returns "file:line:column: message".
-func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
-}
-
-// ErrorList is every problem found, in file order.
-type ErrorList []*Error
-
-// Error returns one problem per line.
-func (l ErrorList) Error() string {
-	var b strings.Builder
-	for i, e := range l {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(e.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the problems, so errors.As finds an *Error.
-func (l ErrorList) Unwrap() []error {
-	errs := make([]error, len(l))
-	for i, e := range l {
-		errs[i] = e
-	}
-	return errs
-}
+// Error is one problem found in a configuration file, with where it is;
+// ErrorList is every problem found, in file order. They are the native
+// configuration's, so both kinds of file report alike.
+type (
+	Error     = config.Error
+	ErrorList = config.ErrorList
+)
 
 // Dump returns the configuration as /rlconfig shows it: one line per
 // descriptor that has a rate limit, "domain.key_value...: unit=... requests_per_unit=...",

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/config"
 )
 
 // The file's schema. envoyproxy/ratelimit's keys, with sluice's own
@@ -184,9 +185,9 @@ func (d *decoder) fields(n *yaml.Node, what string, valid []string, f func(k str
 		case ok:
 			f(k, v)
 		case upstreamKeys[k]:
-			d.note(kn, "%q has no meaning in %s and is ignored, as envoyproxy/ratelimit ignores it; %s", k, what, suggest(k, valid))
+			d.note(kn, "%q has no meaning in %s and is ignored, as envoyproxy/ratelimit ignores it; %s", k, what, config.Suggest(k, valid))
 		default:
-			d.errorf(kn, "unknown key %q in %s; %s", k, what, suggest(k, valid))
+			d.errorf(kn, "unknown key %q in %s; %s", k, what, config.Suggest(k, valid))
 		}
 	}
 }
@@ -459,40 +460,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is out of range; a window is from 1µs to a year", s)
 	}
 	return w, nil
-}
-
-// suggest returns `did you mean "x"?` for a close key, or the valid keys.
-func suggest(got string, valid []string) string {
-	best, bestDist := "", 3
-	for _, v := range valid {
-		if dist := editDistance(got, v); dist < bestDist {
-			best, bestDist = v, dist
-		}
-	}
-	if best != "" {
-		return fmt.Sprintf("did you mean %q?", best)
-	}
-	return "valid here: " + strings.Join(valid, ", ")
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b))
-	}
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
