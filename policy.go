@@ -1,6 +1,9 @@
 package sluice
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Policy is a set of rules decided together: a request is allowed only when
 // every rule that applies to it fits, and an allowed request is recorded in
@@ -74,7 +77,7 @@ func (p *Policy) SharedAttributes() []string {
 // shared attributes are those of the first rule's By that p shares.
 func (p *Policy) Shares(attr string) bool {
 	for i := range p.Rules {
-		if !contains(p.Rules[i].By, attr) {
+		if !slices.Contains(p.Rules[i].By, attr) {
 			return false
 		}
 	}

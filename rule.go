@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,7 +161,7 @@ func (r *Rule) validate() error {
 		return invalid("%v", err)
 	}
 	for _, a := range r.Unless {
-		if contains(r.By, a) {
+		if slices.Contains(r.By, a) {
 			return invalid("it is keyed by %q and applies unless %q is present: it would never apply", a, a)
 		}
 	}
@@ -189,7 +190,7 @@ func checkNames(field string, names []string) error {
 		if a == "" {
 			return fmt.Errorf("an empty attribute name in %s[%d]", field, i)
 		}
-		if contains(names[:i], a) {
+		if slices.Contains(names[:i], a) {
 			return fmt.Errorf("%s names attribute %q twice", field, a)
 		}
 	}
@@ -263,15 +264,6 @@ func (r *Rule) limitFor(attrs map[string]string) (limit int64, unlimited bool) {
 // overrides: what a decision must evaluate per request.
 func (r *Rule) conditional() bool {
 	return r.Optional || len(r.Unless) > 0 || len(r.Match) > 0 || len(r.Overrides) > 0
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Algorithm is how a rule's window counts; see the constants.

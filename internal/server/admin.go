@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,40 +221,19 @@ type adminConfigJSON struct {
 	Entries bool   `json:"entries"`
 	Queues  bool   `json:"queues"`
 
-	Policies  []adminPolicyJSON   `json:"policies"`
-	Schedules []adminScheduleJSON `json:"schedules"`
+	Policies  []adminPolicyJSON `json:"policies"`
+	Schedules []scheduleJSON    `json:"schedules"`
 
 	// TopKeys is how many denied keys the view keeps per rule.
 	TopKeys int `json:"top_keys"`
 }
 
 type adminPolicyJSON struct {
-	Name     string          `json:"name"`
-	Penalize bool            `json:"penalize"`
-	Shadow   bool            `json:"shadow"`
-	By       []string        `json:"by"` // every attribute its rules read
-	Rules    []adminRuleJSON `json:"rules"`
-}
-
-type adminRuleJSON struct {
-	Name      string   `json:"name"`
-	By        []string `json:"by"`
-	Limit     int64    `json:"limit"`
-	WindowMS  int64    `json:"window_ms"`
-	MinGapMS  int64    `json:"min_gap_ms"`
-	Algorithm string   `json:"algorithm"`
-	Burst     int64    `json:"burst,omitempty"`
-	Optional  bool     `json:"optional"`
-	Shadow    bool     `json:"shadow"`
-}
-
-type adminScheduleJSON struct {
-	Name       string   `json:"name"`
-	By         []string `json:"by"`
-	Rate       string   `json:"rate"`
-	IntervalMS float64  `json:"interval_ms"`
-	MaxDelayMS int64    `json:"max_delay_ms"`
-	MaxQueue   int64    `json:"max_queue"`
+	Name     string     `json:"name"`
+	Penalize bool       `json:"penalize"`
+	Shadow   bool       `json:"shadow"`
+	By       []string   `json:"by"` // every attribute its rules read
+	Rules    []ruleJSON `json:"rules"`
 }
 
 // storeKind names the server's store for the view.
@@ -272,7 +252,7 @@ func (s *Server) handleAdminConfig(w http.ResponseWriter, r *http.Request) {
 	_, redis := s.store.Store.(*redisstore.Store)
 	out := adminConfigJSON{Now: s.view.clock.Now().UTC(), File: st.cfg.File, LoadedAt: st.loaded.UTC(),
 		Store: s.storeKind(), Entries: redis, Queues: s.queues != nil, TopKeys: deniedPerRule,
-		Policies: []adminPolicyJSON{}, Schedules: []adminScheduleJSON{}}
+		Policies: []adminPolicyJSON{}, Schedules: []scheduleJSON{}}
 	s.view.mu.Lock()
 	if !s.view.reload.At.IsZero() {
 		rl := s.view.reload
@@ -284,31 +264,18 @@ func (s *Server) handleAdminConfig(w http.ResponseWriter, r *http.Request) {
 		pj := adminPolicyJSON{Name: p.Name, Penalize: p.Penalize, Shadow: p.Shadow, By: []string{}}
 		for _, r := range p.Rules {
 			for _, a := range r.By {
-				if !contains(pj.By, a) {
+				if !slices.Contains(pj.By, a) {
 					pj.By = append(pj.By, a)
 				}
 			}
-			pj.Rules = append(pj.Rules, adminRuleJSON{Name: r.Name, By: nonNil(r.By), Limit: r.Limit,
-				WindowMS: ms(r.Window), MinGapMS: ms(r.MinGap), Algorithm: r.Algorithm.String(),
-				Burst: r.Burst, Optional: r.Optional, Shadow: r.Shadow || p.Shadow})
+			pj.Rules = append(pj.Rules, newRuleJSON(p, &r))
 		}
 		out.Policies = append(out.Policies, pj)
 	}
-	for _, sc := range st.cfg.Schedules {
-		out.Schedules = append(out.Schedules, adminScheduleJSON{Name: sc.Name, By: nonNil(sc.By),
-			Rate:       strconv.FormatInt(sc.Rate.Events, 10) + "/" + sc.Rate.Per.String(),
-			IntervalMS: float64(sc.Rate.Interval()) / float64(time.Millisecond), MaxDelayMS: ms(sc.MaxDelay), MaxQueue: sc.MaxQueue})
+	for i := range st.cfg.Schedules {
+		out.Schedules = append(out.Schedules, newScheduleJSON(&st.cfg.Schedules[i]))
 	}
 	writeJSON(w, out)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func nonNil(s []string) []string {

@@ -145,12 +145,29 @@ type policyJSON struct {
 	Limits   []ruleJSON `json:"limits"`
 }
 
+// ruleJSON is a rule as GET /v1/policies and the admin view show it.
 type ruleJSON struct {
-	Name     string   `json:"name"`
-	By       []string `json:"by"`
-	Limit    int64    `json:"limit"`
-	WindowMS int64    `json:"window_ms"`
-	MinGapMS int64    `json:"min_gap_ms"`
+	Name      string   `json:"name"`
+	By        []string `json:"by"`
+	Limit     int64    `json:"limit"`
+	WindowMS  int64    `json:"window_ms"`
+	MinGapMS  int64    `json:"min_gap_ms"`
+	Algorithm string   `json:"algorithm"`
+	Burst     int64    `json:"burst,omitempty"`
+	Spread    int      `json:"spread,omitempty"`
+	Optional  bool     `json:"optional"`
+	Shadow    bool     `json:"shadow"` // the rule's or its policy's
+}
+
+func newRuleJSON(p *sluice.Policy, r *sluice.Rule) ruleJSON {
+	return ruleJSON{Name: r.Name, By: nonNil(r.By), Limit: r.Limit, WindowMS: ms(r.Window), MinGapMS: ms(r.MinGap),
+		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, Optional: r.Optional, Shadow: r.Shadow || p.Shadow}
+}
+
+// newScheduleJSON is sc as GET /v1/policies and the admin view show it.
+func newScheduleJSON(sc *sluice.Schedule) scheduleJSON {
+	return scheduleJSON{Name: sc.Name, By: nonNil(sc.By), Rate: fmt.Sprintf("%d/%s", sc.Rate.Events, sc.Rate.Per),
+		IntervalMS: float64(sc.Rate.Interval()) / float64(time.Millisecond), MaxDelayMS: ms(sc.MaxDelay), MaxQueue: sc.MaxQueue}
 }
 
 type scheduleJSON struct {
@@ -165,26 +182,16 @@ type scheduleJSON struct {
 func (s *Server) handlePolicies(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	out := policiesJSON{File: st.cfg.File, LoadedAt: st.loaded.UTC(), Policies: []policyJSON{}, Schedules: []scheduleJSON{}}
-	for _, p := range st.cfg.Policies {
+	for i := range st.cfg.Policies {
+		p := &st.cfg.Policies[i]
 		pj := policyJSON{Name: p.Name, Penalize: p.Penalize, Shadow: p.Shadow}
-		for _, r := range p.Rules {
-			by := r.By
-			if by == nil {
-				by = []string{}
-			}
-			pj.Limits = append(pj.Limits, ruleJSON{Name: r.Name, By: by, Limit: r.Limit,
-				WindowMS: ms(r.Window), MinGapMS: ms(r.MinGap)})
+		for j := range p.Rules {
+			pj.Limits = append(pj.Limits, newRuleJSON(p, &p.Rules[j]))
 		}
 		out.Policies = append(out.Policies, pj)
 	}
-	for _, sc := range st.cfg.Schedules {
-		by := sc.By
-		if by == nil {
-			by = []string{}
-		}
-		out.Schedules = append(out.Schedules, scheduleJSON{Name: sc.Name, By: by,
-			Rate: fmt.Sprintf("%d/%s", sc.Rate.Events, sc.Rate.Per), IntervalMS: float64(sc.Rate.Interval()) / float64(time.Millisecond),
-			MaxDelayMS: ms(sc.MaxDelay), MaxQueue: sc.MaxQueue})
+	for i := range st.cfg.Schedules {
+		out.Schedules = append(out.Schedules, newScheduleJSON(&st.cfg.Schedules[i]))
 	}
 	s.ok(w, "policies", out)
 }
