@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,30 +16,13 @@ import (
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/envoytest"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/storetest"
 )
 
-// clock is a manual clock for the memory store.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // setup returns a limiter over a fresh memory store on a manual clock.
-func setup(t *testing.T) (*sluice.Limiter, *clock) {
+func setup(t *testing.T) (*sluice.Limiter, *storetest.Clock) {
 	t.Helper()
-	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	st := memstore.New(memstore.Config{Clock: clk.Now})
 	t.Cleanup(func() { st.Close() })
 	return sluice.NewLimiter(st, sluice.Config{}), clk
@@ -102,7 +84,7 @@ func TestSlidingWindow(t *testing.T) {
 		{500 * time.Millisecond, rlsv3.RateLimitResponse_OK, 60},
 	}
 	for i, s := range steps {
-		clk.advance(s.after)
+		clk.Advance(s.after)
 		res, err := cfg.Decide(ctx, lim, r, envoy.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +137,7 @@ descriptors:
 			t.Errorf("both, hit %d at once: %v, want %v", i+1, got.OverallCode, want)
 		}
 	}
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	got = decide(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
 	if got.Code != rlsv3.RateLimitResponse_OK || got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || got.LimitRemaining != 0 {
 		t.Errorf("both, third hit a second later: %v, want OK with the hour's limit, 0 remaining", got)
