@@ -197,18 +197,30 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, prefix string) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return
 	}
-	if n.Kind != yaml.SequenceNode {
-		d.errorf(n, "descriptors is not a list; write each descriptor as \"- key: NAME\"")
-		return
-	}
-	for _, item := range n.Content {
-		item = deref(item)
-		if item.Kind != yaml.MappingNode {
-			d.errorf(item, "a descriptor is not a mapping; write \"- key: NAME\" with an optional value and rate_limit")
-			continue
-		}
+	items, _ := d.mappings(n, "descriptors is not a list; write each descriptor as \"- key: NAME\"",
+		"a descriptor is not a mapping; write \"- key: NAME\" with an optional value and rate_limit")
+	for _, item := range items {
 		d.descriptor(parent, item, prefix)
 	}
+}
+
+// mappings returns the mappings the list n holds, reporting n with notList
+// when it is not a list (and false), and each item that is not a mapping
+// with notMapping.
+func (d *decoder) mappings(n *yaml.Node, notList, notMapping string) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "%s", notList)
+		return nil, false
+	}
+	var out []*yaml.Node
+	for _, item := range n.Content {
+		if item = deref(item); item.Kind != yaml.MappingNode {
+			d.errorf(item, "%s", notMapping)
+			continue
+		}
+		out = append(out, item)
+	}
+	return out, true
 }
 
 // descriptor loads one descriptor into parent.
@@ -341,16 +353,12 @@ func (d *decoder) limit(n *node, v *yaml.Node) {
 			unlimitNode = x
 			unlimited = d.boolean(x, k)
 		case "replaces":
-			if x.Kind != yaml.SequenceNode {
-				d.errorf(x, "replaces is not a list; write \"replaces: [{name: NAME}]\"")
+			items, ok := d.mappings(x, "replaces is not a list; write \"replaces: [{name: NAME}]\"",
+				"a replaces entry is not a mapping; write \"- name: NAME\"")
+			if !ok {
 				return
 			}
-			for _, item := range x.Content {
-				item = deref(item)
-				if item.Kind != yaml.MappingNode {
-					d.errorf(item, "a replaces entry is not a mapping; write \"- name: NAME\"")
-					continue
-				}
+			for _, item := range items {
 				name := ""
 				d.fields(item, "a replaces entry", []string{"name"}, func(_ string, nv *yaml.Node) { name = d.str(nv, "name") })
 				switch {
