@@ -42,8 +42,8 @@ type Entry struct {
 }
 
 // Inspect reads, changing nothing, the window of every check of req, in
-// order, and the Redis server's time (read with the last window; each
-// window is read on its own). It is for operators looking at a store
+// order, and the store's time: the Redis server's, or Config.Clock's when
+// set (read with the last window; each window is read on its own). It is for operators looking at a store
 // (sluice inspect), not for deciding: the windows may change between
 // Inspect and any later call. sluice.Resolve gives the request of a policy
 // and attributes.
@@ -140,7 +140,7 @@ func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, 
 	if s.closed.Load() {
 		return nil, time.Time{}, store.ErrClosed
 	}
-	reply, err := run(ctx, s.ev, inspectScript, ks, nil)
+	reply, err := run(ctx, s.ev, inspectScript, ks, []string{s.nowArg()})
 	if err != nil {
 		return nil, time.Time{}, err
 	}

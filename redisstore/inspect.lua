@@ -2,14 +2,15 @@
 -- entries each key holds and its time to live. sluice inspect shows them.
 --
 -- KEYS     the windows, one per rule.
+-- ARGV     the time in µs, or "" for Redis's TIME (as decide.lua's).
 --
--- Reply: {now µs (Redis TIME), then per key: PTTL in ms (-2 no key, -1 no
+-- Reply: {now µs, then per key: PTTL in ms (-2 no key, -1 no
 -- expiry), the number of entries n, then n pairs of (time µs, cost), oldest
 -- first; for a GCRA bucket or a sliding counter (a string key) instead -k
 -- and its k numbers: the arrival time µs, or the bucket, previous and
 -- current counts}.
 
-local out = {clock('')}
+local out = {clock(ARGV[1] or '')}
 for _, key in ipairs(KEYS) do
   out[#out + 1] = call('PTTL', key)
   local v = call('TYPE', key).ok == 'string' and call('GET', key)

@@ -134,9 +134,12 @@ func TestInspectAlgorithms(t *testing.T) {
 	if d, err := lim.AllowN(ctx, p, nil, 3); err != nil || !d.Allowed {
 		t.Fatalf("AllowN: %+v, %v", d, err)
 	}
-	windows, _, err := s.Inspect(ctx, request(t, p, nil, 1))
+	windows, at, err := s.Inspect(ctx, request(t, p, nil, 1))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !at.Equal(now) {
+		t.Errorf("Inspect's time %v, want the store's clock, %v", at, now)
 	}
 	if len(windows[0].Entries) != 1 || windows[0].Entries[0].Cost != 3 || windows[0].State != nil {
 		t.Errorf("log: %+v, want one entry of cost 3", windows[0])
