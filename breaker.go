@@ -75,3 +75,19 @@ func (b *breaker) release() {
 	b.probing = false
 	b.mu.Unlock()
 }
+
+// state returns the breaker's state at now, as Limiter.Circuit names it.
+func (b *breaker) state(now time.Time) string {
+	if b.failures < 0 {
+		return "closed"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case !b.open:
+		return "closed"
+	case now.Before(b.until):
+		return "open"
+	}
+	return "half_open"
+}

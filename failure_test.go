@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -164,11 +165,19 @@ func TestBreaker(t *testing.T) {
 	s := &fakeStore{err: errStoreDown}
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
 
+	circuit := func(when, want string) {
+		t.Helper()
+		if got := l.Circuit(); got != want {
+			t.Errorf("%s: circuit %s, want %s", when, got, want)
+		}
+	}
 	for i := range 3 {
+		circuit(fmt.Sprintf("after %d failures", i), "closed")
 		if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
 			t.Fatalf("failure %d: err = %v", i+1, err)
 		}
 	}
+	circuit("after 3 failures", "open")
 	// Open: answered at once, the store is not called.
 	for range 10 {
 		d, err := l.Allow(ctx, one, nil)
@@ -181,6 +190,7 @@ func TestBreaker(t *testing.T) {
 	}
 	// A probe after the cool-down fails: open for another cool-down.
 	clock.advance(2 * time.Second)
+	circuit("after the cool-down", "half_open")
 	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
 		t.Fatalf("probe: err = %v, want the store's", err)
 	}
@@ -205,6 +215,7 @@ func TestBreaker(t *testing.T) {
 	if got := s.count(); got != 7 {
 		t.Fatalf("store called %d times, want 7", got)
 	}
+	circuit("after a good probe", "closed")
 }
 
 // blockingStore holds every call until its context ends or release is

@@ -97,6 +97,17 @@ func NewLimiter(s store.Store, cfg Config) *Limiter {
 	return &Limiter{store: s, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
 }
 
+// Circuit returns the state of the circuit breaker over the store (see
+// Config.Breaker): "closed" (calls go to the store), "open" (none do until
+// the cool-down ends) or "half_open" (the cool-down ended: the next call
+// probes the store). It is "closed" for a store.Local, which has none.
+func (l *Limiter) Circuit() string {
+	if l.local {
+		return "closed"
+	}
+	return l.breaker.state(l.clock().Now())
+}
+
 // Store returns the limiter's store.
 func (l *Limiter) Store() store.Store { return l.store }
 

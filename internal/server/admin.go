@@ -349,6 +349,7 @@ func (s *Server) handleAdminHealth(w http.ResponseWriter, r *http.Request) {
 		out.PingError = err.Error()
 	}
 	s.view.health.snapshot(&out, now, n)
+	out.Breaker = s.state.Load().lim.Circuit()
 	rs := s.view.rates.snapshot(now, 60)
 	for _, sr := range rs.Series {
 		if sr.Outcome == outcomeDegraded {

@@ -5,20 +5,15 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/sluicerate/sluice"
 )
 
 // healthSeconds is how many seconds of store latency the admin view keeps.
 const healthSeconds = 300
 
 // storeHealth follows the store calls the server makes, for the admin
-// view: their latency and failures per second, and the circuit breaker's
-// state as the calls show it. The Limiter's breaker opens after
-// sluice.DefaultBreakerFailures consecutive failed calls and stays open
-// sluice.DefaultBreakerCoolDown (the server sets no other); storeHealth
-// applies the same rule to the same calls, so it reports the state the
-// breaker is in. It is safe for concurrent use.
+// view: their latency and failures per second, and the failures in a row.
+// The circuit breaker's state is the Limiter's own (Limiter.Circuit). It
+// is safe for concurrent use.
 type storeHealth struct {
 	mu       sync.Mutex
 	sec      [healthSeconds]int64 // the Unix second of each bucket
@@ -26,14 +21,13 @@ type storeHealth struct {
 	errs     [healthSeconds]int64
 	sumUS    [healthSeconds]int64 // total latency, µs
 	maxUS    [healthSeconds]int64
-	failures int       // consecutive failed calls
-	lastFail time.Time // the latest failure
+	failures int // consecutive failed calls
 	lastErr  string
 }
 
 // observe records a store call of op that took d and ended at now with
-// err. Pings are timed but do not count toward the breaker, which never
-// sees them; a call whose caller gave up says nothing of the store.
+// err. Pings are timed but are not failures in a row (the breaker never
+// sees them); a call whose caller gave up says nothing of the store.
 func (h *storeHealth) observe(op string, d time.Duration, now time.Time, err error) {
 	sec := now.Unix()
 	i := int(((sec % healthSeconds) + healthSeconds) % healthSeconds)
@@ -58,7 +52,6 @@ func (h *storeHealth) observe(op string, d time.Duration, now time.Time, err err
 		return
 	}
 	h.failures++
-	h.lastFail = now
 }
 
 // healthJSON is the answer of GET /api/v1/health.
@@ -118,12 +111,4 @@ func (h *storeHealth) snapshot(out *healthJSON, now time.Time, seconds int) {
 			MeanMS: float64(h.sumUS[i]) / float64(h.calls[i]) / 1000, MaxMS: float64(h.maxUS[i]) / 1000}
 	}
 	out.ConsecutiveFailures, out.LastError = h.failures, h.lastErr
-	switch {
-	case h.failures < sluice.DefaultBreakerFailures:
-		out.Breaker = "closed"
-	case now.Before(h.lastFail.Add(sluice.DefaultBreakerCoolDown)):
-		out.Breaker = "open"
-	default:
-		out.Breaker = "half_open"
-	}
 }

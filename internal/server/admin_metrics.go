@@ -30,9 +30,7 @@ func (s *Server) viewCollectors() []prometheus.Collector {
 			Name: "sluice_store_breaker_open",
 			Help: "Whether the circuit breaker over the store is open or half-open (1): store calls are not made and decisions are degraded.",
 		}, func() float64 {
-			var h healthJSON
-			s.view.health.snapshot(&h, s.view.clock.Now(), 1)
-			if h.Breaker == "closed" {
+			if s.state.Load().lim.Circuit() == "closed" {
 				return 0
 			}
 			return 1

@@ -452,40 +452,6 @@ func TestAdminHealth(t *testing.T) {
 	}
 }
 
-// TestStoreHealthBreaker follows the breaker's rule over observed calls.
-func TestStoreHealthBreaker(t *testing.T) {
-	t.Parallel()
-	var h storeHealth
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	state := func(now time.Time) string {
-		var out healthJSON
-		h.snapshot(&out, now, 1)
-		return out.Breaker
-	}
-	fail := fmt.Errorf("redis: i/o timeout")
-	for i := range 4 {
-		h.observe("decide", time.Millisecond, t0, fail)
-		if got := state(t0); got != "closed" {
-			t.Fatalf("after %d failures: %s, want closed", i+1, got)
-		}
-	}
-	h.observe("ping", time.Millisecond, t0, fail) // pings do not count
-	if got := state(t0); got != "closed" {
-		t.Fatalf("after a failed ping: %s", got)
-	}
-	h.observe("decide", time.Millisecond, t0, fail)
-	if got := state(t0); got != "open" {
-		t.Errorf("after 5 failures: %s, want open", got)
-	}
-	if got := state(t0.Add(time.Second)); got != "half_open" {
-		t.Errorf("after the cool-down: %s, want half_open", got)
-	}
-	h.observe("decide", time.Millisecond, t0.Add(time.Second), nil)
-	if got := state(t0.Add(time.Second)); got != "closed" {
-		t.Errorf("after a good probe: %s, want closed", got)
-	}
-}
-
 // heapInUse returns the bytes of live heap after a collection.
 func heapInUse() uint64 {
 	runtime.GC()
