@@ -17,6 +17,7 @@ needs=(
 	"protoc|protobuf-compiler|make test: checks that the generated gRPC code is current (make proto)|protoc --version"
 	"promtool|prometheus|make test: checks the alert rules in deploy/ (promtool check rules)|promtool --version"
 	"chromium|chromium|make test: the admin page's test drives a headless browser against sluice serve|chromium --version"
+	"wrk|wrk|make bench: the HTTP load of the service sections (sluice serve, envoyproxy/ratelimit, plain net/http)|wrk --version"
 )
 
 # go.mod's go line: the oldest Go that builds sluice.
