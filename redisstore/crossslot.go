@@ -15,7 +15,7 @@ import (
 // Each rule's keys carry their own hash tag, the policy name and the values
 // of the rule's By attributes:
 //
-//	<prefix>:{<policy>[,<rule's values>]}:<policy>:<rule>[:<values>]
+//	<prefix>:{<policy>[,<rule's values>]}2<kind>:<rule>
 //
 // Rules whose tags are equal for a request form a slot group, decided by
 // one script call. A policy with one group (every rule goes by the same

@@ -17,13 +17,13 @@ func TestRuleKeysGroups(t *testing.T) {
 		{Name: "user-hour", Limit: 9, Window: time.Hour, By: []string{"tenant", "user"}},
 		{Name: "org", Limit: 9, Window: time.Hour, By: []string{"org"}},
 	}}
-	l := planOf("s", true, policyRequest(p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"}))
+	l := namer{prefix: "s", perRule: true, layout: Layout2}.plan(policyRequest(p, map[string]string{"tenant": "t{1}", "user": "u:2", "org": "t{1}"}))
 	wantKeys := []string{
-		"s:{tiers}:tiers:global",
-		"s:{tiers,t%7B1%7D}:tiers:tenant:t%7B1%7D",
-		"s:{tiers,t%7B1%7D,u%3A2}:tiers:user:t%7B1%7D,u%3A2",
-		"s:{tiers,t%7B1%7D,u%3A2}:tiers:user-hour:t%7B1%7D,u%3A2",
-		"s:{tiers,t%7B1%7D}:tiers:org:t%7B1%7D",
+		"s:{tiers}2l:global",
+		"s:{tiers,t%7B1%7D}2l:tenant",
+		"s:{tiers,t%7B1%7D,u%3A2}2l:user",
+		"s:{tiers,t%7B1%7D,u%3A2}2l:user-hour",
+		"s:{tiers,t%7B1%7D}2l:org",
 	}
 	if !reflect.DeepEqual(l.keys, wantKeys) {
 		t.Errorf("keys:\n got %q\nwant %q", l.keys, wantKeys)
@@ -58,9 +58,9 @@ func FuzzRuleKeys(f *testing.F) {
 	// The longest key: the user rule's, whose two values (at most
 	// maxPartLen encoded bytes each, joined by ',') stand in the tag and
 	// after the rule's name.
-	maxLen := len("s:{p,}:p:user:") + 2*(2*maxPartLen+1)
+	maxLen := len("s:{p,}2l:user") + 2*maxPartLen + 1
 	f.Fuzz(func(t *testing.T, user, tenant string) {
-		l := planOf("s", true, policyRequest(p, map[string]string{"user": user, "tenant": tenant}))
+		l := namer{prefix: "s", perRule: true, layout: Layout2}.plan(policyRequest(p, map[string]string{"user": user, "tenant": tenant}))
 		for _, k := range l.keys {
 			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || len(k) > maxLen {
 				t.Fatalf("key %q", k)
@@ -70,7 +70,7 @@ func FuzzRuleKeys(f *testing.F) {
 				t.Fatalf("key %q: tag %q", k, tag)
 			}
 		}
-		if l.keys[0] != "s:{p}:p:global" || len(l.groups) != 2 {
+		if l.keys[0] != "s:{p}2l:global" || len(l.groups) != 2 {
 			t.Fatalf("keys %q, groups %v", l.keys, l.groups)
 		}
 	})

@@ -27,7 +27,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pl := planOf(s.prefix, s.perRule, req)
+	pl := s.names.plan(req)
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}

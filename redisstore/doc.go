@@ -48,9 +48,12 @@
 //
 // # Keys
 //
-//	<prefix>:{<policy>[,<shared values>]}:<policy>:<rule>[:<values>]
+//	<prefix>:{<policy>[,<shared values>]}2<kind>:<rule>[:<values>]
 //
-// The hash tag in braces is the policy name followed by the values of the
+// "2" is the key layout (Config.Layout; Layout1 is the names of earlier
+// versions, kept for rolling upgrades) and <kind> one letter for what the
+// key holds: l a log, g a GCRA bucket, c a sliding counter (q a schedule's
+// queue). The hash tag in braces is the policy name followed by the values of the
 // attributes that every rule of the policy names (sluice.Policy's
 // SharedAttributes), so all the keys of one decision live in one Redis
 // Cluster slot: the notifier's global + per-category policy is one slot, and a
@@ -69,16 +72,18 @@
 // and docs/topologies.md say what this guarantees and what a failure
 // between the steps costs: over-counting until the window passes, never
 // over-admitting).
-// <values> are the rule's By attribute values in order, joined by ','; a rule
-// without By has no values part. Names and values are percent-encoded (every
+// <values> are the rule's By attribute values in order, joined by ',',
+// written only when the hash tag does not hold them already: a rule without
+// By, a rule that goes by the shared attributes alone and every rule under
+// SlotsPerRule have no values part. Names and values are percent-encoded (every
 // byte outside A-Z a-z 0-9 . - _ ~ becomes %XX), so no input can add '{',
 // '}', ':' or ','; a part whose encoding exceeds 64 bytes is replaced by '#'
 // and 32 hex digits of its SHA-256, so no input can make a key long. For
 // example, policy "notify" with rules global and category, for category
 // "a:b", uses
 //
-//	sluice:{notify}:notify:global
-//	sluice:{notify}:notify:category:a%3Ab
+//	sluice:{notify}2l:global
+//	sluice:{notify}2l:category:a%3Ab
 //
 // # Scripts and failures
 //

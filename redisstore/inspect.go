@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,30 +68,29 @@ func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time
 // InspectKey reads, changing nothing, one window key found without the
 // policy's definition (by SCAN with PolicyPattern, say): its rule is the
 // one its name gives, and its entries, TTL and the server's time are read
-// as by Inspect.
+// as by Inspect. A key of another layout than the store's (Config.Layout)
+// is not read: the error says which layout it is in.
 func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, error) {
+	name, ok := s.names.parse(key)
+	if ok && name.layout != s.names.layout {
+		return Window{}, time.Time{}, fmt.Errorf("redisstore: %s is a key of layout %d and this store reads layout %d; inspect it with a store of that layout (redisstore.Config.Layout)", key, name.layout, s.names.layout)
+	}
 	windows, now, err := s.inspect(ctx, []string{key})
 	if err != nil {
 		return Window{}, time.Time{}, err
 	}
 	w := windows[0]
-	if i := strings.LastIndex(key, "}:"); i >= 0 {
-		parts := strings.SplitN(key[i+2:], ":", 3)
-		if len(parts) >= 2 {
-			w.Rule, _ = url.PathUnescape(parts[1])
-		}
-	}
+	w.Rule, _ = url.PathUnescape(name.rule)
 	return w, now, nil
 }
 
 // PolicyPattern returns the SCAN MATCH pattern of every key of the policy
 // named policy, and a function that reports whether such a key is a window
-// for the attribute values given: every value in its name (in the hash tag
-// and after the rule) is one of values. A rule without attributes matches
-// any values.
+// of the store's layout for the attribute values given: every value in its
+// name (in the hash tag and after the rule) is one of values. A rule without
+// attributes matches any values.
 func (s *Store) PolicyPattern(policy string, values []string) (pattern string, match func(key string) bool) {
-	enc := string(appendPart(nil, policy))
-	head := s.prefix + ":{" + enc
+	head := s.names.prefix + ":{" + string(appendPart(nil, policy))
 	var b strings.Builder
 	for _, c := range head {
 		if strings.ContainsRune(`*?[]\`, c) {
@@ -103,36 +103,79 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 	for _, v := range values {
 		encoded[string(appendPart(nil, v))] = true
 	}
+	enc := string(appendPart(nil, policy))
 	return b.String(), func(key string) bool {
-		if !strings.HasPrefix(key, head) {
+		name, ok := s.names.parse(key)
+		if !ok || name.layout != s.names.layout || name.kind == queueKind || name.tag[0] != enc {
 			return false
 		}
-		rest := key[len(head):]
-		end := strings.Index(rest, "}:")
-		if end < 0 {
-			return false
-		}
-		tag, tail := rest[:end], rest[end+2:]
-		if tag != "" && !strings.HasPrefix(tag, ",") {
-			return false // another policy whose name starts with this one
-		}
-		if !strings.HasPrefix(tail, enc+":") {
-			return false
-		}
-		var parts []string
-		if tag != "" {
-			parts = strings.Split(tag[1:], ",")
-		}
-		if _, vals, ok := strings.Cut(tail[len(enc)+1:], ":"); ok {
-			parts = append(parts, strings.Split(vals, ",")...)
-		}
-		for _, p := range parts {
+		for _, p := range append(name.tag[1:], name.values...) {
 			if !encoded[p] {
 				return false
 			}
 		}
 		return true
 	}
+}
+
+// keyName is what a key's name says, its parts still encoded.
+type keyName struct {
+	layout Layout
+	kind   byte     // Layout2's letter (kinds, queueKind); 0 in Layout1
+	tag    []string // the hash tag's parts: the policy or schedule, then values
+	rule   string   // the rule; "" for a queue
+	values []string // the values after the rule
+}
+
+// parse reads the name of a key under n's prefix, of either layout. It
+// reports false for a name that is not one a Store writes.
+func (n namer) parse(key string) (keyName, bool) {
+	var k keyName
+	rest, ok := strings.CutPrefix(key, n.prefix+":{")
+	if !ok {
+		return k, false
+	}
+	tag, rest, ok := strings.Cut(rest, "}")
+	if !ok || tag == "" {
+		return k, false
+	}
+	k.tag = strings.Split(tag, ",")
+	switch {
+	case strings.HasPrefix(rest, ":"): // Layout1: :<policy>:<rule>[<mark>][:<values>]
+		k.layout = Layout1
+		parts := strings.SplitN(rest[1:], ":", 3)
+		if len(parts) < 2 || parts[0] != k.tag[0] {
+			return k, false
+		}
+		k.rule = parts[1]
+		for _, m := range layout1Marks {
+			if m != "" {
+				k.rule = strings.TrimSuffix(k.rule, m)
+			}
+		}
+		if k.rule == "@queue" {
+			k.rule = ""
+		}
+		if len(parts) == 3 {
+			k.values = strings.Split(parts[2], ",")
+		}
+	case len(rest) >= 2 && rest[0] == '2': // Layout2: 2<kind>[:<rule>[:<values>]]
+		k.layout, k.kind = Layout2, rest[1]
+		if k.kind == queueKind {
+			return k, len(rest) == 2
+		}
+		if !slices.Contains(kinds[:], k.kind) || len(rest) < 4 || rest[2] != ':' {
+			return k, false
+		}
+		rule, values, ok := strings.Cut(rest[3:], ":")
+		k.rule = rule
+		if ok {
+			k.values = strings.Split(values, ",")
+		}
+	default:
+		return k, false
+	}
+	return k, true
 }
 
 // inspect runs inspect.lua over keys, which share one slot.

@@ -9,27 +9,64 @@ import (
 	"github.com/sluicerate/sluice/store"
 )
 
-// Keys. Every rule's window of a request has the key
+// Keys. In the current layout (Layout2) every rule's window of a request
+// has the key
 //
-//	<prefix>:{<hash tag>}:<policy>:<rule>[!gcra|!counter][:<values>]
+//	<prefix>:{<hash tag>}2<kind>:<rule>[:<values>]
 //
-// where <values> are the values of the rule's By attributes, absent for a
-// rule without By, and the mark after the rule's name says the window is a
-// GCRA bucket or a sliding counter rather than a log. The hash tag, which picks a key's Redis Cluster slot, is
-// the policy name followed by values:
+// where "2" is the layout, <kind> is one letter for what the key holds (l a
+// log, g a GCRA bucket, c a sliding counter, q a schedule's queue), and
+// <values> are the values of the rule's By attributes, written only when
+// the hash tag does not already hold them. The hash tag, which picks a key's
+// Redis Cluster slot, is the policy name followed by values:
 //
 //   - SlotsShared: the values of the attributes every rule of the policy
 //     goes by (store.Request.Shared), so all of a decision's keys share one
-//     tag, and one script call decides them;
+//     tag, and one script call decides them; a rule going by more than
+//     those writes its values after its name;
 //   - SlotsPerRule: the values of the rule's own By attributes, so per-user
 //     windows spread over the cluster while a global cap has a slot of its
 //     own; the rules whose tags are equal form a slot group, decided by one
 //     script call, and a decision over several groups is a reserve / commit
 //     / rollback sequence (crossslot.go).
 //
+// Layout1, the names before layout 2, repeated the policy and the values
+// after the tag and marked the kind after the rule's name:
+//
+//	<prefix>:{<hash tag>}:<policy>:<rule>[!gcra|!counter][:<values>]
+//
+// A store reads and writes the keys of its own layout only (Config.Layout),
+// so two layouts side by side on one Redis never misread or overwrite each
+// other's keys: each counts its own admissions (docs/design.md, Upgrades).
+//
 // Names and values are encoded by appendPart and joined by ','; no input
 // can produce '{', '}', ':' or ',' inside a part, so no user can choose a
 // slot or change a key's structure.
+
+// Layout is a version of the names a Store gives its keys in Redis.
+type Layout uint8
+
+const (
+	// LayoutCurrent, the zero value, is the newest layout: Layout2.
+	LayoutCurrent Layout = iota
+
+	// Layout1 is the names of the versions of sluice before layout 2, for
+	// a rolling upgrade from them (docs/design.md, Upgrades).
+	Layout1
+
+	// Layout2 names a key by its hash tag, the layout, its kind and its
+	// rule, without repeating what the tag holds: 16 bytes shorter for a
+	// per-user rule of policy "api" than Layout1, which for a GCRA bucket
+	// or a counter is a quarter of the key's memory.
+	Layout2
+)
+
+// namer names the keys of one Store.
+type namer struct {
+	prefix  string
+	perRule bool // SlotsPerRule: each rule's keys get a hash tag of their own
+	layout  Layout
+}
 
 // maxPartLen is the longest encoded name or attribute value kept in a key as
 // is; a longer one is replaced by hashPrefix and a hash of the raw value, so
@@ -54,20 +91,21 @@ type group struct {
 	keys   []string // their keys
 }
 
-// planOf returns the plan of req's windows, whose hash tags are per rule
-// when perRule is set and shared otherwise.
-func planOf(prefix string, perRule bool, req *store.Request) plan {
+// plan returns the plan of req's windows, whose hash tags are per rule
+// or shared as the namer says.
+func (n namer) plan(req *store.Request) plan {
 	var room [128]byte // enough for most keys: no allocation but the keys'
 	pl := plan{keys: make([]string, len(req.Checks))}
-	if !perRule {
-		buf := append(room[:0], prefix...)
+	if !n.perRule {
+		buf := append(room[:0], n.prefix...)
 		buf = append(buf, ":{"...)
 		buf = appendPart(buf, req.Policy)
 		buf = appendValues(buf, ',', req.Shared)
 		buf = append(buf, '}')
 		head := len(buf)
 		for i := range req.Checks {
-			pl.keys[i] = string(appendWindow(buf[:head], req.Policy, &req.Checks[i]))
+			c := &req.Checks[i]
+			pl.keys[i] = string(n.appendWindow(buf[:head], req.Policy, c, !slices.Equal(c.Values, req.Shared)))
 		}
 		pl.groups = []group{{checks: firstChecks(len(req.Checks)), keys: pl.keys}}
 		return pl
@@ -75,16 +113,16 @@ func planOf(prefix string, perRule bool, req *store.Request) plan {
 	tags := make([]int, len(req.Checks)) // where each key's tag ends
 	for i := range req.Checks {
 		c := &req.Checks[i]
-		buf := append(room[:0], prefix...)
+		buf := append(room[:0], n.prefix...)
 		buf = append(buf, ":{"...)
 		buf = appendPart(buf, req.Policy)
 		buf = appendValues(buf, ',', c.Values)
 		if c.Parts > 1 {
-			buf = appendPlacement(buf, len(prefix)+2, c)
+			buf = appendPlacement(buf, len(n.prefix)+2, c)
 		}
 		buf = append(buf, '}')
 		tags[i] = len(buf)
-		pl.keys[i] = string(appendWindow(buf, req.Policy, c))
+		pl.keys[i] = string(n.appendWindow(buf, req.Policy, c, false))
 	}
 	for i, k := range pl.keys {
 		g := slices.IndexFunc(pl.groups, func(g group) bool {
@@ -144,21 +182,58 @@ var checkIndexes = func() (r [64]int) {
 	return r
 }()
 
-// appendWindow appends ":<policy>:<rule>[:<values>]" to a key's tag.
-func appendWindow(buf []byte, policy string, c *store.Check) []byte {
-	buf = append(buf, ':')
-	buf = appendPart(buf, policy)
-	buf = append(buf, ':')
+// appendWindow appends to a key's tag what follows it in the key of c's
+// window: "2<kind>:<rule>", and ":<values>" when values is set. In Layout1,
+// ":<policy>:<rule>[<mark>]:<values>", values always.
+func (n namer) appendWindow(buf []byte, policy string, c *store.Check, values bool) []byte {
+	if n.layout == Layout1 {
+		buf = append(buf, ':')
+		buf = appendPart(buf, policy)
+		buf = append(buf, ':')
+		buf = appendPart(buf, c.Rule)
+		buf = append(buf, layout1Marks[c.Algorithm]...)
+		return appendValues(buf, ':', c.Values)
+	}
+	buf = append(buf, '2', kinds[c.Algorithm], ':')
 	buf = appendPart(buf, c.Rule)
-	buf = append(buf, algorithmMarks[c.Algorithm]...)
-	return appendValues(buf, ':', c.Values)
+	if values {
+		buf = appendValues(buf, ':', c.Values)
+	}
+	return buf
 }
 
-// algorithmMarks follow the rule's name in the key of a window that is not
-// a log: GCRA's and the counter's keys are strings of their own layout, so
-// a rule whose algorithm changes starts afresh instead of misreading the
-// other's key. '!' is never part of an encoded name.
-var algorithmMarks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter"}
+// kinds are the letters of Layout2 for what a window's key holds: a log's
+// sorted set, GCRA's or the counter's string of their own layout. A rule
+// whose algorithm changes starts afresh instead of misreading the other's
+// key.
+var kinds = [...]byte{store.Log: 'l', store.GCRA: 'g', store.SlidingCounter: 'c'}
+
+// queueKind is Layout2's letter for a schedule's queue.
+const queueKind = 'q'
+
+// layout1Marks followed the rule's name in Layout1's key of a window that
+// is not a log. '!' is never part of an encoded name.
+var layout1Marks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter"}
+
+// queue returns the key of schedule queue q: "<prefix>:{<schedule>[,<values>]}2q",
+// whose tag holds all there is to say; in Layout1
+// "<prefix>:{<schedule>[,<values>]}:<schedule>:@queue[:<values>]" ("@queue"
+// cannot be an encoded rule name: '@' is always percent-encoded).
+func (n namer) queue(q store.Queue) string {
+	var room [128]byte
+	buf := append(room[:0], n.prefix...)
+	buf = append(buf, ":{"...)
+	buf = appendPart(buf, q.Schedule)
+	buf = appendValues(buf, ',', q.Values)
+	buf = append(buf, '}')
+	if n.layout != Layout1 {
+		return string(append(buf, '2', queueKind))
+	}
+	buf = append(buf, ':')
+	buf = appendPart(buf, q.Schedule)
+	buf = append(buf, ":@queue"...)
+	return string(appendValues(buf, ':', q.Values))
+}
 
 // appendValues appends values, the first after sep and the others after ','.
 func appendValues(buf []byte, sep byte, values []string) []byte {

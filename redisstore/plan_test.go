@@ -14,7 +14,7 @@ func policyRequest(p *sluice.Policy, attrs map[string]string) *store.Request {
 		req.Shared = append(req.Shared, attrs[a])
 	}
 	for _, r := range p.Rules {
-		c := store.Check{Rule: r.Name}
+		c := store.Check{Rule: r.Name, Algorithm: r.Algorithm}
 		for _, a := range r.By {
 			c.Values = append(c.Values, attrs[a])
 		}

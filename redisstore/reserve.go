@@ -16,32 +16,19 @@ import (
 // is one sorted set, written only by reserve.lua and cancel.lua, one round
 // trip each, on Redis's clock:
 //
-//	<prefix>:{<schedule>[,<values>]}:<schedule>:@queue[:<values>]
+//	<prefix>:{<schedule>[,<values>]}2q
 //
 // A reservation's score is its slot in µs and its member is its ID: 16 random
 // hex digits, '.', and the µs it holds (cost × interval), which cancel.lua
-// needs when the reservation becomes the last. "@queue" cannot be an encoded
-// rule name ('@' is always percent-encoded), so a queue never shares a key
-// with a policy's window. The key expires at the end of its last
+// needs when the reservation becomes the last. The kind q (keys.go) keeps a
+// queue from ever sharing a key with a policy's window. The key expires at the end of its last
 // reservation: an idle schedule leaves nothing behind.
 
 var _ store.Scheduler = (*Store)(nil)
 
 // QueueKey returns the Redis key of queue q: the key Reserve and Cancel
 // read and write.
-func (s *Store) QueueKey(q store.Queue) string { return queueKey(s.prefix, q) }
-
-func queueKey(prefix string, q store.Queue) string {
-	var buf []byte
-	buf = append(buf, prefix...)
-	buf = append(buf, ":{"...)
-	buf = appendPart(buf, q.Schedule)
-	buf = appendValues(buf, ',', q.Values)
-	buf = append(buf, "}:"...)
-	buf = appendPart(buf, q.Schedule)
-	buf = append(buf, ":@queue"...)
-	return string(appendValues(buf, ':', q.Values))
-}
+func (s *Store) QueueKey(q store.Queue) string { return s.names.queue(q) }
 
 // nowArg is the time argument of the scripts: Config.Clock's time in µs, or
 // "" for Redis's TIME.
@@ -76,7 +63,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.R
 		strconv.FormatInt(req.MaxQueue, 10),
 		id,
 	}
-	reply, err := run(ctx, s.ev, reserveScript, []string{queueKey(s.prefix, req.Queue)}, args)
+	reply, err := run(ctx, s.ev, reserveScript, []string{s.names.queue(req.Queue)}, args)
 	if err != nil {
 		return store.Reservation{}, err
 	}
@@ -123,7 +110,7 @@ func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, err
 		return false, nil
 	}
 	args := []string{s.nowArg(), req.ID}
-	reply, err := run(ctx, s.ev, cancelScript, []string{queueKey(s.prefix, req.Queue)}, args)
+	reply, err := run(ctx, s.ev, cancelScript, []string{s.names.queue(req.Queue)}, args)
 	if err != nil {
 		return false, err
 	}

@@ -43,17 +43,20 @@ func TestParseReservation(t *testing.T) {
 
 func TestQueueKey(t *testing.T) {
 	tests := []struct {
-		q    store.Queue
-		want string
+		q           store.Queue
+		want, want1 string // Layout2, Layout1
 	}{
-		{store.Queue{Schedule: "carrier", Values: []string{"45"}}, "sluice:{carrier,45}:carrier:@queue:45"},
-		{store.Queue{Schedule: "all"}, "sluice:{all}:all:@queue"},
-		{store.Queue{Schedule: "a:b", Values: []string{"1,2", "}"}}, "sluice:{a%3Ab,1%2C2,%7D}:a%3Ab:@queue:1%2C2,%7D"},
-		{store.Queue{Schedule: "@queue"}, "sluice:{%40queue}:%40queue:@queue"},
+		{store.Queue{Schedule: "carrier", Values: []string{"45"}}, "sluice:{carrier,45}2q", "sluice:{carrier,45}:carrier:@queue:45"},
+		{store.Queue{Schedule: "all"}, "sluice:{all}2q", "sluice:{all}:all:@queue"},
+		{store.Queue{Schedule: "a:b", Values: []string{"1,2", "}"}}, "sluice:{a%3Ab,1%2C2,%7D}2q", "sluice:{a%3Ab,1%2C2,%7D}:a%3Ab:@queue:1%2C2,%7D"},
+		{store.Queue{Schedule: "@queue"}, "sluice:{%40queue}2q", "sluice:{%40queue}:%40queue:@queue"},
 	}
 	for _, tt := range tests {
-		if got := queueKey("sluice", tt.q); got != tt.want {
-			t.Errorf("queueKey(%+v) = %q, want %q", tt.q, got, tt.want)
+		if got := (namer{prefix: "sluice", layout: Layout2}).queue(tt.q); got != tt.want {
+			t.Errorf("queue(%+v) = %q, want %q", tt.q, got, tt.want)
+		}
+		if got := (namer{prefix: "sluice", layout: Layout1}).queue(tt.q); got != tt.want1 {
+			t.Errorf("layout 1: queue(%+v) = %q, want %q", tt.q, got, tt.want1)
 		}
 	}
 }

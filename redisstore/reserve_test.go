@@ -57,7 +57,7 @@ func TestQueueLayout(t *testing.T) {
 		sched := carrierSchedule(4, 10*time.Second)
 		attrs := map[string]string{"carrier": "a:b{c}"}
 		key := queueKeyOf(t, s, sched, attrs)
-		if want := prefix + ":{carrier,a%3Ab%7Bc%7D}:carrier:@queue:a%3Ab%7Bc%7D"; key != want {
+		if want := prefix + ":{carrier,a%3Ab%7Bc%7D}2q"; key != want {
 			t.Errorf("QueueKey = %q, want %q", key, want)
 		}
 		var ids []string

@@ -311,7 +311,7 @@ func TestKeysOnServer(t *testing.T) {
 	attrs := map[string]string{"category": "a:b{c}"}
 	ks := keysOf(t, s, p, attrs)
 	prefix := s2prefix(ks[0])
-	want := []string{prefix + ":{notify}:notify:global", prefix + ":{notify}:notify:category:a%3Ab%7Bc%7D"}
+	want := []string{prefix + ":{notify}2l:global", prefix + ":{notify}2l:category:a%3Ab%7Bc%7D"}
 	if !slices.Equal(ks, want) {
 		t.Fatalf("Keys = %q, want %q", ks, want)
 	}

@@ -63,6 +63,12 @@ type Config struct {
 	// (the default) is SlotsPerRule on a Redis Cluster and SlotsShared
 	// otherwise. See the package documentation.
 	Slots Slots
+
+	// Layout is the version of the keys' names: LayoutCurrent (the
+	// default) for the newest, Layout2; Layout1 for the names of earlier
+	// versions of sluice, during a rolling upgrade from them. A store never
+	// reads or writes a key of another layout. See docs/design.md, Upgrades.
+	Layout Layout
 }
 
 // defaultPrefix is Config.Prefix's default.
@@ -77,11 +83,8 @@ const defaultPrefix = "sluice"
 type Store struct {
 	ev      Evaler  // every script call
 	decider decider // decide.lua's calls: batched over rueidis, else ev
-	prefix  string
+	names   namer   // the keys' names: prefix, hash tags, layout
 	clock   func() time.Time
-	// perRule reports SlotsPerRule: each rule's keys get their own hash
-	// tag, and policies spanning several tags are decided by crossslot.go.
-	perRule bool
 	close   func() // closes the client if the store created it
 	closed  atomic.Bool
 }
@@ -151,7 +154,14 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	if cfg.Slots > SlotsPerRule {
 		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
 	}
-	return &Store{ev: ev, decider: evalerDecider{ev}, prefix: prefix, clock: cfg.Clock, perRule: cfg.Slots == SlotsPerRule}, nil
+	if cfg.Layout > Layout2 {
+		return nil, fmt.Errorf("redisstore: unknown key layout %d; this version writes layout 1 or 2 (0 for the newest, 2)", cfg.Layout)
+	}
+	names := namer{prefix: prefix, perRule: cfg.Slots == SlotsPerRule, layout: cfg.Layout}
+	if names.layout == LayoutCurrent {
+		names.layout = Layout2
+	}
+	return &Store{ev: ev, decider: evalerDecider{ev}, names: names, clock: cfg.Clock}, nil
 }
 
 // Close stops the store: later calls return store.ErrClosed. It closes
@@ -170,5 +180,5 @@ func (s *Store) Close() error {
 // Decide reads and writes. sluice.Resolve gives the request of a policy
 // and attributes.
 func (s *Store) Keys(req *store.Request) []string {
-	return planOf(s.prefix, s.perRule, req).keys
+	return s.names.plan(req).keys
 }

@@ -73,7 +73,7 @@ func TestServeRedis(t *testing.T) {
 	var in inspectOutput
 	(&response{Body: []byte(out)}).JSON(t, &in)
 	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Used == nil || *in.Windows[1].Used != 10 || len(in.Windows[1].Entries) != 10 ||
-		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}:notify:category") {
+		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}2l:category") {
 		t.Errorf("inspect = %+v", in)
 	}
 	if in.Next == nil || in.Next.Allowed || in.Next.DeniedBy != "category" || in.Next.Cause != "limit" || in.Windows[1].Cause != "limit" || in.Windows[0].Cause != "" {

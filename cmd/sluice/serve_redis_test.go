@@ -144,7 +144,7 @@ func TestServeRedisSentinel(t *testing.T) {
 		}
 	}
 	keys, err := st.Master().Do("KEYS", "st:*")
-	if err != nil || !strings.Contains(keys, "st:{notify}:notify:category:c") {
+	if err != nil || !strings.Contains(keys, "st:{notify}2l:category:c") {
 		t.Errorf("the master holds %q, %v; want the notify keys", keys, err)
 	}
 }
