@@ -13,8 +13,10 @@
 //     absent leaves it out, and the Limiter decides whether a rule needs
 //     it; a value that is not valid UTF-8 is bad input (ErrInvalidAttribute);
 //   - decides each policy in order and stops at the first that denies;
-//   - logs store failures, would-be denials of shadow policies and
-//     unexpected errors;
+//   - reports store failures, and the store answering again, to an outage
+//     reporter (package outage), which logs the first failure of an
+//     outage, a summary per interval and its end, not a line per request;
+//   - logs would-be denials of shadow policies and unexpected errors;
 //   - tells a denial by a quota from one by the failure policy.
 //
 // Classify is the one table from sluice's errors for bad input to a problem
@@ -34,6 +36,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/outage"
 )
 
 // Key reads one attribute from a request of type R. An error that wraps
@@ -87,9 +90,20 @@ type Log struct {
 	Logger *slog.Logger
 
 	// StoreFailed is logged at warn when the store failed and the failure
-	// policy (or the fallback store) decided: policy, allowed, fallback
-	// (whether a fallback store decided), err.
+	// policy (or the fallback store) decided, for the first such failure
+	// of an outage: policy, allowed, fallback (whether a fallback store
+	// decided), err. Outage summarizes the failures that follow.
 	StoreFailed string
+
+	// Outage throttles the store's failures: it logs StoreFailed for the
+	// first of an outage, then a summary per interval, then the end.
+	// Default: a Reporter of Logger with outage.DefaultInterval, the
+	// Limiter's circuit and Prefix, one per Edge or Set.
+	Outage *outage.Reporter
+
+	// Prefix starts the messages of the Reporter made when Outage is nil
+	// (summaries, the end, the circuit breaker's changes).
+	Prefix string
 
 	// Shadow is logged at info when a shadow policy would have denied:
 	// policy, denied_by, retry_after.
@@ -110,6 +124,7 @@ type Log struct {
 func PackageLog(logger *slog.Logger, pkg, what string) Log {
 	return Log{
 		Logger:      logger,
+		Prefix:      pkg + ": ",
 		StoreFailed: pkg + ": rate limiter store failed; failure policy applied",
 		Shadow:      pkg + ": shadow policy would deny",
 		Failed:      pkg + ": rate limiter rejected the " + what,
@@ -191,6 +206,9 @@ func New[R any](cfg Config[R]) (*Edge[R], error) {
 	e := &Edge[R]{lim: cfg.Limiter, absent: cfg.Absent, log: cfg.Log}
 	if e.log.Logger == nil {
 		e.log.Logger = slog.New(slog.DiscardHandler)
+	}
+	if e.log.Outage == nil {
+		e.log.Outage = newReporter(cfg.Log, cfg.Limiter)
 	}
 	for i, p := range cfg.Policies {
 		if p == nil {
@@ -315,9 +333,12 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 		if err != nil && !d.Degraded {
 			return e.rejected(ctx, c, pol, attrs, absent, err)
 		}
-		if err != nil {
-			e.logAttrs(ctx, slog.LevelWarn, e.log.StoreFailed, c.Tag, slog.String("policy", pol.p.Name),
-				slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits) > 0), slog.Any("err", err))
+		switch {
+		case err != nil && e.log.StoreFailed != "":
+			e.log.Outage.Failed(ctx, outage.Failure{Msg: e.log.StoreFailed, Tag: c.Tag, Kind: outage.Policy, Name: pol.p.Name, Err: err,
+				Attrs: []slog.Attr{slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits) > 0)}})
+		case err == nil && !d.Unlimited:
+			e.log.Outage.Answered(ctx)
 		}
 		if d.Shadowed {
 			e.logAttrs(ctx, slog.LevelInfo, e.log.Shadow, c.Tag, slog.String("policy", pol.p.Name),
@@ -421,6 +442,16 @@ func (pol *policy) missing(attrs map[string]string, err error) string {
 		}
 	}
 	return first
+}
+
+// newReporter returns the outage reporter of an Edge or Set whose Log
+// names none.
+func newReporter(l Log, lim *sluice.Limiter) *outage.Reporter {
+	cfg := outage.Config{Logger: l.Logger, Prefix: l.Prefix}
+	if lim != nil {
+		cfg.Circuit = lim.Circuit
+	}
+	return outage.New(cfg)
 }
 
 // logAttrs logs msg at level with tag first, unless msg is empty.

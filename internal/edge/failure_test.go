@@ -6,11 +6,15 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/edge/edgetest"
+	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -50,5 +54,95 @@ func TestStoreFailure(t *testing.T) {
 				t.Errorf("logs %q, want %q with %s", logs.String(), line, c.log)
 			}
 		})
+	}
+}
+
+// switchStore is a memory store that fails while down is set, as a store
+// whose server stops and comes back. It is not a store.Local, so the
+// Limiter applies its deadline and circuit breaker to it.
+type switchStore struct {
+	mem  *memstore.Store
+	down atomic.Bool
+}
+
+func (s *switchStore) Decide(ctx context.Context, req *store.Request) error {
+	if s.down.Load() {
+		return edgetest.ErrStore
+	}
+	return s.mem.Decide(ctx, req)
+}
+
+func (s *switchStore) Close() error { return s.mem.Close() }
+
+// limiterClock is a manual clock for the Limiter's circuit breaker.
+type limiterClock struct{ *storetest.Clock }
+
+func (limiterClock) After(time.Duration) <-chan time.Time { return nil }
+
+// TestStoreOutageLogs: an outage of the store is logged as its first
+// failure, the circuit opening and the end, not a line per request; the
+// edge's outcomes are the same for every request.
+func TestStoreOutageLogs(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(storetest.T0)
+	s := &switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}
+	t.Cleanup(func() { _ = s.Close() })
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: limiterClock{clock}})
+	var logs bytes.Buffer
+	log := PackageLog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}})), "test", "request")
+	log.Outage = outage.New(outage.Config{Logger: log.Logger, Now: clock.Now, Circuit: lim.Circuit, Prefix: log.Prefix})
+	e, err := New(Config[request]{Limiter: lim, Policies: []*sluice.Policy{newPolicy("p", 1000)}, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(n int, want Kind) {
+		t.Helper()
+		for range n {
+			clock.Advance(time.Millisecond)
+			if o := e.DecideAttrs(context.Background(), nil, Call{Cost: 1, Tag: slog.String("api", "test")}); o.Kind != want {
+				t.Fatalf("outcome %+v, want %v", o, want)
+			}
+		}
+	}
+	decide(3, Allowed)
+	s.down.Store(true)
+	decide(1000, Unavailable) // 5 failures open the circuit for 1 s
+	clock.Advance(time.Second)
+	decide(1000, Unavailable) // one probe fails and opens it again
+	s.down.Store(false)
+	clock.Advance(time.Second)
+	decide(10, Allowed) // the probe succeeds
+	want := `level=WARN msg="test: rate limiter store failed; failure policy applied" api=test policy=p allowed=false fallback=false err="redis: connection refused to 10.1.2.3:6379" summary_every=10s
+level=WARN msg="test: store circuit breaker open: the store is not called until a probe succeeds" outage=4ms failed=5
+level=INFO msg="test: store answers again" outage=4s failed=2000 policies=[p] last_err="redis: connection refused to 10.1.2.3:6379" circuit=closed
+`
+	if got := logs.String(); got != want {
+		t.Errorf("logged\n%swant\n%s", got, want)
+	}
+}
+
+// TestStoreOutageDefault: a Log without a Reporter gets one, shared by
+// the edges of a Set: a failing store logs one line for many requests.
+func TestStoreOutageDefault(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	lim := sluice.NewLimiter(edgetest.FailingStore{}, sluice.Config{Breaker: sluice.Breaker{Failures: -1}})
+	set, err := NewSet(Config[request]{Limiter: lim, Policies: []*sluice.Policy{newPolicy("a", 1), newPolicy("b", 1)},
+		Log: PackageLog(slog.New(slog.NewTextHandler(&logs, nil)), "test", "request")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if o := set.DecideAttrs(context.Background(), []string{"a", "b"}[i%2], nil, Call{Cost: 1}); o.Kind != Unavailable {
+			t.Fatalf("outcome %+v", o)
+		}
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "policy=a") {
+		t.Errorf("logged %d lines for 100 failed requests, want the first one:\n%s", n, logs.String())
 	}
 }

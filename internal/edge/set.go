@@ -17,9 +17,12 @@ type Set[R any] struct {
 }
 
 // NewSet compiles each of cfg.Policies into an Edge of its own, with cfg's
-// limiter, keys and log.
+// limiter, keys and log; the edges share one outage reporter.
 func NewSet[R any](cfg Config[R]) (*Set[R], error) {
 	s := &Set[R]{edges: make(map[string]*Edge[R], len(cfg.Policies))}
+	if cfg.Log.Outage == nil {
+		cfg.Log.Outage = newReporter(cfg.Log, cfg.Limiter) // one for all
+	}
 	for _, p := range cfg.Policies {
 		one := cfg
 		one.Policies = []*sluice.Policy{p}
