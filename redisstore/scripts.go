@@ -57,6 +57,10 @@ var (
 
 	reserveScript = newScript("reserve.lua", preludeLua+"\n-- reserve.lua\n\n"+reserveLua)
 	cancelScript  = newScript("cancel.lua", preludeLua+"\n-- cancel.lua\n\n"+cancelLua)
+
+	// allScripts are every script a Store runs, which Warm loads.
+	allScripts = []*script{decideScripts.log, decideScripts.all, batchScripts.log, batchScripts.all,
+		rollbackScript, inspectScript, reserveScript, cancelScript}
 )
 
 // scriptPair is a script that reads or writes rule windows, in two builds:

@@ -81,9 +81,10 @@ const defaultPrefix = "sluice"
 // A Store is safe for concurrent use. Create one with New, NewFromClient or
 // NewFromEvaler; the zero value is not usable.
 type Store struct {
-	ev      Evaler  // every script call
-	decider decider // decide.lua's calls: batched over rueidis, else ev
-	names   namer   // the keys' names: prefix, hash tags, layout
+	ev      Evaler         // every script call
+	decider decider        // decide.lua's calls: batched over rueidis, else ev
+	client  rueidis.Client // nil for a store made by NewFromEvaler
+	names   namer          // the keys' names: prefix, hash tags, layout
 	clock   func() time.Time
 	close   func() // closes the client if the store created it
 	closed  atomic.Bool
@@ -129,6 +130,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.client = client
 	if client.Mode() == rueidis.ClientModeCluster {
 		s.decider = &slotBatchers{client: client}
 	} else {

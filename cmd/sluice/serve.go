@@ -102,6 +102,7 @@ flags:`)
 		return fail("%v", err)
 	}
 	defer store.Close()
+	store.keepWarm(5 * time.Second)
 	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, Ping: store.Ping, Queues: store.queueReader()})
 	if err != nil {
 		return fail("%v", err)

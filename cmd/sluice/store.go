@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -29,19 +30,52 @@ type openedStore struct {
 	// Where describes the store for messages.
 	Where string
 
-	// ping checks that the store answers; nil for the in-memory store.
+	// ping checks that the store answers and is warm (every script loaded
+	// on every node); nil for the in-memory store.
 	ping func(ctx context.Context) error
+
+	// stopWarming, once warming started, stops it.
+	stopWarming context.CancelFunc
 
 	// closeClient closes the Redis client after the store.
 	closeClient func()
 }
 
-// Ping reports whether the store answers.
+// Ping reports whether the store answers and is ready for decisions as
+// fast as later ones: on Redis, every node the client knows holds every
+// script (redisstore.Store.Warm, which loads those missing). The server's
+// readiness (/readyz, gRPC health) is this.
 func (s *openedStore) Ping(ctx context.Context) error {
 	if s.ping == nil {
 		return nil
 	}
 	return s.ping(ctx)
+}
+
+// keepWarm warms a Redis store every interval until Close, so that a node
+// that joined (a promoted replica, a new master) or lost its scripts (a
+// restart, SCRIPT FLUSH) holds them again before decisions find it out.
+// Failures are left to the readiness checks and the decisions to report.
+func (s *openedStore) keepWarm(every time.Duration) {
+	if s.Redis == nil || s.stopWarming != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.stopWarming = stop
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				wctx, cancel := context.WithTimeout(ctx, every)
+				_ = s.Redis.Warm(wctx)
+				cancel()
+			}
+		}
+	}()
 }
 
 // Reserve implements store.Scheduler over the opened store, so that a
@@ -67,6 +101,9 @@ var _ store.Scheduler = (*openedStore)(nil)
 
 // Close closes the store and its client.
 func (s *openedStore) Close() error {
+	if s.stopWarming != nil {
+		s.stopWarming()
+	}
 	err := s.Store.Close()
 	if s.closeClient != nil {
 		s.closeClient()
@@ -125,13 +162,11 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 		return nil, err
 	}
 	return &openedStore{
-		Store:  rs,
-		Redis:  rs,
-		Client: client,
-		Where:  where,
-		ping: func(ctx context.Context) error {
-			return client.Do(ctx, client.B().Ping().Build()).Error()
-		},
+		Store:       rs,
+		Redis:       rs,
+		Client:      client,
+		Where:       where,
+		ping:        rs.Warm,
 		closeClient: client.Close,
 	}, nil
 }
