@@ -3,8 +3,9 @@ package sluice
 import "time"
 
 // Clock tells the time and sleeps: Limiter.Wait reads the context's
-// deadline and waits for slots with it, and the circuit breaker times its
-// cool-down with it. The stores keep their own clocks.
+// deadline and waits for slots with it, the circuit breaker times its
+// cool-down and the deny cache its entries with it. The stores keep their
+// own clocks.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time

@@ -77,8 +77,19 @@ type Decision struct {
 	// the Limiter's failure policy instead of the store.
 	Degraded bool
 
+	// Cached reports a denial answered from the Limiter's deny cache,
+	// without asking the store (see Policy.CacheDenials). Limits then
+	// holds the statuses of the rules that denied this window recently,
+	// alone (the others were not asked), with the figures the store gave
+	// then: Used and Remaining as they were, RetryAfter and ResetAfter
+	// counted down since. DeniedBy is the first of them in policy order,
+	// RetryAfter the longest wait: exact while nothing else was written
+	// to the window, less than the store's wait when something was or the
+	// request costs more than the one denied (a retry then asks the store).
+	Cached bool
+
 	// Limits holds one status per rule that applied to the request, in
-	// policy order.
+	// policy order (for a Cached denial, those of the rules that denied).
 	Limits []LimitStatus
 }
 

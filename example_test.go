@@ -122,3 +122,38 @@ func Example_gcra() {
 	// allowed=false remaining=0 retry_after=360ms
 	// after 360ms: allowed=true
 }
+
+// An API under a flood: a client over its limit keeps retrying. With
+// CacheDenials the Limiter asks the store once, then answers the retries
+// itself, each with the wait left, until the window has room again.
+func Example_denyCache() {
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}),
+		sluice.Config{Clock: exampleClock{clock}, DenyCache: 10_000})
+	api := &sluice.Policy{Name: "api", CacheDenials: true, Rules: []sluice.Rule{
+		{Name: "per-client", Limit: 2, Window: 10 * time.Second, By: []string{"client"}},
+	}}
+	ctx := context.Background()
+	client := map[string]string{"client": "203.0.113.7"}
+	for range 7 {
+		d, _ := lim.Allow(ctx, api, client)
+		fmt.Printf("allowed=%-5v cached=%-5v retry_after=%v\n", d.Allowed, d.Cached, d.RetryAfter)
+		clock.Advance(2 * time.Second)
+	}
+	st := lim.DenyCacheStats()
+	fmt.Printf("store asked %d times, cache answered %d\n", st.Misses, st.Hits)
+	// Output:
+	// allowed=true  cached=false retry_after=0s
+	// allowed=true  cached=false retry_after=0s
+	// allowed=false cached=false retry_after=6s
+	// allowed=false cached=true  retry_after=4s
+	// allowed=false cached=true  retry_after=2s
+	// allowed=true  cached=false retry_after=0s
+	// allowed=true  cached=false retry_after=0s
+	// store asked 5 times, cache answered 2
+}
+
+// exampleClock is a sluice.Clock over the examples' manual clock.
+type exampleClock struct{ *storetest.Clock }
+
+func (exampleClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

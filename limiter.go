@@ -26,8 +26,9 @@ type Config struct {
 	// Fallback, or it fails too). Default Deny.
 	OnError OnError
 
-	// Clock is the time Wait reads deadlines with and sleeps on, and the
-	// circuit breaker's clock. Default: the system clock.
+	// Clock is the time Wait reads deadlines with and sleeps on, the
+	// circuit breaker's clock and the one the deny cache times its entries
+	// on. Default: the system clock (its monotonic reading).
 	Clock Clock
 
 	// Timeout is the deadline of each store call (within the caller's
@@ -49,6 +50,14 @@ type Config struct {
 	// Breaker configures the circuit breaker. The zero value is the
 	// default.
 	Breaker Breaker
+
+	// DenyCache is the most denials the Limiter remembers, to answer the
+	// requests of a policy with CacheDenials that a rule denied recently
+	// without asking the store again (see Policy.CacheDenials). The
+	// memory it takes is bounded by this count: the least recently used
+	// denial makes room for a new one. Default DefaultDenyCache (10,000);
+	// negative: no cache, whatever the policies say.
+	DenyCache int
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -88,13 +97,30 @@ type Limiter struct {
 	local   bool // store is a store.Local
 	cfg     Config
 	breaker *breaker
+	denials *denyCache // nil: none
 }
 
 // NewLimiter returns a Limiter over s: memstore.New(...) for one process,
 // redisstore.New(...) for many.
 func NewLimiter(s store.Store, cfg Config) *Limiter {
 	_, local := s.(store.Local)
-	return &Limiter{store: s, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
+	l := &Limiter{store: s, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
+	switch {
+	case cfg.DenyCache == 0:
+		l.denials = newDenyCache(DefaultDenyCache)
+	case cfg.DenyCache > 0:
+		l.denials = newDenyCache(cfg.DenyCache)
+	}
+	return l
+}
+
+// DenyCacheStats returns what the deny cache did so far (see
+// Config.DenyCache); all zero when it has none.
+func (l *Limiter) DenyCacheStats() DenyCacheStats {
+	if l.denials == nil {
+		return DenyCacheStats{}
+	}
+	return l.denials.stats()
 }
 
 // Circuit returns the state of the circuit breaker over the store (see
@@ -134,7 +160,9 @@ func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string
 
 // Peek returns the decision AllowN would return for cost units, with the
 // figures AllowN would leave (Used counting the request when AllowN would
-// admit it, or penalize it on a Penalize policy), recording nothing.
+// admit it, or penalize it on a Penalize policy), recording nothing. On a
+// policy with CacheDenials it answers from the deny cache as AllowN does,
+// and a denial the store gives it is remembered as AllowN's is.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	return l.do(ctx, p, attrs, cost, allowMode(p), true)
 }
@@ -142,7 +170,8 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, 
 // Record adds cost units to the window of every rule of p that applies to
 // attrs, whether or not they fit (recording one event into many windows at
 // once). The decision reports whether the event fit and the counts after
-// recording it.
+// recording it. It always asks the store: the deny cache neither answers
+// it nor learns from it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	return l.do(ctx, p, attrs, cost, store.ModeRecord, false)
 }
@@ -151,6 +180,7 @@ func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string
 // fit: for a front end with a model of its own, such as Envoy's rate-limit
 // descriptors. It validates req as AllowN validates a policy's request and
 // applies the failure policy; the decision's statuses follow req.Checks.
+// It does not use the deny cache.
 func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err
@@ -177,9 +207,33 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 		return newDecision(&s.req), nil // no rule applies: no limit, and no store call
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
+	d, err := l.decideCached(ctx, p, s)
+	if p.Shadow && !d.Allowed {
+		// A shadow policy never denies, not even by the failure policy.
+		d.Allowed = true
+		d.Shadowed = d.DeniedBy != ""
+	}
+	return d, err
+}
+
+// decideCached decides s's request: from the deny cache when p caches
+// denials and one of its rules denied the request recently, otherwise by
+// the store, falling over a spread rule's sub-windows; a denial by the
+// store is then remembered.
+func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch) (Decision, error) {
+	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow
+	if cache {
+		s.sent = l.sendTime()
+		if d, ok := l.denials.lookup(s, s.sent); ok {
+			return d, nil
+		}
+	}
 	d, err := l.decide(ctx, &s.req)
-	if len(s.spread) > 0 && err == nil && !d.Allowed && mode == store.ModeAllow {
+	if len(s.spread) > 0 && err == nil && !d.Allowed && s.req.Mode == store.ModeAllow {
 		for s.fallOver() {
+			if cache {
+				s.sent = l.sendTime()
+			}
 			if d, err = l.decide(ctx, &s.req); err != nil || d.Allowed {
 				break
 			}
@@ -189,10 +243,17 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 			d = newDecision(&s.req)
 		}
 	}
-	if p.Shadow && !d.Allowed {
-		// A shadow policy never denies, not even by the failure policy.
-		d.Allowed = true
-		d.Shadowed = d.DeniedBy != ""
+	if cache && err == nil && !d.Allowed {
+		l.denials.fill(s, &d)
 	}
 	return d, err
+}
+
+// sendTime returns the time a store call sent now starts from, for the
+// deny cache: the clock's time down to its microsecond, since stores count
+// whole microseconds (a store on the same clock then decides at this time
+// or later). It keeps the clock's monotonic reading.
+func (l *Limiter) sendTime() time.Time {
+	now := l.clock().Now()
+	return now.Add(-time.Duration(now.Nanosecond() % 1000))
 }

@@ -29,6 +29,21 @@ type Policy struct {
 	// is always true and a would-be denial is reported in Decision.Shadowed.
 	// Use it to roll out a new limit and watch what it would do.
 	Shadow bool
+
+	// CacheDenials lets the Limiter answer a request from its deny cache
+	// (Config.DenyCache) when one of the policy's rules recently denied a
+	// request of the same or less cost on the same window, without asking
+	// the store: under a flood of requests over their limit, one store
+	// call per window and retry period instead of one per request. A
+	// cached answer is Decision.Cached: a denial the store would give at
+	// that moment (Allowed false, DeniedBy, Cause, a RetryAfter counting
+	// down to the instant the window has room), unless room was freed
+	// early in the meantime (a cross-slot rollback seen by a concurrent
+	// request, a Redis failover that lost admissions, windows reset by
+	// hand), when it denies what the store would admit; it never admits.
+	// Penalize policies, Record and Limiter.Decide do not use the cache.
+	// See docs/design.md, "Deny cache". Off by default.
+	CacheDenials bool
 }
 
 // Validate reports why p cannot be enforced: an empty name, no rules, or a

@@ -24,6 +24,8 @@ type scratch struct {
 	req    store.Request
 	values []string
 	spread []spreading // the request's spread rules, see Rule.Spread
+	sent   time.Time   // when the last store call was sent, for the deny cache
+	key    []byte      // a deny cache key, see appendDenyKey
 }
 
 // spreading is where a request stands on a spread rule: the sub-window
@@ -34,6 +36,11 @@ type spreading struct {
 	at, tried    int   // the sub-window checked, and how many were
 	limit, burst int64 // the whole window's, shared among the sub-windows
 	retry        time.Duration
+	// seen counts the sub-windows that denied in a row, each asked after
+	// the one before, and until is the soonest any of them has room, each
+	// counted from when it was asked: what the deny cache keeps.
+	seen  int
+	until time.Time
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -168,8 +175,17 @@ func (s *scratch) fallOver() bool {
 	for i := range s.spread {
 		sp := &s.spread[i]
 		sp.tried++
-		if r := &s.req.Results[sp.check]; !r.Fits && (sp.tried == 1 || r.RetryAfter < sp.retry) {
+		r := &s.req.Results[sp.check]
+		if !r.Fits && (sp.tried == 1 || r.RetryAfter < sp.retry) {
 			sp.retry = r.RetryAfter
+		}
+		switch until := s.sent.Add(r.RetryAfter); {
+		case r.Fits:
+			sp.seen, sp.until = 0, time.Time{}
+		case sp.seen == 0 || until.Before(sp.until):
+			sp.seen, sp.until = sp.seen+1, until
+		default:
+			sp.seen++
 		}
 	}
 	for i := range s.req.Checks {

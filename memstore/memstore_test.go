@@ -13,12 +13,19 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Target {
-		s := New(Config{Clock: now, Shards: 4})
-		return storetest.Target{Store: s, TTLs: func(context.Context) (map[string]time.Duration, error) {
-			return s.ttls(now()), nil
-		}}
-	})
+	storetest.Run(t, openConformance)
+}
+
+// TestConformanceDenyCache runs the suite with the Limiter's deny cache on.
+func TestConformanceDenyCache(t *testing.T) {
+	storetest.RunDenyCache(t, openConformance)
+}
+
+func openConformance(t *testing.T, now func() time.Time) storetest.Target {
+	s := New(Config{Clock: now, Shards: 4})
+	return storetest.Target{Store: s, TTLs: func(context.Context) (map[string]time.Duration, error) {
+		return s.ttls(now()), nil
+	}}
 }
 
 // ttls returns every window's key and time left until it may be dropped.

@@ -99,8 +99,18 @@ func clusterTTLs(c *redistest.Cluster, prefix string) (map[string]time.Duration,
 // whose default is SlotsPerRule: the cases with a global cap over per-key
 // caps are cross-slot decisions.
 func TestClusterConformance(t *testing.T) {
-	c := sharedCluster(t)
-	storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Target {
+	storetest.Run(t, clusterOpener(sharedCluster(t)))
+}
+
+// TestClusterConformanceDenyCache runs the suite over the Cluster store with
+// the Limiter's deny cache on.
+func TestClusterConformanceDenyCache(t *testing.T) {
+	storetest.RunDenyCache(t, clusterOpener(sharedCluster(t)))
+}
+
+// clusterOpener opens each case's store on c under a prefix of its own.
+func clusterOpener(c *redistest.Cluster) storetest.Opener {
+	return func(t *testing.T, now func() time.Time) storetest.Target {
 		prefix := newPrefix()
 		s := openCluster(t, redisstore.Config{Prefix: prefix, Clock: now})
 		return storetest.Target{
@@ -109,7 +119,7 @@ func TestClusterConformance(t *testing.T) {
 				return clusterTTLs(c, prefix)
 			},
 		}
-	})
+	}
 }
 
 // TestClusterKeysSpread checks the SlotsPerRule layout: per-user keys of

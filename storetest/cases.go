@@ -15,6 +15,35 @@ type testCase struct {
 	run  func(e *env)
 }
 
+// freesRoom marks a case that frees room a concurrent request may see
+// taken: a cross-slot decision reserves in one slot group and rolls back
+// when another denies. With the deny cache on, a request denied for such a
+// reservation keeps its window denied after the rollback, so the case may
+// admit less than its limit: it then asserts at most the limit, and logs
+// what it under-admitted (expectAdmitted).
+func freesRoom(run func(e *env)) func(e *env) {
+	return func(e *env) {
+		e.frees = true
+		run(e)
+	}
+}
+
+// mayUnderAdmit reports whether the case may admit less than its limit:
+// the deny cache is on and the case frees room.
+func (e *env) mayUnderAdmit() bool { return e.cache != nil && e.frees }
+
+// expectAdmitted checks how many requests a concurrent case admitted.
+func (e *env) expectAdmitted(what string, got, want int) {
+	e.t.Helper()
+	switch {
+	case got == want:
+	case got < want && e.mayUnderAdmit():
+		e.t.Logf("%s: admitted %d of %d with the deny cache: rollbacks freed room it had seen taken", what, got, want)
+	default:
+		e.t.Errorf("%s: admitted %d, want exactly %d", what, got, want)
+	}
+}
+
 // notify is the notifier's policy: a global cap over a per-category cap.
 func notify() *sluice.Policy {
 	return &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
@@ -443,9 +472,9 @@ var cases = []testCase{
 		}
 	}},
 
-	{"Concurrent", func(e *env) {
+	{"Concurrent", freesRoom(func(e *env) {
 		// Many callers at once: exactly the limit is admitted, per level.
-		p := notify()
+		p := e.policy(notify())
 		p.Rules[0].Limit = 40
 		p.Rules[1].Limit = 7
 		var (
@@ -480,10 +509,8 @@ var cases = []testCase{
 				e.t.Errorf("category %s admitted %d, limit 7", c, n)
 			}
 		}
-		if total != 40 {
-			e.t.Errorf("admitted %d in total, want exactly 40", total)
-		}
-	}},
+		e.expectAdmitted("in total", total, 40)
+	})},
 }
 
 // containsRule reports whether key names rule name as a path element.

@@ -45,8 +45,15 @@ func propertySeeds(t interface{ Fatalf(string, ...any) }) []uint64 {
 var propertyCases = []testCase{
 	{"RandomSequencesKeepTheContract", func(e *env) {
 		for _, seed := range propertySeeds(e.t) {
+			var hits int64
+			if e.cache != nil {
+				hits = e.cache.hits.Load()
+			}
 			if !runProperty(e, seed) {
 				e.t.Fatalf("seed %d failed; replay it alone with %s=%d", seed, propertySeedEnv, seed)
+			}
+			if e.cache != nil && e.cache.hits.Load() == hits {
+				e.t.Errorf("seed %d: the deny cache answered none of the decisions; they checked nothing of it", seed)
 			}
 		}
 	}},
@@ -132,13 +139,13 @@ func runProperty(e *env, seed uint64) bool {
 	do := func(step int, c propertyCall) sluice.Decision {
 		var got sluice.Decision
 		var err error
-		switch c.op {
+		switch p := e.policy(c.p); c.op {
 		case "allow":
-			got, err = e.lim.AllowN(e.ctx, c.p, c.attrs, c.cost)
+			got, err = e.lim.AllowN(e.ctx, p, c.attrs, c.cost)
 		case "peek":
-			got, err = e.lim.Peek(e.ctx, c.p, c.attrs, c.cost)
+			got, err = e.lim.Peek(e.ctx, p, c.attrs, c.cost)
 		default:
-			got, err = e.lim.Record(e.ctx, c.p, c.attrs, c.cost)
+			got, err = e.lim.Record(e.ctx, p, c.attrs, c.cost)
 		}
 		if err != nil {
 			e.t.Fatalf("seed %d step %d: %v at %v: %v", seed, step, c, e.elapsed(), err)
@@ -146,6 +153,15 @@ func runProperty(e *env, seed uint64) bool {
 		want := m.decide(e.clock.Now(), c)
 		if os.Getenv("SLUICE_PROPERTY_TRACE") != "" {
 			e.t.Logf("step %d %v at %v: got %+v", step, c, e.elapsed(), got)
+		}
+		if got.Cached {
+			// The deny cache answered (RunDenyCache): held to the model's
+			// decision, which the sequence then goes on with.
+			if msg := e.cache.check(got, want); msg != "" && ok {
+				e.t.Errorf("seed %d step %d: %v at T0+%v answered from the deny cache:\n%s", seed, step, c, e.elapsed(), msg)
+				ok = false
+			}
+			return want
 		}
 		if diff := diffDecision(got, want); diff != "" && ok {
 			e.t.Errorf("seed %d step %d: %v at T0+%v:\n%s", seed, step, c, e.elapsed(), diff)
@@ -180,7 +196,8 @@ func runProperty(e *env, seed uint64) bool {
 		}
 		// The promise: the same request a microsecond before RetryAfter is
 		// denied (asked by a peek, which changes nothing), and at RetryAfter
-		// it is admitted.
+		// it is admitted. With the deny cache on, the peek is answered from
+		// it and the admission shows that its entry expired in time.
 		retry := propertyCall{op: "allow", p: c.p, attrs: c.attrs, cost: c.cost}
 		at := e.clock.Now()
 		if d.RetryAfter <= 0 {

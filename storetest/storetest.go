@@ -41,25 +41,45 @@ type env struct {
 	clock  *Clock
 	target Target
 	lim    *sluice.Limiter
+
+	// With the deny cache on (RunDenyCache): the cache's tally, a Limiter
+	// without one that tells what the store answers, and whether the case
+	// frees room a concurrent request may have seen taken.
+	cache *cacheTally
+	raw   *sluice.Limiter
+	frees bool
 }
 
-func open(t *testing.T, opener Opener) *env {
+func open(t *testing.T, opener Opener, cache *cacheTally) *env {
 	t.Helper()
 	clock := NewClock(T0)
 	target := opener(t, clock.Now)
 	t.Cleanup(func() { _ = target.Store.Close() })
-	return &env{t: t, ctx: context.Background(), clock: clock, target: target,
-		// A long deadline and no breaker: the suite checks decisions, not
-		// the failure policy, on machines that may be slow.
-		lim: sluice.NewLimiter(target.Store, sluice.Config{Timeout: 10 * time.Second, Breaker: sluice.Breaker{Failures: -1}})}
+	// A long deadline and no breaker: the suite checks decisions, not the
+	// failure policy, on machines that may be slow.
+	cfg := sluice.Config{Timeout: 10 * time.Second, Breaker: sluice.Breaker{Failures: -1}, DenyCache: -1}
+	e := &env{t: t, ctx: context.Background(), clock: clock, target: target, cache: cache}
+	if cache != nil {
+		// The cache times its entries on the Limiter's clock: the store's.
+		cfg.Clock = limiterClock{clock}
+		e.raw = sluice.NewLimiter(target.Store, cfg)
+		cfg.DenyCache = 0
+	}
+	e.lim = sluice.NewLimiter(target.Store, cfg)
+	return e
 }
 
 // Run runs the conformance suite against the stores open returns.
 func Run(t *testing.T, opener Opener) {
 	t.Helper()
+	run(t, opener, nil)
+}
+
+func run(t *testing.T, opener Opener, cache *cacheTally) {
+	t.Helper()
 	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(append(conditionalCases, algorithmCases...), spreadCases...), scheduleCases...), propertyCases...)...) {
 		t.Run(c.name, func(t *testing.T) {
-			c.run(open(t, opener))
+			c.run(open(t, opener, cache))
 		})
 	}
 }
@@ -67,25 +87,25 @@ func Run(t *testing.T, opener Opener) {
 // allow decides cost units and fails the case on error.
 func (e *env) allow(p *sluice.Policy, attrs map[string]string, cost int64) sluice.Decision {
 	e.t.Helper()
-	d, err := e.lim.AllowN(e.ctx, p, attrs, cost)
+	d, err := e.lim.AllowN(e.ctx, e.policy(p), attrs, cost)
 	if err != nil {
 		e.t.Fatalf("AllowN(%s, %v, %d) at %v: %v", p.Name, attrs, cost, e.elapsed(), err)
 	}
-	return d
+	return e.store(d, "AllowN", p, attrs, cost)
 }
 
 func (e *env) peek(p *sluice.Policy, attrs map[string]string, cost int64) sluice.Decision {
 	e.t.Helper()
-	d, err := e.lim.Peek(e.ctx, p, attrs, cost)
+	d, err := e.lim.Peek(e.ctx, e.policy(p), attrs, cost)
 	if err != nil {
 		e.t.Fatalf("Peek(%s, %v, %d) at %v: %v", p.Name, attrs, cost, e.elapsed(), err)
 	}
-	return d
+	return e.store(d, "Peek", p, attrs, cost)
 }
 
 func (e *env) record(p *sluice.Policy, attrs map[string]string, cost int64) sluice.Decision {
 	e.t.Helper()
-	d, err := e.lim.Record(e.ctx, p, attrs, cost)
+	d, err := e.lim.Record(e.ctx, e.policy(p), attrs, cost)
 	if err != nil {
 		e.t.Fatalf("Record(%s, %v, %d) at %v: %v", p.Name, attrs, cost, e.elapsed(), err)
 	}
