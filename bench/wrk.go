@@ -57,8 +57,17 @@ type process struct {
 // answers 200, for at most 15 seconds. The process's output is kept (its
 // last 4 KiB) for the error of a process that exits early.
 func startProcess(name, bin string, args []string, ready string) (*process, error) {
+	return startProcessEnv(name, bin, args, nil, ready)
+}
+
+// startProcessEnv is startProcess with env added to the process's
+// environment.
+func startProcessEnv(name, bin string, args, env []string, ready string) (*process, error) {
 	p := &process{name: name, cmd: exec.Command(bin, args...), out: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -98,6 +107,26 @@ func (p *process) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// cpu returns the CPU time (user and system) the process has used so far,
+// from /proc/PID/stat; 0 where there is none.
+func (p *process) cpu() time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command's name (field 2) is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, the 12th and 13th after it.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticksPerSecond = 100 // USER_HZ: 100 on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 // tailBuffer keeps the last max bytes written to it.
@@ -158,7 +187,7 @@ func luaPost(body string) string {
 // luaString is s as a Lua long string, which takes its bytes as they are.
 func luaString(s string) string {
 	eq := ""
-	for strings.Contains(s, "]"+eq+"]") {
+	for strings.Contains(s+"]", "]"+eq+"]") { // s's last ] and the closing bracket's first make one too
 		eq += "="
 	}
 	// A long string drops a newline that follows its opening bracket.

@@ -16,7 +16,7 @@ func TestRunWrkScript(t *testing.T) {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Skip("wrk is not installed (make deps)")
 	}
-	const body = `{"policy":"a]]b","attributes":{"x":"y"}}`
+	const body = `[{"policy":"a]]b","attributes":{"x":"y"}}]`
 	var got, bad atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
