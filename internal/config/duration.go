@@ -14,48 +14,33 @@ import (
 // is a mistake, and the bound keeps microsecond arithmetic far from overflow.
 const maxDuration = 366 * 24 * time.Hour
 
-// parseDuration parses a duration such as "30m", "1h30m", "250ms" or "1d"
-// (24h). A bare number is rejected: the unit must be written.
+// parseDuration parses a duration such as "30m", "1h30m", "250ms", or whole
+// days then the rest: "1d" (24h), "2d12h". A bare number is rejected: the
+// unit must be written.
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
+	hours := s // days written as hours: time.ParseDuration adds "48h12h" up
+	if days, rest, ok := strings.Cut(s, "d"); ok {
+		n, err := strconv.ParseUint(days, 10, 16)
+		if hours = fmt.Sprintf("%dh%s", n*24, rest); err != nil {
+			hours = s
+		}
+	}
+	d, err := time.ParseDuration(hours)
+	_, nerr := strconv.ParseFloat(s, 64)
+	switch {
+	case s == "":
 		return 0, errors.New("empty duration; write one such as 250ms, 30s, 30m, 1h or 1d")
-	}
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
+	case nerr == nil:
 		return 0, fmt.Errorf("duration %q has no unit; write %ss, %sm or %sms", s, s, s, s)
-	}
-	d, err := parseWithDays(s)
-	if err != nil {
+	case err != nil:
 		return 0, fmt.Errorf("duration %q is not valid; write one such as 250ms, 30s, 30m, 1h30m or 1d", s)
-	}
-	if d < 0 {
+	case d < 0:
 		return 0, fmt.Errorf("duration %q is negative; durations must be positive", s)
-	}
-	if d > maxDuration {
+	case d > maxDuration:
 		return 0, fmt.Errorf("duration %q is longer than a year (%v); use a shorter one", s, maxDuration)
 	}
 	return d, nil
-}
-
-// parseWithDays is time.ParseDuration that also accepts whole days, "1d" or
-// "2d12h".
-func parseWithDays(s string) (time.Duration, error) {
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		days, err := strconv.ParseUint(s[:i], 10, 16)
-		if err != nil {
-			return 0, err
-		}
-		d := time.Duration(days) * 24 * time.Hour
-		if rest := s[i+1:]; rest != "" {
-			r, err := time.ParseDuration(rest)
-			if err != nil || r < 0 {
-				return 0, errors.New("bad duration")
-			}
-			d += r
-		}
-		return d, nil
-	}
-	return time.ParseDuration(s)
 }
 
 // parseRate is sluice.ParseRate, the one reader of rates, with its message
