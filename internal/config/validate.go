@@ -3,8 +3,8 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,34 +17,73 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-// The one validation pass, from the schema (schema.go) to a Config. A
-// policy or schedule must pass sluice's own Validate; this adds what only a
-// file has: names, attributes lists, the store section, and a position and
-// a fix in every message.
+// The one validation pass, from the schema as read (schema.go, decode.go)
+// to a Config. A policy or schedule must pass sluice's own Validate; this
+// adds what only a file has: names, attributes lists, the store section,
+// and a position and a fix in every message.
 
 const (
-	maxRules = 32      // rules in a policy: every decision checks them all
-	maxAttrs = 32      // attributes in a by or attributes list
-	maxLimit = 1 << 53 // the largest limit: counts stay exact in a Redis double
+	maxRules = 32 // rules in a policy: every decision checks them all
+	maxAttrs = 32 // attributes in a by or attributes list
 )
 
-var headerRE = regexp.MustCompile(`^[-_0-9A-Za-z]{1,128}$`)
+// nameRE is what policy, rule, schedule and attribute names may look like:
+// they appear in store keys, metric labels and URLs.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-func (d *decoder) config(root *yaml.Node) *Config {
-	f := section(d, node[fileYAML]{root}, "the file")
-	if f == nil {
-		return nil
-	}
-	c := &Config{File: d.file, Store: d.store(f.Store), ForwardAuth: d.forwardAuth(f.ForwardAuth)}
+// forms are the forms a string may have to take (its field's form tag): a
+// test, and the message, given what the string is and the string, of one
+// that fails it.
+var forms = map[string]struct {
+	ok  func(string) bool
+	msg string
+}{
+	"name":      {nameRE.MatchString, "%s %q is not a valid name; names are 1 to 64 letters, digits, '-', '_' or '.', starting with a letter or digit"},
+	"address":   {isAddress, "%s %q is not host:port; write it as 10.0.0.1:6379 or redis.internal:6379"},
+	"header":    {regexp.MustCompile(`^[-_0-9A-Za-z]{1,128}$`).MatchString, "%s %q is not valid; use letters, digits and '-', such as X-User-Id"},
+	"prefix":    {regexp.MustCompile(`^[^{} \t\r\n]{1,64}$`).MatchString, "%s %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice"},
+	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
+	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
+	"on_error":  {oneOf("deny", "allow"), "%s is %q; use deny (fail closed, the default) or allow (fail open)"},
+}
+
+// oneOf returns a test of whether a string is one of valid.
+func oneOf(valid ...string) func(string) bool {
+	return func(s string) bool { return slices.Contains(valid, s) }
+}
+
+// isAddress reports whether s is host:port, the port from 1 to 65535.
+func isAddress(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	p, perr := strconv.ParseUint(port, 10, 16)
+	return err == nil && perr == nil && host != "" && p > 0
+}
+
+// bounds are the numbers and durations that have bounds, by key: a value
+// out of [lo, hi] is reported with the fix. A limit stays below 2^53 so that
+// counts stay exact in a Redis double; a store call takes milliseconds.
+var bounds = map[string]struct {
+	lo, hi int64
+	fix    string
+}{
+	"limit":     {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
+	"window":    {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
+	"max_queue": {0, math.MaxInt64, "use 0 for no bound or a positive number"},
+	"db":        {0, 1 << 20, "use a database number such as 0"},
+	"timeout":   {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
+}
+
+func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
+	c := &Config{File: d.file, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth)}
 	first := map[string]int{}
-	for i, n := range items(d, f.Policies, "policies", "- {name: api, limits: [{name: per-user, by: [user], limit: 100, window: 1m}]}") {
-		if p, ok := d.policy(n, i); ok && d.unique(first, p.Name, n, "policy %q is defined twice (first on line %d); rename one or merge their limits") {
+	for _, n := range f.Policies.V {
+		if p, ok := d.policy(n); ok && d.unique(first, p.Name, n.Node, "policy %q is defined twice (first on line %d); rename one or merge their limits") {
 			c.Policies = append(c.Policies, p)
 		}
 	}
 	clear(first)
-	for i, n := range items(d, f.Schedules, "schedules", "- {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}") {
-		if s, ok := d.schedule(n, i); ok && d.unique(first, s.Name, n, "schedule %q is defined twice (first on line %d); rename one") {
+	for _, n := range f.Schedules.V {
+		if s, ok := d.schedule(n); ok && d.unique(first, s.Name, n.Node, "schedule %q is defined twice (first on line %d); rename one") {
 			c.Schedules = append(c.Schedules, s)
 		}
 	}
@@ -54,282 +93,142 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	return c
 }
 
-func (d *decoder) policy(n *yaml.Node, i int) (sluice.Policy, bool) {
-	var f policyYAML
-	what, nerr := describe(n, "policy", i), len(d.errs)
-	if !d.fields(n, what, &f) {
-		return sluice.Policy{}, false
-	}
-	attrs, declared := d.attributes(f.Attributes, "attributes")
-	p := sluice.Policy{
-		Name:     d.name(f.Name, "policy name"),
-		Penalize: d.boolean(f.Penalize, "penalize"),
-		Shadow:   d.boolean(f.Shadow, "shadow"),
-	}
-	first := map[string]int{}
-	for j, rn := range items(d, f.Limits, what+" limits", "[{name: global, limit: 100, window: 30m}]") {
-		if j == maxRules {
-			d.errorf(deref(rn), "%s has more than %d limits; split it into several policies", what, maxRules)
-			break
-		}
-		r, ok := d.rule(rn, describe(rn, "rule", j)+" of "+what, attrs, declared)
-		if ok && d.unique(first, r.Name, rn, "%s has two rules named %q (first on line %d); rule names must differ within a policy", what) {
-			p.Rules = append(p.Rules, r)
-		}
-	}
-	if f.Limits.Node != nil && len(p.Rules) == 0 && len(d.errs) == nerr {
-		d.errorf(deref(f.Limits.Node), "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", what)
-	}
-	return p, d.valid(nerr, n, p.Validate)
-}
-
-// rule reads one of a policy's limits; when declared, its by attributes
-// must be among attrs.
-func (d *decoder) rule(n *yaml.Node, what string, attrs []string, declared bool) (sluice.Rule, bool) {
-	var f ruleYAML
-	nerr := len(d.errs)
-	if !d.fields(n, what, &f) {
-		return sluice.Rule{}, false
-	}
-	r := sluice.Rule{
-		Name:      d.name(f.Name, "rule name"),
-		By:        d.by(f.By),
-		Limit:     d.limit(f.Limit),
-		Window:    d.duration(f.Window, "window", true),
-		MinGap:    d.duration(f.MinGap, "min_gap", false),
-		Optional:  d.boolean(f.Optional, "optional"),
-		Unless:    d.names(f.Unless, "unless"),
-		Match:     d.patterns(f.Match, "match"),
-		Overrides: d.overrides(f.Overrides, what),
-		Shadow:    d.boolean(f.Shadow, "shadow"),
-		Burst:     d.integer(f.Burst, "burst", "10"),
-		Spread:    int(d.integer(f.Spread, "spread", "6")),
-		SpreadBy:  d.str(f.SpreadBy, "spread_by", "client"),
-	}
-	if a := d.oneOf(f.Algorithm, "algorithm", "log (the default), gcra or sliding-counter", "log", "gcra", "sliding-counter"); a != "" {
-		r.Algorithm, _ = sluice.ParseAlgorithm(a)
-	}
-	ok := len(d.errs) == nerr
-	for k, a := range r.By {
-		if ok && declared && !slices.Contains(attrs, a) {
-			d.errorf(deref(f.By.Node).Content[k], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s",
-				what, a, strings.Join(attrs, ", "), fixAttr(a, attrs))
-		}
-	}
-	return r, ok
-}
-
-// overrides reads a rule's overrides.
-func (d *decoder) overrides(v node[[]overrideYAML], rule string) []sluice.Override {
-	var out []sluice.Override
-	for i, n := range items(d, v, "overrides", "[{match: {plan: paid}, limit: 1000}]") {
-		var f overrideYAML
-		if !d.fields(n, describe(n, "override", i)+" of "+rule, &f) {
-			continue
-		}
-		o := sluice.Override{Match: d.patterns(f.Match, "match"), Limit: d.limit(f.Limit), Unlimited: d.boolean(f.Unlimited, "unlimited")}
-		if (f.Limit.Node == nil) == !o.Unlimited {
-			d.errorf(deref(n), "override %d of %s needs limit: N (0 blocks) or unlimited: true, and not both", i+1, rule)
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-// patterns reads a mapping of attribute names to value patterns.
-func (d *decoder) patterns(v node[map[string]string], what string) map[string]string {
-	m := d.resolve(v.Node)
-	if m == nil {
-		return nil
-	} else if m.Kind != yaml.MappingNode || len(m.Content) == 0 {
-		d.errorf(m, "%s must map attribute names to values, such as {plan: paid} or {path: /api/*}", what)
-		return nil
-	}
-	out := map[string]string{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		a := d.name(node[string]{m.Content[i]}, "attribute name")
-		if _, dup := out[a]; dup {
-			d.errorf(deref(m.Content[i]), "%s names attribute %q twice; keep one", what, a)
-		}
-		if p := d.scalar(m.Content[i+1], what+" value", "paid"); p != nil {
-			out[a] = p.Value
-		}
-	}
-	return out
-}
-
-func (d *decoder) limit(v node[int64]) int64 {
-	nerr := len(d.errs)
-	switch lim := d.integer(v, "limit", "100"); {
-	case len(d.errs) != nerr || v.Node == nil:
-	case lim < 0:
-		d.errorf(deref(v.Node), "limit is %d; a limit must be at least 0 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)", lim)
-	case lim > maxLimit:
-		d.errorf(deref(v.Node), "limit %d is larger than %d; use a smaller limit", lim, int64(maxLimit))
-	default:
-		return lim
-	}
-	return 0
-}
-
-// fixAttr says how to fix a by attribute missing from a declared list.
-func fixAttr(a string, attrs []string) string {
-	if s := Suggest(a, attrs); strings.HasPrefix(s, "did you mean") {
-		return s
-	}
-	return fmt.Sprintf("add %q to the policy's attributes or fix the rule's by", a)
-}
-
-// attributes reads a list of attribute names; ok when it is present and
-// valid.
-func (d *decoder) attributes(v node[[]string], what string) (attrs []string, ok bool) {
-	nerr := len(d.errs)
-	for i, n := range items(d, v, what, "[user] or [tenant, user]") {
-		if i == maxAttrs {
-			d.errorf(deref(n), "%s lists more than %d attributes; key rules by fewer", what, maxAttrs)
-			break
-		}
-		if a := d.name(node[string]{n}, "attribute name"); slices.Contains(attrs, a) {
-			d.errorf(n, "%s names %q twice (also item %d); keep one", what, a, slices.Index(attrs, a)+1)
-		} else if a != "" {
-			attrs = append(attrs, a)
-		}
-	}
-	return attrs, v.Node != nil && len(d.errs) == nerr
-}
-
-func (d *decoder) by(v node[[]string]) []string { return d.names(v, "by") }
-
-// names reads a list of attribute names, such as by or unless.
-func (d *decoder) names(v node[[]string], what string) []string {
-	names, _ := d.attributes(v, what)
-	return names
-}
-
-// valid reports whether no problem was found since the nerr-th and the
-// item n, described as what, passes validate, sluice's own check.
-func (d *decoder) valid(nerr int, n *yaml.Node, validate func() error) bool {
-	if len(d.errs) != nerr {
+// unique reports whether no earlier list item, recorded in first, has the
+// name of the item at n, and records it. Of a repeated name it reports
+// format with args, the name and the first item's line.
+func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format string, args ...any) bool {
+	if line, dup := first[name]; dup {
+		d.errorf(n, format, append(args, name, line)...)
 		return false
 	}
-	if err := validate(); err != nil {
-		d.errorf(deref(n), "%v", err) // it names the policy or schedule already
-		return false
-	}
+	first[name] = n.Line
 	return true
 }
 
-func (d *decoder) schedule(n *yaml.Node, i int) (sluice.Schedule, bool) {
-	var f scheduleYAML
-	what, nerr := describe(n, "schedule", i), len(d.errs)
-	if !d.fields(n, what, &f) {
-		return sluice.Schedule{}, false
+func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
+	f, nerr := n.V, len(d.errs)
+	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V}
+	attrs, first := d.attributes(f.Attributes), map[string]int{}
+	for i, rn := range f.Limits.V {
+		if i == maxRules {
+			d.errorf(rn.Node, "%s has more than %d limits; split it into several policies", n.what, maxRules)
+			break
+		}
+		r := d.rule(rn, attrs, f.Attributes.ok)
+		if r.Name != "" && d.unique(first, r.Name, rn.Node, "%s has two rules named %q (first on line %d); rule names must differ within a policy", n.what) {
+			p.Rules = append(p.Rules, r)
+		}
 	}
-	s := sluice.Schedule{
-		Name:     d.name(f.Name, "schedule name"),
-		By:       d.by(f.By),
-		Rate:     d.rate(f.Rate),
-		MaxDelay: d.duration(f.MaxDelay, "max_delay", false),
-		MaxQueue: d.integer(f.MaxQueue, "max_queue", "100"),
+	if f.Limits.ok && len(f.Limits.V) == 0 {
+		d.errorf(f.Limits.Node, "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", n.what)
 	}
-	if s.MaxQueue < 0 {
-		d.errorf(deref(f.MaxQueue.Node), "max_queue is %d; use 0 for no bound or a positive number", s.MaxQueue)
-	}
-	return s, d.valid(nerr, n, s.Validate)
+	return p, d.valid(n.ok && len(d.errs) == nerr, n.Node, p.Validate())
 }
 
-func (d *decoder) store(v node[storeYAML]) *Store {
-	f := section(d, v, "store")
+// rule converts one of a policy's limits; when the policy declares its
+// attributes, attrs, every by attribute must be among them.
+func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.Rule {
+	f := n.V
+	r := sluice.Rule{Name: f.Name.V, Limit: f.Limit.V, Window: f.Window.V, MinGap: f.MinGap.V, Burst: f.Burst.V,
+		By: d.attributes(f.By), Optional: f.Optional.V, Unless: d.attributes(f.Unless), Match: f.Match.V,
+		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V}
+	r.Algorithm, _ = sluice.ParseAlgorithm(f.Algorithm.V)
+	for i, a := range r.By {
+		if declared && a != "" && !slices.Contains(attrs, a) {
+			fix := Suggest(a, attrs)
+			if !strings.HasPrefix(fix, "did you mean") {
+				fix = fmt.Sprintf("add %q to the policy's attributes or fix the rule's by", a)
+			}
+			d.errorf(f.By.Content[i], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s",
+				n.what, a, strings.Join(attrs, ", "), fix)
+		}
+	}
+	for _, o := range f.Overrides.V {
+		if o.ok && (o.V.Limit.Node == nil) == !o.V.Unlimited.V {
+			d.errorf(o.Node, "%s needs limit: N (0 blocks) or unlimited: true, and not both", o.what)
+		}
+		r.Overrides = append(r.Overrides, sluice.Override{Match: o.V.Match.V, Limit: o.V.Limit.V, Unlimited: o.V.Unlimited.V})
+	}
+	return r
+}
+
+// attributes returns the attribute names of the list v, reporting one named
+// twice and lists of more than maxAttrs.
+func (d *decoder) attributes(v node[[]string]) []string {
+	for i, a := range v.V {
+		if i == maxAttrs {
+			d.errorf(v.Content[i], "%s lists more than %d attributes; key rules by fewer", v.what, maxAttrs)
+			break
+		}
+		if j := slices.Index(v.V[:i], a); a != "" && j >= 0 {
+			d.errorf(v.Content[i], "%s names %q twice (also item %d); keep one", v.what, a, j+1)
+		}
+	}
+	return v.V
+}
+
+func (d *decoder) schedule(n node[scheduleYAML]) (sluice.Schedule, bool) {
+	f, nerr := n.V, len(d.errs)
+	s := sluice.Schedule{Name: f.Name.V, By: d.attributes(f.By), Rate: f.Rate.V, MaxDelay: f.MaxDelay.V, MaxQueue: f.MaxQueue.V}
+	return s, d.valid(n.ok && len(d.errs) == nerr, n.Node, s.Validate())
+}
+
+// valid reports whether ok, the item at n was read without a problem, and
+// err, sluice's own check of it, is nil; err names the item already.
+func (d *decoder) valid(ok bool, n *yaml.Node, err error) bool {
+	if ok && err != nil {
+		d.errorf(n, "%v", err)
+	}
+	return ok && err == nil
+}
+
+func (d *decoder) store(f *storeYAML) *Store {
 	if f == nil {
 		return nil
 	}
-	s := &Store{
-		Redis:   d.redis(f.Redis),
-		Prefix:  "sluice",
-		Timeout: d.duration(f.Timeout, "timeout", true),
-	}
-	if p := d.scalar(f.Prefix.Node, "prefix", "sluice"); p != nil && (p.Value == "" || len(p.Value) > 64 || strings.ContainsAny(p.Value, "{} \t\r\n")) {
-		d.errorf(p, "prefix %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice", p.Value)
-	} else if p != nil {
-		s.Prefix = p.Value
-	}
-	if s.Timeout > time.Minute {
-		d.errorf(deref(f.Timeout.Node), "timeout %v is longer than a minute; a store call should take milliseconds, use such as 50ms", s.Timeout)
-	}
-	if d.oneOf(f.OnError, "on_error", "deny (fail closed, the default) or allow (fail open)", "deny", "allow") == "allow" {
+	s := &Store{Redis: d.redis(f.Redis), Prefix: cmp.Or(f.Prefix.V, "sluice"), Timeout: f.Timeout.V}
+	if f.OnError.V == "allow" {
 		s.OnError = sluice.Allow
 	}
 	return s
 }
 
-func (d *decoder) redis(v node[redisYAML]) *Redis {
-	f := section(d, v, "store.redis")
+// redis converts store.redis and reports the first of its addresses, mode,
+// db and master name that do not fit together: at the field, or at the
+// section when the field is absent.
+func (d *decoder) redis(v node[*redisYAML]) *Redis {
+	f := v.V
 	if f == nil {
 		return nil
 	}
-	r := &Redis{
-		Addrs:      d.addrs(f.Addrs),
-		Mode:       cmp.Or(d.oneOf(f.Mode, "mode", "standalone, cluster or sentinel", "standalone", "cluster", "sentinel"), "standalone"),
-		Username:   d.str(f.Username, "username", "sluice"),
-		Password:   d.str(f.Password, "password", "secret"),
-		DB:         int(d.integer(f.DB, "db", "0")),
-		MasterName: d.str(f.MasterName, "master_name", "mymaster"),
-		TLS:        d.tls(f.TLS),
-	}
-	if r.DB < 0 || r.DB > 1<<20 {
-		d.errorf(deref(f.DB.Node), "db is %d; use a database number such as 0", r.DB)
-		r.DB = 0
-	}
-	d.topology(r, f, v.Node)
-	return r
-}
-
-// topology reports the first of r's addresses, mode, db and master name that
-// do not fit together, at its field, or at n, the section, when it is absent.
-func (d *decoder) topology(r *Redis, f *redisYAML, n *yaml.Node) {
-	at := func(v *yaml.Node) *yaml.Node { return deref(cmp.Or(v, n)) }
-	switch addrs := deref(f.Addrs.Node); {
-	case addrs != nil && addrs.Kind == yaml.SequenceNode && len(addrs.Content) == 0:
-		d.errorf(addrs, "addrs is empty; list at least one host:port, such as [\"10.0.0.1:6379\"]")
-	case r.Mode == "sentinel" && f.MasterName.Node == nil:
+	r := &Redis{Addrs: f.Addrs.V, Mode: cmp.Or(f.Mode.V, "standalone"), Username: f.Username.V, Password: f.Password.V,
+		DB: int(f.DB.V), MasterName: f.MasterName.V, TLS: d.tls(f.TLS)}
+	at := func(n *yaml.Node) *yaml.Node { return cmp.Or(n, v.Node) }
+	switch {
+	case f.Addrs.ok && len(r.Addrs) == 0:
+		d.errorf(f.Addrs.Node, "addrs is empty; list at least one host:port, such as [\"10.0.0.1:6379\"]")
+	case r.Mode == "sentinel" && r.MasterName == "":
 		d.errorf(at(f.Mode.Node), "mode sentinel needs master_name: the name of the master the sentinels watch, such as mymaster")
-	case r.Mode != "sentinel" && f.MasterName.Node != nil:
+	case r.Mode != "sentinel" && r.MasterName != "":
 		d.errorf(at(f.MasterName.Node), "master_name is only used with mode: sentinel; remove it or set mode: sentinel")
 	case r.Mode == "standalone" && len(r.Addrs) > 1:
 		d.errorf(at(f.Addrs.Node), "mode standalone takes one address, got %d; set mode: cluster for cluster seeds or mode: sentinel for sentinels", len(r.Addrs))
 	case r.Mode == "cluster" && r.DB != 0:
 		d.errorf(at(f.DB.Node), "db is not supported with mode: cluster (a cluster has only database 0); remove it")
 	}
+	return r
 }
 
-func (d *decoder) addrs(v node[[]string]) (addrs []string) {
-	for _, n := range items(d, v, "addrs", `["10.0.0.1:6379"]`) {
-		if s := d.scalar(n, "address", "10.0.0.1:6379"); s != nil {
-			host, port, err := net.SplitHostPort(s.Value)
-			if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-				d.errorf(s, "address %q is not host:port; write it as 10.0.0.1:6379 or redis.internal:6379", s.Value)
-				continue
-			}
-			addrs = append(addrs, s.Value)
-		}
-	}
-	return addrs
-}
-
-func (d *decoder) tls(v node[tlsYAML]) *TLS {
-	f := section(d, v, "store.redis.tls")
+// tls converts store.redis.tls, resolving its files against the file's
+// directory.
+func (d *decoder) tls(v node[*tlsYAML]) *TLS {
+	f := v.V
 	if f == nil {
 		return nil
 	}
-	t := &TLS{
-		CA:                 d.str(f.CA, "ca", "ca.pem"),
-		Cert:               d.str(f.Cert, "cert", "client.pem"),
-		Key:                d.str(f.Key, "key", "client-key.pem"),
-		ServerName:         d.str(f.ServerName, "server_name", "redis.internal"),
-		InsecureSkipVerify: d.boolean(f.InsecureSkipVerify, "insecure_skip_verify"),
-	}
+	t := &TLS{CA: f.CA.V, Cert: f.Cert.V, Key: f.Key.V, ServerName: f.ServerName.V, InsecureSkipVerify: f.InsecureSkipVerify.V}
 	if (t.Cert == "") != (t.Key == "") {
-		d.errorf(deref(v.Node), "store.redis.tls needs both cert and key for a client certificate, or neither")
+		d.errorf(v.Node, "store.redis.tls needs both cert and key for a client certificate, or neither")
 	}
 	for _, p := range []*string{&t.CA, &t.Cert, &t.Key} {
 		if *p != "" && !filepath.IsAbs(*p) {
@@ -339,55 +238,15 @@ func (d *decoder) tls(v node[tlsYAML]) *TLS {
 	return t
 }
 
-func (d *decoder) forwardAuth(v node[forwardAuthYAML]) (fa ForwardAuth) {
-	if f := section(d, v, "forward_auth"); f != nil {
-		fa = ForwardAuth{TrustedProxies: d.proxies(f.TrustedProxies), Headers: d.headers(f.Headers)}
+func (d *decoder) forwardAuth(v node[*forwardAuthYAML]) ForwardAuth {
+	if v.V == nil {
+		return ForwardAuth{}
 	}
-	return fa
-}
-
-func (d *decoder) proxies(v node[[]netip.Prefix]) (proxies []netip.Prefix) {
-	for _, n := range items(d, v, "trusted_proxies", `["10.0.0.0/8", "127.0.0.1"]`) {
-		if s := d.scalar(n, "trusted proxy", "10.0.0.0/8"); s != nil {
-			p, err := netip.ParsePrefix(s.Value)
-			if ip, aerr := netip.ParseAddr(s.Value); err != nil && aerr == nil {
-				p, err = netip.PrefixFrom(ip, ip.BitLen()), nil
-			}
-			if err != nil {
-				d.errorf(s, "trusted proxy %q is not an IP address or CIDR prefix; write it as 10.0.0.0/8 or 127.0.0.1", s.Value)
-				continue
-			}
-			proxies = append(proxies, p.Masked())
+	h := v.V.Headers
+	for i := 0; h.Node != nil && h.Kind == yaml.MappingNode && i < len(h.Content); i += 2 {
+		if a := h.Content[i].Value; slices.Contains([]string{AttrIP, AttrMethod, AttrHost, AttrPath}, a) {
+			d.errorf(h.Content[i], "attribute %q is built into forward-auth; pick another name for the header", a)
 		}
 	}
-	return proxies
-}
-
-func (d *decoder) headers(v node[map[string]string]) map[string]string {
-	m := d.resolve(v.Node)
-	if m == nil {
-		return nil
-	} else if m.Kind != yaml.MappingNode {
-		d.errorf(m, "headers must map attribute names to header names, such as {user: X-User-Id}")
-		return nil
-	}
-	headers := map[string]string{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, a := deref(m.Content[i]), d.name(node[string]{m.Content[i]}, "attribute name")
-		_, dup := headers[a]
-		switch {
-		case a == "":
-		case slices.Contains([]string{AttrIP, AttrMethod, AttrHost, AttrPath}, a):
-			d.errorf(k, "attribute %q is built into forward-auth; pick another name for the header", a)
-		case dup:
-			d.errorf(k, "attribute %q is mapped twice in headers; keep one", a)
-		default:
-			if h := d.scalar(m.Content[i+1], "header name", "X-User-Id"); h != nil && !headerRE.MatchString(h.Value) {
-				d.errorf(h, "header name %q is not valid; use letters, digits and '-', such as X-User-Id", h.Value)
-			} else if h != nil {
-				headers[a] = h.Value
-			}
-		}
-	}
-	return headers
+	return ForwardAuth{TrustedProxies: v.V.TrustedProxies.V, Headers: h.V}
 }
