@@ -161,6 +161,10 @@ func (st *Sentinel) Addrs() []string {
 	return out
 }
 
+// Sentinels returns the sentinel processes, in start order: Failover asks
+// the first.
+func (st *Sentinel) Sentinels() []*Server { return st.sentinels }
+
 // Master returns the data server the first sentinel names as master, or
 // nil.
 func (st *Sentinel) Master() *Server {
