@@ -1,0 +1,56 @@
+package soak
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Table returns the results as a Markdown table, one row per phase.
+func Table(res []Result) string {
+	var b strings.Builder
+	b.WriteString("| topology | phase | fault lasted | decisions | admitted | degraded (errors + open circuit) | NOSCRIPT | p99 | degraded from / until | recovery | lost | over-admissions | counter over 2×limit | note |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	for _, r := range res {
+		span, rec, lasted := "", "", ""
+		if r.Phase.FaultStart != 0 {
+			lasted = secs(time.Duration(r.Phase.FaultEnd - r.Phase.FaultStart))
+			span = "none"
+			if r.FirstDegraded >= 0 {
+				span = fmt.Sprintf("+%s / %s", secs(r.FirstDegraded), signed(r.LastDegraded))
+			}
+			rec = "not normal"
+			if r.Recovery >= 0 {
+				rec = secs(r.Recovery)
+			}
+		}
+		over := fmt.Sprint(r.Over)
+		if r.OverWins > 0 {
+			over = fmt.Sprintf("%d (%d windows)", r.Over, r.OverWins)
+		}
+		lost := fmt.Sprint(r.Lost)
+		if r.LostWins > 0 {
+			lost = fmt.Sprintf("%d (%d windows)", r.Lost, r.LostWins)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d (%d + %d) | %d | %s | %s | %s | %s | %s | %d | %s |\n",
+			r.Phase.Topology, r.Phase.Name, lasted, r.Decisions, r.Allowed, r.Degraded, r.Degraded-r.Circuit, r.Circuit, r.NoScript, r.P99.Round(10*time.Microsecond),
+			span, rec, lost, over, r.CounterOver, r.Phase.Note)
+	}
+	return b.String()
+}
+
+// secs writes d in seconds to the tenth.
+func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+// signed writes d relative to a fault's end: "+0.3s" after it, "-0.2s"
+// before.
+func signed(d time.Duration) string {
+	if d == math.MinInt64 {
+		return "none"
+	}
+	if d < 0 {
+		return "-" + secs(-d)
+	}
+	return "+" + secs(d)
+}

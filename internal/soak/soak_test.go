@@ -1,0 +1,400 @@
+//go:build soak
+
+package soak
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// workerEnv carries a worker process's WorkerSpec, as JSON.
+const workerEnv = "SLUICE_SOAK_WORKER"
+
+// The shape of the load.
+const (
+	workers      = 8
+	perWorker    = 32
+	prefix       = "soak"
+	lead         = 3 * time.Second        // from a phase's start to its fault
+	warmup       = 2 * time.Second        // not counted in the baseline's latency
+	lookPeriod   = 250 * time.Millisecond // between two peeks at a target
+	perTopology  = 15 * time.Second       // starting servers and workers, about
+	minPhase     = 12 * time.Second
+	maxRecovery  = 2 * time.Second
+	minDecisions = 1_000_000
+)
+
+// TestSoak runs the chaos soak: SOAKTIME (default 10m) in all, SOAKRATE
+// decisions a second (default 4000) from 8 worker processes of 32
+// goroutines, each call with a deadline of SOAKTIMEOUT (default 1s), on the topologies SOAKTOPOLOGIES names (default
+// standalone,cluster,sentinel). SOAKOUT, when set, is a file the result
+// tables are written to; SOAKTRACE one that gets, per 100 ms, the
+// decisions, errors and p99 latency of the baseline and around each fault.
+func TestSoak(t *testing.T) {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		var ws WorkerSpec
+		if err := json.Unmarshal([]byte(spec), &ws); err != nil {
+			t.Fatal(err)
+		}
+		if err := Work(ws, os.Stdin, os.Stdout); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	total := envDuration(t, "SOAKTIME", 10*time.Minute)
+	rate := envInt(t, "SOAKRATE", 4000)
+	timeout := envDuration(t, "SOAKTIMEOUT", time.Second)
+	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel"), ",")
+	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel}
+	phases := 0
+	for _, n := range names {
+		if starts[n] == nil {
+			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster or sentinel", n)
+		}
+		phases += 1 + len(CommonFaults())
+		switch n {
+		case "standalone", "cluster":
+			phases++
+		case "sentinel":
+			phases += 2
+		}
+	}
+	phaseLen := max(minPhase, (total-time.Duration(len(names))*perTopology)/time.Duration(phases))
+	period := time.Duration(float64(workers*perWorker) / float64(rate) * float64(time.Second))
+	t.Logf("soak: %d topologies, %d phases of %v, %d decisions/s (one per %v per goroutine), %d processes x %d goroutines, deadline %v",
+		len(names), phases, phaseLen, rate, period, workers, perWorker, timeout)
+
+	var all []Result
+	for i, n := range names {
+		t.Run(n, func(t *testing.T) {
+			all = append(all, runTopology(t, starts[n](t), i, phaseLen, period, timeout)...)
+		})
+	}
+
+	table := Table(all)
+	fmt.Printf("\nsoak %s, SOAKTIME=%v SOAKRATE=%d\n\n%s\n", time.Now().UTC().Format("2006-01-02"), total, rate, table)
+	if out := os.Getenv("SOAKOUT"); out != "" {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+
+	decisions := 0
+	for _, r := range all {
+		decisions += r.Decisions
+		p := r.Phase.Topology + ", " + r.Phase.Name
+		if r.NoScript != 0 {
+			t.Errorf("%s: %d NOSCRIPT errors reached callers, want 0", p, r.NoScript)
+		}
+		if r.Over != 0 && !r.Phase.Lossy {
+			t.Errorf("%s: %d certain over-admissions, want 0", p, r.Over)
+		}
+		if r.Lost != 0 && !r.Phase.Lossy {
+			t.Errorf("%s: %d admissions certainly lost, want 0", p, r.Lost)
+		}
+		if r.Phase.FaultStart != 0 && (r.Recovery < 0 || r.Recovery > maxRecovery) && !r.Phase.Outage {
+			t.Errorf("%s: service normal %v after the fault, want within %v", p, r.Recovery, maxRecovery)
+		}
+	}
+	if total >= 10*time.Minute && decisions < minDecisions {
+		t.Errorf("%d decisions, want at least %d", decisions, minDecisions)
+	}
+	t.Logf("soak: %d decisions", decisions)
+}
+
+// runTopology runs the load and the faults on top and returns the results
+// of its phases.
+func runTopology(t *testing.T, top *Topology, seed int, phaseLen, period, timeout time.Duration) []Result {
+	mix := NewMix()
+	cfg := top.Config
+	cfg.Prefix = prefix
+	st, err := redisstore.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	req, err := sluice.Resolve(mix.Targets[0].Policy, mix.Targets[0].Attrs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := st.Keys(req)[0] // the notifier's global cap: the hottest key
+	if req.Checks[0].Rule != "global" {
+		t.Fatalf("first check %q, want global", req.Checks[0].Rule)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Scanner
+		file  string
+	}
+	var procs []*proc
+	for w := range workers {
+		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, Prefix: prefix,
+			Goroutines: perWorker, Period: period, Timeout: timeout, Seed: uint64(seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w))}
+		js, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSoak$", "-test.count=1", "-test.timeout=0")
+		cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, &proc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), file: spec.Out})
+	}
+	for i, p := range procs {
+		var before []string
+		for p.out.Scan() && p.out.Text() != "ready" {
+			before = append(before, p.out.Text())
+		}
+		if p.out.Text() != "ready" {
+			t.Fatalf("worker %d ended before it was ready (%v):\n%s", i, p.out.Err(), strings.Join(before, "\n"))
+		}
+	}
+
+	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	stopAudit := make(chan struct{})
+	looksc := make(chan [][]Look)
+	go func() { looksc <- Audit(lim, mix, lookPeriod, stopAudit) }()
+
+	stopLoad := make(chan struct{})
+	loadc := make(chan []float64)
+	go func() { loadc <- sampleLoad(stopLoad) }()
+
+	start := time.Now()
+	for _, p := range procs {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	phases := []Phase{{Topology: top.Name, Name: "baseline", Start: start.UnixNano()}}
+	time.Sleep(phaseLen)
+	for _, f := range append(CommonFaults(), top.Faults...) {
+		if err := top.Settle(); err != nil {
+			t.Errorf("before %s: %v", f.Name, err)
+			break
+		}
+		begin := time.Now()
+		phases[len(phases)-1].End = begin.UnixNano()
+		before, _, _ := top.Owner(hot)
+		time.Sleep(lead)
+		fs, fe, note, err := f.Run(top, hot)
+		if err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+			note = strings.TrimPrefix(note+"; ", "; ") + "failed: " + err.Error()
+		}
+		if fs.IsZero() { // not injected
+			fs, fe = begin.Add(lead), begin.Add(lead)
+		}
+		ph := Phase{Topology: top.Name, Name: f.Name, Start: begin.UnixNano(), FaultStart: fs.UnixNano(), FaultEnd: fe.UnixNano(),
+			Note: note, Lossy: f.Lossy, Outage: f.Outage}
+		time.Sleep(time.Until(begin.Add(phaseLen)))
+		if err := top.Settle(); err != nil {
+			t.Errorf("after %s: %v", f.Name, err)
+		}
+		if after, _, _ := top.Owner(hot); before != after && before != nil && after != nil {
+			ph.Note = strings.TrimPrefix(ph.Note+"; ", "; ") + fmt.Sprintf("the hot key's master moved from %s to %s", before.Addr(), after.Addr())
+		}
+		t.Logf("%s: %s in %v; roles now %s", top.Name, f.Name, fe.Sub(fs).Round(time.Millisecond), Roles(top))
+		phases = append(phases, ph)
+	}
+	stop := time.Now()
+	phases[len(phases)-1].End = stop.UnixNano()
+
+	redisCPU := serverCPU(top)
+	var (
+		workerCPU time.Duration
+		recs      []Record
+		errs      []string // every worker's messages; a Record's Err indexes it, from 1
+		index     = map[string]uint16{}
+	)
+	for i, p := range procs {
+		p.stdin.Close()
+		var done string
+		local := []uint16{0}
+		for p.out.Scan() {
+			text := p.out.Text()
+			if m, ok := strings.CutPrefix(text, "msg "); ok {
+				if _, seen := index[m]; !seen {
+					errs = append(errs, m)
+					index[m] = uint16(len(errs))
+				}
+				local = append(local, index[m])
+			}
+			if strings.HasPrefix(text, "done ") {
+				done = text
+			}
+		}
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		workerCPU += p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+		if done == "" {
+			t.Fatalf("worker %d ended without its records", i)
+		}
+		rs, err := ReadRecords(p.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range rs {
+			if int(rs[k].Err) >= len(local) {
+				t.Fatalf("worker %d: a record refers to error message %d of %d", i, rs[k].Err, len(local)-1)
+			}
+			rs[k].Err = local[rs[k].Err]
+		}
+		recs = append(recs, rs...)
+	}
+	close(stopAudit)
+	looks := <-looksc
+	close(stopLoad)
+	loads := <-loadc
+	wall := stop.Sub(start)
+	var mean, peak float64
+	for _, l := range loads {
+		mean += l / float64(len(loads))
+		peak = max(peak, l)
+	}
+	t.Logf("%s: the workers used %.2f cores, the Redis servers at least %.2f (INFO cpu; a restart resets a server's); load average %.1f on average, %.1f at most (2 cores)",
+		top.Name, workerCPU.Seconds()/wall.Seconds(), redisCPU.Seconds()/wall.Seconds(), mean, peak)
+
+	// A normal second: no degraded decision, and a p99 within twice the
+	// baseline's (at least the baseline's + 5 ms), measured after the
+	// workers' first 2 s (every connection and goroutine starting at once).
+	var base []time.Duration
+	for _, r := range recs {
+		if r.Sent >= phases[0].Start+int64(warmup) && r.Sent < phases[0].End {
+			base = append(base, time.Duration(r.Replied-r.Sent))
+		}
+	}
+	p99 := percentile(base, 0.99)
+	threshold := max(2*p99, p99+5*time.Millisecond)
+	t.Logf("%s: %d decisions in %v; baseline p50 %v, p99 %v, p99.9 %v, max %v; a normal second's p99 at most %v",
+		top.Name, len(recs), stop.Sub(start).Round(time.Second), percentile(base, 0.5).Round(10*time.Microsecond),
+		p99.Round(10*time.Microsecond), percentile(base, 0.999).Round(10*time.Microsecond), percentile(base, 1).Round(10*time.Microsecond),
+		threshold.Round(10*time.Microsecond))
+	for _, p := range phases {
+		if es := ErrorCounts(recs, errs, p.FaultStart, p.End); p.FaultStart != 0 && len(es) > 0 {
+			t.Logf("%s, %s: errors from the fault on, by message:\n%s", top.Name, p.Name, strings.Join(es[:min(len(es), 4)], "\n"))
+		}
+	}
+	if path := os.Getenv("SOAKTRACE"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, p := range phases {
+			fmt.Fprintf(f, "%s %s: errors\n", top.Name, p.Name)
+			for _, e := range ErrorCounts(recs, errs, p.Start, p.End) {
+				fmt.Fprintf(f, "    %s\n", e)
+			}
+		}
+		fmt.Fprintf(f, "%s baseline\n", top.Name)
+		Timeline(f, recs, phases[0].Start, phases[0].End, phases[0].Start)
+		for _, p := range phases[1:] {
+			fmt.Fprintf(f, "%s %s: fault from 0 to %v; times from its end\n", top.Name, p.Name, time.Duration(p.FaultEnd-p.FaultStart))
+			Timeline(f, recs, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
+		}
+	}
+	return Analyze(mix, phases, recs, looks, threshold)
+}
+
+// sampleLoad reads the 1-minute load average every second until stop is
+// closed.
+func sampleLoad(stop <-chan struct{}) []float64 {
+	var out []float64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return out
+		case <-tick.C:
+		}
+		b, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			return out
+		}
+		f := strings.Fields(string(b))
+		if l, err := strconv.ParseFloat(f[0], 64); err == nil {
+			out = append(out, l)
+		}
+	}
+}
+
+// serverCPU returns the CPU time the data servers of top report using
+// (used_cpu_user + used_cpu_sys), since they started.
+func serverCPU(top *Topology) time.Duration {
+	var sum float64
+	for _, s := range top.Data() {
+		info, err := s.Do("INFO", "cpu")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a duration such as 3m", name, v)
+	}
+	return d
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}

@@ -1,0 +1,266 @@
+package soak
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// Outcome is what one decision came to.
+type Outcome uint8
+
+const (
+	Allowed Outcome = iota
+	Denied
+	// Failed: the store failed (an error other than the two below); the
+	// failure policy denied.
+	Failed
+	// NoScript: an error that names NOSCRIPT reached the caller.
+	NoScript
+	// CircuitOpen: the circuit breaker answered without calling the store.
+	CircuitOpen
+)
+
+// Degraded reports whether the failure policy, not the store, decided.
+func (o Outcome) Degraded() bool { return o >= Failed }
+
+// Record is one decision as a worker saw it.
+type Record struct {
+	Target  uint16
+	Outcome Outcome
+	Sent    int64 // ns, CLOCK_REALTIME
+	Replied int64
+	// Err is 0, or 1 + the index of the decision's error message in its
+	// worker's table of messages.
+	Err uint16
+}
+
+// recordSize is a Record's size in a worker's file.
+const recordSize = 2 + 1 + 8 + 8 + 2
+
+// maxMessages bounds a worker's table of error messages; later messages
+// share its last entry.
+const maxMessages = 1000
+
+// digits matches the numbers that make one error's message differ from
+// the next one's (ports, batch sizes, slots).
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// messages is a worker's table of distinct error messages, numbers
+// replaced by N.
+type messages struct {
+	mu    sync.Mutex
+	index map[string]uint16
+	list  []string
+}
+
+func (m *messages) id(err error) uint16 {
+	text := digits.ReplaceAllString(strings.ReplaceAll(err.Error(), "\n", " "), "N")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i, ok := m.index[text]; ok {
+		return i
+	}
+	if len(m.list) == maxMessages {
+		return uint16(len(m.list))
+	}
+	if m.index == nil {
+		m.index = map[string]uint16{}
+	}
+	m.list = append(m.list, text)
+	m.index[text] = uint16(len(m.list))
+	return uint16(len(m.list))
+}
+
+// WorkerSpec is what a worker process is told, as JSON in its environment.
+type WorkerSpec struct {
+	Mode       string   // redisstore.ParseMode's names
+	Addrs      []string // server, cluster seeds or sentinels
+	MasterName string
+	Prefix     string
+	Goroutines int
+	Period     time.Duration // between two decisions of one goroutine
+	Timeout    time.Duration // sluice.Config.Timeout
+	Seed       uint64
+	Out        string // file the records are written to
+}
+
+// classify returns the outcome of a decision.
+func classify(d sluice.Decision, err error) Outcome {
+	switch {
+	case err == nil && d.Allowed:
+		return Allowed
+	case err == nil:
+		return Denied
+	case errors.Is(err, redisstore.ErrNoScript) || strings.Contains(err.Error(), "NOSCRIPT"):
+		return NoScript
+	case errors.Is(err, sluice.ErrCircuitOpen):
+		return CircuitOpen
+	}
+	return Failed
+}
+
+// Work is a worker process's body. It connects, writes "ready" to out,
+// waits for a line on in, then decides from spec.Goroutines goroutines,
+// one decision per spec.Period each (the next one at once when a decision
+// took longer, never a burst to catch up), until in is closed. It then
+// writes every record to spec.Out, then "msg <text>" for each error
+// message a Record.Err refers to, in order, and "done <records>" to out.
+func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
+	mode, err := redisstore.ParseMode(spec.Mode)
+	if err != nil {
+		return err
+	}
+	st, err := redisstore.New(redisstore.Config{Mode: mode, Addrs: spec.Addrs, MasterName: spec.MasterName, Prefix: spec.Prefix})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// The defaults but the deadline: deny on failure, a breaker of 5
+	// failures and 1 s.
+	lim := sluice.NewLimiter(st, sluice.Config{Timeout: spec.Timeout})
+	mix := NewMix()
+	cum := make([]float64, len(mix.Weights))
+	sum := 0.0
+	for i, w := range mix.Weights {
+		sum += w
+		cum[i] = sum
+	}
+	// Warm up, with time to spare: a connection (and, on a cluster, the
+	// slot map) and the scripts.
+	warm := sluice.NewLimiter(st, sluice.Config{Timeout: 10 * time.Second})
+	if _, err := warm.Peek(context.Background(), mix.Targets[0].Policy, mix.Targets[0].Attrs, 1); err != nil {
+		return fmt.Errorf("soak: worker's first peek: %w", err)
+	}
+
+	r := bufio.NewReader(in)
+	fmt.Fprintln(out, "ready")
+	if _, err := r.ReadString('\n'); err != nil {
+		return fmt.Errorf("soak: waiting for the start: %w", err)
+	}
+	stop := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, r)
+		close(stop)
+	}()
+
+	var (
+		mu   sync.Mutex
+		all  [][]Record
+		msgs messages
+		wg   sync.WaitGroup
+	)
+	for g := range spec.Goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(spec.Seed, uint64(g)))
+			recs := make([]Record, 0, 1<<14)
+			next := time.Now().Add(time.Duration(rng.Int64N(int64(spec.Period))))
+			timer := time.NewTimer(time.Until(next))
+			defer timer.Stop()
+			for {
+				select {
+				case <-stop:
+					mu.Lock()
+					all = append(all, recs)
+					mu.Unlock()
+					return
+				case <-timer.C:
+				}
+				x := rng.Float64() * sum
+				i := 0
+				for i < len(cum)-1 && cum[i] < x {
+					i++
+				}
+				tg := mix.Targets[i]
+				sent := time.Now()
+				d, err := lim.Allow(context.Background(), tg.Policy, tg.Attrs)
+				replied := time.Now()
+				rec := Record{Target: uint16(i), Outcome: classify(d, err), Sent: sent.UnixNano(), Replied: replied.UnixNano()}
+				if err != nil {
+					rec.Err = msgs.id(err)
+				}
+				recs = append(recs, rec)
+				next = next.Add(spec.Period)
+				if now := time.Now(); next.Before(now) {
+					next = now
+				}
+				timer.Reset(time.Until(next))
+			}
+		})
+	}
+	wg.Wait()
+
+	recs := slices.Concat(all...)
+	if err := WriteRecords(spec.Out, recs); err != nil {
+		return err
+	}
+	for _, m := range msgs.list {
+		fmt.Fprintf(out, "msg %s\n", m)
+	}
+	fmt.Fprintf(out, "done %d\n", len(recs))
+	return nil
+}
+
+// WriteRecords writes recs to the file path, as ReadRecords reads them.
+func WriteRecords(path string, recs []Record) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var buf [recordSize]byte
+	for _, rec := range recs {
+		binary.LittleEndian.PutUint16(buf[0:], rec.Target)
+		buf[2] = byte(rec.Outcome)
+		binary.LittleEndian.PutUint64(buf[3:], uint64(rec.Sent))
+		binary.LittleEndian.PutUint64(buf[11:], uint64(rec.Replied))
+		binary.LittleEndian.PutUint16(buf[19:], rec.Err)
+		if _, err := w.Write(buf[:]); err != nil {
+			f.Close()
+			return fmt.Errorf("soak: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("soak: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	return nil
+}
+
+// ReadRecords reads a file of WriteRecords.
+func ReadRecords(path string) ([]Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	if len(b)%recordSize != 0 {
+		return nil, fmt.Errorf("soak: %s: %d bytes, not a whole number of records", path, len(b))
+	}
+	out := make([]Record, 0, len(b)/recordSize)
+	for off := 0; off < len(b); off += recordSize {
+		out = append(out, Record{
+			Target:  binary.LittleEndian.Uint16(b[off:]),
+			Outcome: Outcome(b[off+2]),
+			Sent:    int64(binary.LittleEndian.Uint64(b[off+3:])),
+			Replied: int64(binary.LittleEndian.Uint64(b[off+11:])),
+			Err:     binary.LittleEndian.Uint16(b[off+19:]),
+		})
+	}
+	return out, nil
+}
