@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: test deps doctor vet staticcheck proto proto-check deploy-check unit fuzz bench demo
+.PHONY: test deps doctor vet staticcheck proto proto-check deploy-check unit fuzz bench soak demo
 
 ## test: install what the tests need, then vet, staticcheck, a check of the generated gRPC code and of the
 ## alert rules in deploy/, short fuzz runs and every test with the race detector.
@@ -57,6 +57,15 @@ BENCHFLAGS ?=
 bench:
 	@scripts/deps.sh install
 	cd bench && $(GO) run . $(BENCHFLAGS)
+
+## soak: a chaos soak of the Redis store, about 10 minutes, not part of make test: 8 processes x 32 goroutines
+## decide a mix of policies on a standalone server, a Cluster and a Sentinel setup while their masters are
+## flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice counts what each
+## fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer: SOAKTOPOLOGIES=cluster;
+## SOAKRATE (decisions/s, 4000), SOAKTIMEOUT (per call, 1s), SOAKOUT (the table), SOAKTRACE (per 100 ms).
+soak:
+	@scripts/deps.sh install
+	$(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak
 
 demo:
 	$(GO) run ./cmd/sluice demo
