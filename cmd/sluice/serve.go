@@ -47,6 +47,13 @@ health, with its JSON API, /metrics and pprof. It shows attribute values
 (user ids, client addresses): set a token with --admin-token or the
 SLUICE_ADMIN_TOKEN environment variable to require it of every request.
 
+--deny-cache keeps the denials of the last N keys over their limit in
+memory: until such a key has room again, its requests are denied without a
+Redis call, with the wait left. The store would give the same answer,
+except after something freed room early (a key reset by hand, a failover
+that lost admissions), when it keeps denying until the wait it announced
+has passed; it never admits. 0 turns it off. See docs/design.md.
+
 flags:`)
 		fs.PrintDefaults()
 	}
@@ -58,6 +65,7 @@ flags:`)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	watch := fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)")
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
+	denyCache := fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)")
 	ef := addEnvoyFlags(fs, true)
 	adminAddrFlag := fs.String("admin", defaultAdminAddr, "serve the admin view, /metrics and pprof on this `address` (a bare :PORT is loopback only; '' turns it off)")
 	adminToken := fs.String("admin-token", "", "require this bearer `token` on the admin listener (default: $"+adminTokenEnv+"; none when both are empty)")
@@ -73,6 +81,9 @@ flags:`)
 	}
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	if *denyCache < 0 {
+		return fail("--deny-cache %d: give a number of keys, or 0 for none", *denyCache)
 	}
 	if err := applyEnvoyEnv(fs, ef, os.Getenv); err != nil {
 		return fail("%v", err)
@@ -103,7 +114,7 @@ flags:`)
 	}
 	defer store.Close()
 	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, Ping: store.Ping, Queues: store.queueReader()})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, Ping: store.Ping, Queues: store.queueReader()})
 	if err != nil {
 		return fail("%v", err)
 	}

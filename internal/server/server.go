@@ -45,6 +45,12 @@ type Options struct {
 	// store timeout. Default: the Limiter's (sluice.DefaultTimeout).
 	StoreTimeout time.Duration
 
+	// DenyCache, above 0, makes every configured policy cache its
+	// denials (sluice.Policy.CacheDenials) in a deny cache of that many
+	// entries, emptied on every reload (sluice.Config.DenyCache). Default
+	// 0: none.
+	DenyCache int
+
 	// Ping checks that the store answers, for /readyz. Default: the
 	// store's own Ping(context.Context) error method when it has one, else
 	// always ready.
@@ -73,6 +79,11 @@ type Server struct {
 	envoy   envoyFront  // envoyproxy/ratelimit's model, when loaded (envoy_config.go)
 	view    *view       // what the admin view shows (admin.go)
 	queues  QueueReader // the admin inspector's reader of queues
+
+	// The deny cache's size, and what the caches of the configurations
+	// swapped out counted (denycache.go).
+	denyCache int
+	denials   denyTotals
 }
 
 // state is one loaded configuration and what is derived from it. It is
@@ -96,6 +107,8 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 		maxBody: opts.MaxBodyBytes,
 		timeout: opts.StoreTimeout,
 		ping:    opts.Ping,
+
+		denyCache: opts.DenyCache,
 	}
 	if p, ok := store.(interface{ Ping(context.Context) error }); ok && s.ping == nil {
 		s.ping = p.Ping
@@ -118,6 +131,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	s.view, s.queues = newView(clock), opts.Queues
 	s.metrics.view = s.view
 	s.reg.MustRegister(s.viewCollectors()...)
+	s.reg.MustRegister(s.denyCacheCollectors()...)
 	s.store = &instrumentedStore{Store: store, m: s.metrics}
 	if err := s.Swap(cfg); err != nil {
 		return nil, err
@@ -141,7 +155,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 		s.log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
 			slog.String("file", cfg.File))
 	}
-	s.state.Store(st)
+	s.publish(st)
 	return nil
 }
 
@@ -149,7 +163,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 func (s *Server) Config() *config.Config { return s.state.Load().cfg }
 
 func (s *Server) newState(cfg *config.Config) (*state, error) {
-	lc := sluice.Config{Timeout: s.timeout}
+	lc := sluice.Config{Timeout: s.timeout, DenyCache: s.cacheDenials(cfg)}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
