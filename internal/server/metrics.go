@@ -127,3 +127,22 @@ func (s *instrumentedStore) Decide(ctx context.Context, req *store.Request) erro
 }
 
 var _ store.Store = (*instrumentedStore)(nil)
+
+// forLimiter returns s for a Limiter, marked store.Local when the store it
+// instruments is one, so that the Limiter calls it as it would the store
+// alone: without a deadline and a circuit breaker per call, which cost
+// more than a decision in memory.
+func (s *instrumentedStore) forLimiter() store.Store {
+	if _, ok := s.Store.(store.Local); ok {
+		return localStore{s}
+	}
+	return s
+}
+
+// localStore is an instrumentedStore over a store.Local.
+type localStore struct{ *instrumentedStore }
+
+// Local implements store.Local.
+func (localStore) Local() {}
+
+var _ store.Local = localStore{}

@@ -174,7 +174,7 @@ func (s *Server) newState(cfg *config.Config) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: forward_auth: %w", err)
 	}
-	st := &state{cfg: cfg, lim: sluice.NewLimiter(s.store, lc), loaded: time.Now()}
+	st := &state{cfg: cfg, lim: sluice.NewLimiter(s.store.forLimiter(), lc), loaded: time.Now()}
 	policies := make([]*sluice.Policy, len(cfg.Policies))
 	for i := range cfg.Policies {
 		policies[i] = &cfg.Policies[i]
