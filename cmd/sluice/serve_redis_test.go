@@ -148,3 +148,33 @@ func TestServeRedisSentinel(t *testing.T) {
 		t.Errorf("the master holds %q, %v; want the notify keys", keys, err)
 	}
 }
+
+// TestServeRedisLayout1: with store.layout 1, the server reads and writes
+// the key names of the versions before layout 2, for the first step of a
+// rolling upgrade (docs/design.md, Upgrades); inspect reads them with the
+// same file.
+func TestServeRedisLayout1(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: l1\n  layout: 1\n  timeout: 2s\n", srv.Addr())
+	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	p := startServe(t, file)
+	var d struct{ Allowed, Degraded bool }
+	p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
+	if !d.Allowed || d.Degraded {
+		t.Fatalf("decision = %+v", d)
+	}
+	keys, err := srv.Do("KEYS", "l1:*")
+	if err != nil || keys != "l1:{notify}:notify:category:c\nl1:{notify}:notify:global" && keys != "l1:{notify}:notify:global\nl1:{notify}:notify:category:c" {
+		t.Errorf("Redis holds %q, %v; want layout 1's two notify keys", keys, err)
+	}
+	code, out, errOut := runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=c", "--json")
+	var in inspectOutput
+	if code != 0 {
+		t.Fatalf("inspect = %d %s", code, errOut)
+	}
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || len(in.Windows[1].Entries) != 1 {
+		t.Errorf("inspect of layout 1 = %+v, want two windows of one entry", in.Windows)
+	}
+}

@@ -148,6 +148,9 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 		return &openedStore{Store: memstore.New(memstore.Config{}), Where: "the in-memory store"}, nil
 	}
 	rcfg.Prefix = prefix
+	if cfg != nil && cfg.Store != nil {
+		rcfg.Layout = redisstore.Layout(cfg.Store.Layout)
+	}
 	opt, err := redisstore.ClientOption(rcfg)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,10 @@ type Store struct {
 	// Prefix starts every Redis key. Default "sluice".
 	Prefix string
 
+	// Layout is the version of the Redis keys' names: 0 for the newest
+	// (2), 1 for the names of versions before it (redisstore.Layout).
+	Layout int
+
 	// Timeout bounds one store call; 0 means the store's default.
 	Timeout time.Duration
 

@@ -57,6 +57,7 @@ func TestParseFields(t *testing.T) {
 			[]string{"f.yaml:3:31: limit is 9007199254740993; a limit must be at least 0 and at most 2^53"}},
 		{"zero timeout", okPolicy + "store:\n  timeout: 0s\n", []string{"f.yaml:6:12: timeout is zero;"}},
 		{"db", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], db: -1}\n", []string{"f.yaml:6:31: db is -1; use a database number such as 0"}},
+		{"layout", okPolicy + "store:\n  layout: 3\n", []string{"f.yaml:6:11: layout is 3; use 2, the newest (the default), or 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +79,11 @@ func TestParseFields(t *testing.T) {
 				t.Errorf("Parse = %+v, want policies or schedules", c)
 			}
 		})
+	}
+	for file, want := range map[string]int{okPolicy: 0, okPolicy + "store:\n  layout: 1\n": 1, okPolicy + "store:\n  layout: 2\n": 2} {
+		if c, err := Parse("f.yaml", []byte(file)); err != nil || c.Store != nil && c.Store.Layout != want || c.Store == nil && want != 0 {
+			t.Errorf("%s: store %+v, %v; want layout %d", file, c.Store, err, want)
+		}
 	}
 	c, err := Parse("f.yaml", []byte("schedules:\n  - {name: s, rate: 1/d, max_delay: 2d12h}\n"))
 	if err != nil || c.Schedules[0].Rate.Per != 24*time.Hour || c.Schedules[0].MaxDelay != 60*time.Hour {

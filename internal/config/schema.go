@@ -97,6 +97,7 @@ type storeYAML struct {
 	Prefix  node[string]        `yaml:"prefix" form:"prefix" eg:"sluice"`
 	Timeout node[time.Duration] `yaml:"timeout" eg:"50ms"`
 	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"` // deny or allow
+	Layout  node[int64]         `yaml:"layout" eg:"2"`                      // the keys' layout: 1 or 2
 }
 
 // redisYAML is store.redis: a Redis.

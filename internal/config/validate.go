@@ -71,6 +71,7 @@ var bounds = map[string]struct {
 	"max_queue": {0, math.MaxInt64, "use 0 for no bound or a positive number"},
 	"db":        {0, 1 << 20, "use a database number such as 0"},
 	"timeout":   {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
+	"layout":    {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }
 
 func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
@@ -186,7 +187,7 @@ func (d *decoder) store(f *storeYAML) *Store {
 	if f == nil {
 		return nil
 	}
-	s := &Store{Redis: d.redis(f.Redis), Prefix: cmp.Or(f.Prefix.V, "sluice"), Timeout: f.Timeout.V}
+	s := &Store{Redis: d.redis(f.Redis), Prefix: cmp.Or(f.Prefix.V, "sluice"), Timeout: f.Timeout.V, Layout: int(f.Layout.V)}
 	if f.OnError.V == "allow" {
 		s.OnError = sluice.Allow
 	}
