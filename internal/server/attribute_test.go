@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,9 +13,11 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicerate/sluice/httplimit"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
@@ -81,6 +86,13 @@ func TestForwardAuthAttributeNotUTF8(t *testing.T) {
 
 func TestGRPCAttributeNotUTF8(t *testing.T) {
 	ts := newTestServer(t, grpcConfig)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte("domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	sluiceSvc, envoySvc := &sluiceService{s: ts.srv}, &envoyService{s: ts.srv}
 	for _, user := range []string{"\xff", "\xfe"} {
@@ -99,27 +111,90 @@ func TestGRPCAttributeNotUTF8(t *testing.T) {
 		}
 	}
 
-	// Over the wire, protobuf itself refuses a string field that is not
-	// UTF-8: the call fails before sluice sees it (INTERNAL, from gRPC's
-	// codec).
+	// Over the wire, as a client that does not check UTF-8 sends them.
+	// protobuf refuses to decode such a request, which grpc-go's codec
+	// answers INTERNAL; GRPCServer's codec lets it through to the
+	// handlers, which answer INVALID_ARGUMENT naming the field or attribute.
 	conn := grpcConn(t, ts)
-	var raw []byte
-	entry := protowire.AppendTag(nil, 1, protowire.BytesType)
-	entry = protowire.AppendString(entry, "user")
-	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
-	entry = protowire.AppendString(entry, "\xff")
-	raw = protowire.AppendTag(raw, 1, protowire.BytesType)
-	raw = protowire.AppendString(raw, "api")
-	raw = protowire.AppendTag(raw, 2, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, entry)
+	attr := func(k, v string) []byte { return wireMessage(2, wireString(1, k), wireString(2, v)) }
+	entry := func(k, v string) []byte { return wireMessage(1, wireString(1, k), wireString(2, v)) }
+	const (
+		decide = sluicev1.Sluice_Decide_FullMethodName
+		rls    = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+	)
+	tests := []struct {
+		name, method string
+		req          [][]byte
+		want         string
+	}{
+		{"decide", decide, [][]byte{wireString(1, "api"), attr("user", "\xff"), attr("path", "/")}, `"user" is not valid UTF-8`},
+		{"decide other byte", decide, [][]byte{wireString(1, "api"), attr("user", "a\xfe"), attr("path", "/")}, `"user" is not valid UTF-8`},
+		{"peek", sluicev1.Sluice_Peek_FullMethodName, [][]byte{wireString(1, "api"), attr("user", "\xff"), attr("path", "/")}, `"user" is not valid UTF-8`},
+		{"record", sluicev1.Sluice_Record_FullMethodName, [][]byte{wireString(1, "api"), attr("path", "\xc3"), attr("user", "u")}, `"path" is not valid UTF-8`},
+		{"attribute name", decide, [][]byte{wireString(1, "api"), attr("user", "u"), attr("path", "/"), attr("x\xff", "b")}, `"x\xff" is not valid UTF-8`},
+		{"attribute no rule reads", decide, [][]byte{wireString(1, "api"), attr("user", "u"), attr("path", "/"), attr("note", "\xff")}, `"note" is not valid UTF-8`},
+		{"two attributes", decide, [][]byte{wireString(1, "api"), attr("user", "\xff"), attr("path", "\xff")}, `"path" is not valid UTF-8`},
+		{"policy", decide, [][]byte{wireString(1, "api\xff"), attr("user", "u"), attr("path", "/")}, `the "policy" field is not valid UTF-8`},
+		{"reserve schedule", sluicev1.Sluice_Reserve_FullMethodName, [][]byte{wireString(1, "carrier\xff"), attr("carrier", "45")}, `the "schedule" field is not valid UTF-8`},
+		{"reserve attribute", sluicev1.Sluice_Reserve_FullMethodName, [][]byte{wireString(1, "carrier"), attr("carrier", "\xff")}, `"carrier" is not valid UTF-8`},
+		{"cancel schedule", sluicev1.Sluice_Cancel_FullMethodName, [][]byte{wireString(1, "\xff"), attr("carrier", "45"), wireString(3, "x")}, `the "schedule" field is not valid UTF-8`},
+		{"cancel attribute", sluicev1.Sluice_Cancel_FullMethodName, [][]byte{wireString(1, "carrier"), attr("carrier", "\xfe"), wireString(3, "x")}, `"carrier" is not valid UTF-8`},
+		{"cancel id", sluicev1.Sluice_Cancel_FullMethodName, [][]byte{wireString(1, "carrier"), attr("carrier", "45"), wireString(3, "x\xff")}, `the "id" field is not valid UTF-8`},
+		{"envoy domain", rls, [][]byte{wireString(1, "api\xff"), wireMessage(2, entry("user", "u"))}, `the "domain" field is not valid UTF-8`},
+		{"envoy entry", rls, [][]byte{wireString(1, "api"), wireMessage(2, entry("user", "\xff")), wireMessage(2, entry("path", "/"))}, `"user" is not valid UTF-8`},
+		{"envoy entry key", rls, [][]byte{wireString(1, "api"), wireMessage(2, entry("user", "u"), entry("\xff", "v"))}, `"\xff" is not valid UTF-8`},
+		{"envoy model entry", rls, [][]byte{wireString(1, "edge"), wireMessage(2, entry("user", "\xfe"))}, `"user" is not valid UTF-8`},
+	}
+	for _, tt := range tests {
+		t.Run("wire/"+tt.name, func(t *testing.T) {
+			req := bytes.Join(tt.req, nil)
+			var out []byte
+			err := conn.Invoke(ctx, tt.method, &req, &out, grpc.ForceCodecV2(rawCodec{}))
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tt.want) {
+				t.Errorf("%v, want InvalidArgument with %q", err, tt.want)
+			}
+		})
+	}
+
+	// Nothing was recorded. Valid requests are answered as before, sent as
+	// raw bytes or by the generated clients.
+	client := sluicev1.NewSluiceClient(conn)
+	if d, err := client.Peek(ctx, &sluicev1.DecideRequest{Policy: "api", Attributes: map[string]string{"user": "\ufffd", "path": "/"}}); err != nil || d.Limits[0].Used != 1 || d.Limits[1].Used != 1 {
+		t.Errorf("U+FFFD's windows: %v, %v; want nothing recorded", d, err)
+	}
+	req := bytes.Join([][]byte{wireString(1, "api"), attr("user", "\ufffd"), attr("path", "/ünï")}, nil)
 	var out []byte
-	err := conn.Invoke(ctx, sluicev1.Sluice_Decide_FullMethodName, &raw, &out, grpc.ForceCodecV2(rawCodec{}))
-	if status.Code(err) == codes.OK {
-		t.Errorf("a raw request with user \\xff was answered OK")
+	if err := conn.Invoke(ctx, decide, &req, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		t.Fatalf("valid raw request: %v", err)
 	}
-	if d, err := sluiceSvc.Peek(ctx, &sluicev1.DecideRequest{Policy: "api", Attributes: map[string]string{"user": "\ufffd", "path": "/"}}); err != nil || d.Limits[0].Used != 1 {
-		t.Errorf("U+FFFD's window: %v, %v; want nothing recorded", d, err)
+	var d sluicev1.Decision
+	if err := proto.Unmarshal(out, &d); err != nil || !d.Allowed || d.Limits[0].Used != 1 {
+		t.Errorf("valid raw request: %v, %v; want allowed, the first in its window", &d, err)
 	}
+	if d, err := client.Peek(ctx, &sluicev1.DecideRequest{Policy: "api", Attributes: map[string]string{"user": "\ufffd", "path": "/"}}); err != nil || d.Limits[0].Used != 2 {
+		t.Errorf("U+FFFD's window: %v, %v; want the valid request alone recorded", d, err)
+	}
+	rl, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("user", "\ufffd")}})
+	if err != nil || rl.OverallCode != rlsv3.RateLimitResponse_OK || rl.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("Envoy model's U+FFFD: %v, %v; want OK with 1 left", rl, err)
+	}
+
+	// Other services keep grpc-go's answer: their handlers do not check.
+	bad := wireString(1, "\xff")
+	if err := conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, &bad, &out, grpc.ForceCodecV2(rawCodec{})); status.Code(err) != codes.Internal {
+		t.Errorf("health check of service \\xff: %v, want Internal from grpc-go's codec", err)
+	}
+}
+
+// wireString encodes a string field with its bytes as given.
+func wireString(num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
+}
+
+// wireMessage encodes a message field of the fields given.
+func wireMessage(num protowire.Number, fields ...[]byte) []byte {
+	return wireString(num, string(bytes.Join(fields, nil)))
 }
 
 // rawCodec sends and receives messages as bytes, unchecked, as a client of

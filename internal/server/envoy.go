@@ -52,6 +52,9 @@ func (s *Server) registerEnvoy(gs *grpc.Server) {
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
 func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (out *rlsv3.RateLimitResponse, err error) {
 	defer func() { e.s.count("envoy", err) }()
+	if err := checkEnvoyText(req); err != nil {
+		return nil, err
+	}
 	st := e.s.state.Load()
 	if cfg, ok := e.s.envoyDomain(st, req.GetDomain()); ok {
 		return e.s.decideEnvoy(ctx, st, cfg, req)

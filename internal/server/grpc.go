@@ -2,8 +2,12 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
+	"unicode/utf8"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,6 +16,22 @@ import (
 	"github.com/sluicerate/sluice/internal/edge"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
+
+// GRPCServer returns a gRPC server with the services of RegisterGRPC and
+// opts. Its codec is protobuf, except that a request whose string fields
+// are not valid UTF-8 is answered INVALID_ARGUMENT naming the field or
+// attribute, where grpc-go's own codec fails it with INTERNAL before any
+// handler runs (grpcCodec).
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(textCodec)}, opts...)...)
+	s.RegisterGRPC(gs)
+	return gs
+}
+
+// textCodec is the codec of GRPCServer: lenient for the requests whose
+// handlers check their strings with checkText or checkEnvoyText.
+var textCodec = newGRPCCodec(&sluicev1.DecideRequest{}, &sluicev1.ReserveRequest{}, &sluicev1.CancelRequest{},
+	&rlsv3.RateLimitRequest{})
 
 // RegisterGRPC registers sluice's own service (sluice.v1.Sluice), Envoy's
 // rate-limit service (envoy.service.ratelimit.v3.RateLimitService), health
@@ -40,6 +60,50 @@ func grpcError(p *httplimit.Problem) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
+// checkText returns the INVALID_ARGUMENT status of a request with a text
+// field that is not valid UTF-8, naming the field (field, holding value)
+// or the attribute, or nil. A server with grpc-go's codec never sees one;
+// GRPCServer's codec lets it through to be refused here, instead of
+// failing the call with INTERNAL.
+func checkText(field, value string, attrs map[string]string) error {
+	if !utf8.ValidString(value) {
+		return status.Errorf(codes.InvalidArgument, "the %q field is not valid UTF-8; send it as UTF-8 text", field)
+	}
+	for k, v := range attrs {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return status.Error(codes.InvalidArgument, edge.InvalidAttribute(firstInvalid(attrs)).Error())
+		}
+	}
+	return nil
+}
+
+// firstInvalid is the least name of attrs whose name or value is not
+// valid UTF-8, so that a request with several is always answered alike.
+func firstInvalid(attrs map[string]string) string {
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		if !utf8.ValidString(k) || !utf8.ValidString(attrs[k]) {
+			return k
+		}
+	}
+	return ""
+}
+
+// checkEnvoyText is checkText for Envoy's rate-limit requests: the domain
+// and the descriptors' entries, named by their keys.
+func checkEnvoyText(req *rlsv3.RateLimitRequest) error {
+	if !utf8.ValidString(req.GetDomain()) {
+		return status.Error(codes.InvalidArgument, `the "domain" field is not valid UTF-8; send it as UTF-8 text`)
+	}
+	for _, d := range req.GetDescriptors() {
+		for _, en := range d.GetEntries() {
+			if !utf8.ValidString(en.GetKey()) || !utf8.ValidString(en.GetValue()) {
+				return status.Error(codes.InvalidArgument, edge.InvalidAttribute(en.GetKey()).Error())
+			}
+		}
+	}
+	return nil
+}
+
 // count counts a gRPC answer of api.
 func (s *Server) count(api string, err error) {
 	s.metrics.requests.WithLabelValues(api, status.Code(err).String()).Inc()
@@ -50,6 +114,9 @@ func (g *sluiceService) decide(ctx context.Context, op edge.Op, req *sluicev1.De
 	st := g.s.state.Load()
 	if req.GetPolicy() == "" {
 		return nil, status.Error(codes.InvalidArgument, "the request names no policy")
+	}
+	if err := checkText("policy", req.GetPolicy(), req.GetAttributes()); err != nil {
+		return nil, err
 	}
 	o := st.policies.DecideAttrs(ctx, req.GetPolicy(), req.GetAttributes(), call("grpc", op, costOf(req.Cost)))
 	g.s.counted(op, &o)
@@ -93,6 +160,9 @@ func (g *sluiceService) Record(ctx context.Context, req *sluicev1.DecideRequest)
 // Reserve implements sluice.v1.Sluice.
 func (g *sluiceService) Reserve(ctx context.Context, req *sluicev1.ReserveRequest) (out *sluicev1.Reservation, err error) {
 	defer func() { g.s.count("grpc", err) }()
+	if err := checkText("schedule", req.GetSchedule(), req.GetAttributes()); err != nil {
+		return nil, err
+	}
 	res, p := g.s.reserve(ctx, g.s.state.Load(), "grpc", req.GetSchedule(), req.GetAttributes(), costOf(req.Cost))
 	if p != nil {
 		return nil, grpcError(p)
@@ -104,6 +174,12 @@ func (g *sluiceService) Reserve(ctx context.Context, req *sluicev1.ReserveReques
 // Cancel implements sluice.v1.Sluice.
 func (g *sluiceService) Cancel(ctx context.Context, req *sluicev1.CancelRequest) (out *sluicev1.CancelResponse, err error) {
 	defer func() { g.s.count("grpc", err) }()
+	if err := checkText("schedule", req.GetSchedule(), req.GetAttributes()); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(req.GetId()) {
+		return nil, status.Error(codes.InvalidArgument, `the "id" field is not valid UTF-8; send the id Reserve returned`)
+	}
 	ok, p := g.s.cancel(ctx, g.s.state.Load(), req.GetSchedule(), req.GetAttributes(), req.GetId())
 	if p != nil {
 		return nil, grpcError(p)

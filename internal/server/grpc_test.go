@@ -34,8 +34,7 @@ func grpcConn(t *testing.T, ts *testServer) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
-	ts.srv.RegisterGRPC(gs)
+	gs := ts.srv.GRPCServer()
 	go gs.Serve(l)
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
