@@ -143,8 +143,10 @@ func (c *denyCache) get(key []byte, cost int64, now time.Time) (LimitStatus, boo
 		delete(sh.entries, e.key)
 		return LimitStatus{}, false
 	}
-	sh.unlink(e)
-	sh.pushFront(e)
+	if sh.lru.next != e {
+		sh.unlink(e)
+		sh.pushFront(e)
+	}
 	s := e.status
 	s.RetryAfter = e.until.Sub(now)
 	s.ResetAfter = max(0, s.ResetAfter-now.Sub(e.at))

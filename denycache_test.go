@@ -433,3 +433,38 @@ func TestDenyCacheConcurrent(t *testing.T) {
 		t.Errorf("%d store calls, %d misses", calls, st.Misses)
 	}
 }
+
+// BenchmarkDenyCache measures a decision of a one-rule policy on the memory
+// store: a denial answered from the cache, one the store gives without a
+// cache, and an admission with and without the cache's lookup before it.
+func BenchmarkDenyCache(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name    string
+		limit   int64
+		caching bool
+	}{
+		{"denied/cached", 1, true},
+		{"denied/store", 1, false},
+		{"allowed/lookup", 1 << 40, true},
+		{"allowed/none", 1 << 40, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := memstore.New(memstore.Config{})
+			defer s.Close()
+			lim := sluice.NewLimiter(s, sluice.Config{})
+			p := &sluice.Policy{Name: "bench", CacheDenials: bc.caching, Rules: []sluice.Rule{
+				{Name: "per-ip", Limit: bc.limit, Window: time.Hour, By: []string{"ip"}},
+			}}
+			attrs := map[string]string{"ip": "203.0.113.7"}
+			lim.Allow(ctx, p, attrs)
+			lim.Allow(ctx, p, attrs)
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, _ := lim.Allow(ctx, p, attrs); d.Allowed != (bc.limit > 1) || d.Cached != (bc.limit == 1 && bc.caching) {
+					b.Fatalf("%+v", d)
+				}
+			}
+		})
+	}
+}
