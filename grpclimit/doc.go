@@ -29,6 +29,18 @@
 // or a value that is not valid UTF-8, fails the call with
 // codes.InvalidArgument too.
 //
+// Key functions read a call's metadata, method and peer, never its
+// request message. A unary call's request is decoded by the server's codec
+// before the interceptor runs, so one that the codec refuses is never
+// decided and records nothing; its status is the codec's choice, not the
+// interceptor's. With grpc-go's protobuf codec, a request whose proto3
+// string field is not valid UTF-8 fails that way with codes.Internal.
+// Answering codes.InvalidArgument instead takes a codec that passes those
+// bytes on (grpc.ForceServerCodecV2) and handlers that check every string
+// field themselves, since they then receive strings protobuf would have
+// refused; sluice serve does this for its own services. A stream is decided
+// when it opens, before any of its messages is decoded.
+//
 // Client addresses come from the peer, or, behind trusted proxies, from the
 // forwarding metadata, by the rules of httplimit.IPResolver (see the
 // httplimit package documentation): ClientIP applies them to gRPC.

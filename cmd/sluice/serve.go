@@ -173,8 +173,7 @@ flags:`)
 	go func() { errc <- hs.Serve(hl) }()
 	var gs *grpc.Server
 	if gl != nil {
-		gs = grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
-		srv.RegisterGRPC(gs)
+		gs = srv.GRPCServer(grpc.MaxRecvMsgSize(1 << 20))
 		go func() { errc <- gs.Serve(gl) }()
 	}
 	var as *http.Server
