@@ -118,7 +118,7 @@ func TestStoreOutageLogs(t *testing.T) {
 	clock.Advance(time.Second)
 	decide(10, Allowed) // the probe succeeds
 	want := `level=WARN msg="test: rate limiter store failed; failure policy applied" api=test policy=p allowed=false fallback=false err="redis: connection refused to 10.1.2.3:6379" summary_every=10s
-level=WARN msg="test: store circuit breaker open: the store is not called until a probe succeeds" outage=4ms failed=5
+level=WARN msg="test: store circuit breaker open: the store is not called until a probe succeeds" outage=4ms failed=5 last_err="redis: connection refused to 10.1.2.3:6379"
 level=INFO msg="test: store answers again" outage=4s failed=2000 policies=[p] last_err="redis: connection refused to 10.1.2.3:6379" circuit=closed
 `
 	if got := logs.String(); got != want {

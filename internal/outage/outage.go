@@ -17,16 +17,20 @@
 //     succeeds is what closes it.
 //
 // A store that fails and answers by turns (timeouts under load) must not
-// log a line per turn either: a failure less than an interval after the
-// line that said the store answers again continues that outage (no first
-// line again; its failures go into the next summary), and such an outage's
-// end is logged once an interval has passed since the last such line. A
-// call answered by the open circuit after the store answered (decided
-// before the probe closed it) is not a new failure.
+// log a line per turn either. Outages less than an interval apart (from
+// the store answering to the next failure) are one episode: the first
+// failure of each kind, the circuit's opening and its half-open state are
+// logged once per episode. An outage's end is logged at once when a line
+// about it was logged since the previous end, or an interval has passed
+// since that one; otherwise it waits for the first call after that
+// interval (and says how long the store has been answering). Each end
+// counts the failures since the previous one. A call answered by the open
+// circuit after the store answered (decided before the probe closed it)
+// is not a new failure.
 //
-// Summaries are written when a call fails or is answered after the
-// interval has passed, never by a timer: a server with no traffic logs
-// nothing. Metrics, not logs, count every call.
+// Lines are written by the calls that fail or are answered, never by a
+// timer: a server with no traffic logs nothing. Metrics, not logs, count
+// every call.
 package outage
 
 import (
@@ -140,19 +144,26 @@ type Reporter struct {
 	state atomic.Int32
 	due   atomic.Int64 // answered: when the end may be logged, in Unix ns
 
-	mu        sync.Mutex
-	start     time.Time // the outage's first failure
-	end       time.Time // answered: when the store answered
-	total     int64
-	announced [numKinds]bool
-	names     [numKinds]names // of the outage
-	lastErr   error           // the outage's last error from the store
-	circ      string          // the circuit's state when last read
-	opened    bool            // the circuit opened during the outage
-	probed    bool            // its half-open state was logged
-	since     time.Time       // the start of the period: the last line of first, summary or end
-	period    period
-	recovered time.Time // when the last end was logged; zero: never
+	mu sync.Mutex
+
+	// The episode: outages less than an interval apart.
+	announced [numKinds]bool // the first failure of each kind was logged
+	circ      string         // the circuit's state when last read
+	opened    bool           // the circuit opened
+	probed    bool           // its half-open state was logged
+
+	// The outage: the failures since the last end line.
+	start   time.Time // its first failure
+	end     time.Time // when the store answered after the last failure; zero: never
+	total   int64
+	names   [numKinds]names
+	lastErr error // the last error from the store
+
+	// What the lines have said.
+	since   time.Time // the last first line, summary or end: the start of the period
+	period  period    // the failures since then
+	lastEnd time.Time // the last end line; zero: none
+	logged  bool      // a line was logged since the last end line
 }
 
 // period is what failed since the last line.
@@ -223,19 +234,24 @@ func (r *Reporter) Failed(ctx context.Context, f Failure) {
 	open := errors.Is(f.Err, sluice.ErrCircuitOpen)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch r.state.Load() {
-	case quiet:
-		grace := !r.recovered.IsZero() && now.Before(r.recovered.Add(r.interval))
-		switch {
-		case grace && open:
-			return // decided before the probe that closed the circuit
-		case !grace:
-			r.begin(now)
+	st := r.state.Load()
+	episode := !r.end.IsZero() && now.Sub(r.end) < r.interval
+	switch {
+	case st == failing:
+	case episode && open:
+		return // decided before the probe that closed the circuit
+	case st == answered && episode:
+		// The outage goes on: its end was not logged.
+	case st == answered:
+		r.logEnd(ctx, now)
+		r.begin(now)
+	case episode:
+		r.start, r.total, r.lastErr = now, 0, nil
+		for i := range r.names {
+			r.names[i].reset()
 		}
-	case answered:
-		if open {
-			return
-		}
+	default:
+		r.begin(now)
 	}
 	r.state.Store(failing)
 	r.count(f, open)
@@ -266,28 +282,28 @@ func (r *Reporter) Answered(ctx context.Context) {
 		return
 	case failing:
 		r.end = now
-		if due := r.recovered.Add(r.interval); !r.recovered.IsZero() && now.Before(due) {
+		if due := r.lastEnd.Add(r.interval); !r.logged && now.Before(due) {
 			r.due.Store(due.UnixNano())
 			r.state.Store(answered)
 			return
 		}
 	case answered:
-		if now.Before(r.recovered.Add(r.interval)) {
+		if now.Before(r.lastEnd.Add(r.interval)) {
 			return
 		}
 	}
-	r.recovery(ctx, now)
-	r.state.Store(quiet)
+	r.logEnd(ctx, now)
 }
 
-// begin starts an outage at now.
+// begin starts an episode, and its first outage, at now.
 func (r *Reporter) begin(now time.Time) {
-	r.start, r.since, r.total, r.lastErr = now, now, 0, nil
 	r.announced = [numKinds]bool{}
+	r.circ, r.opened, r.probed = "closed", false, false
+	r.start, r.total, r.lastErr = now, 0, nil
 	for i := range r.names {
 		r.names[i].reset()
 	}
-	r.circ, r.opened, r.probed = "closed", false, false
+	r.since = now
 	r.period.reset()
 }
 
@@ -322,10 +338,11 @@ func (r *Reporter) first(ctx context.Context, f Failure) {
 	attrs = append(attrs, f.Attrs...)
 	attrs = append(attrs, slog.Any("err", f.Err), slog.String("summary_every", r.interval.String()))
 	r.log.LogAttrs(ctx, slog.LevelWarn, f.Msg, attrs...)
+	r.logged = true
 }
 
 // observe reads the circuit's state and logs its first opening and its
-// first half-open state in the outage.
+// first half-open state in the episode.
 func (r *Reporter) observe(ctx context.Context, now time.Time) {
 	if r.circuit == nil {
 		return
@@ -337,11 +354,14 @@ func (r *Reporter) observe(ctx context.Context, now time.Time) {
 	r.circ = c
 	switch {
 	case c == "open" && !r.opened:
-		r.opened = true
-		r.log.LogAttrs(ctx, slog.LevelWarn, r.prefix+"store circuit breaker open: the store is not called until a probe succeeds",
-			slog.String("outage", duration(now.Sub(r.start))), slog.Int64("failed", r.total))
+		r.opened, r.logged = true, true
+		attrs := []slog.Attr{slog.String("outage", duration(now.Sub(r.start))), slog.Int64("failed", r.total)}
+		if r.lastErr != nil {
+			attrs = append(attrs, slog.Any("last_err", r.lastErr))
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, r.prefix+"store circuit breaker open: the store is not called until a probe succeeds", attrs...)
 	case c == "half_open" && !r.probed:
-		r.opened, r.probed = true, true
+		r.opened, r.probed, r.logged = true, true, true
 		r.log.LogAttrs(ctx, slog.LevelInfo, r.prefix+"store circuit breaker half-open: one call probes the store",
 			slog.String("outage", duration(now.Sub(r.start))))
 	}
@@ -350,7 +370,7 @@ func (r *Reporter) observe(ctx context.Context, now time.Time) {
 // summary logs the period and starts a new one.
 func (r *Reporter) summary(ctx context.Context, now time.Time) {
 	attrs := []slog.Attr{slog.Int64("failed", r.period.count), slog.String("period", duration(now.Sub(r.since)))}
-	attrs = r.appendNames(attrs, &r.period.names)
+	attrs = appendNames(attrs, &r.period.names)
 	if r.period.first != nil {
 		attrs = append(attrs, slog.Any("first_err", r.period.first), slog.Any("last_err", r.period.last))
 	}
@@ -362,14 +382,14 @@ func (r *Reporter) summary(ctx context.Context, now time.Time) {
 	}
 	attrs = append(attrs, slog.String("outage", duration(now.Sub(r.start))), slog.Int64("total", r.total))
 	r.log.LogAttrs(ctx, slog.LevelWarn, r.prefix+"store still failing", attrs...)
-	r.since = now
+	r.since, r.logged = now, true
 	r.period.reset()
 }
 
-// recovery logs the end of the outage.
-func (r *Reporter) recovery(ctx context.Context, now time.Time) {
+// logEnd logs the end of the outage: the store answered at r.end.
+func (r *Reporter) logEnd(ctx context.Context, now time.Time) {
 	attrs := []slog.Attr{slog.String("outage", duration(r.end.Sub(r.start))), slog.Int64("failed", r.total)}
-	attrs = r.appendNames(attrs, &r.names)
+	attrs = appendNames(attrs, &r.names)
 	if r.lastErr != nil {
 		attrs = append(attrs, slog.Any("last_err", r.lastErr))
 	}
@@ -377,13 +397,17 @@ func (r *Reporter) recovery(ctx context.Context, now time.Time) {
 		r.circ = r.circuit()
 		attrs = append(attrs, slog.String("circuit", r.circ))
 	}
+	if now.After(r.end) {
+		attrs = append(attrs, slog.String("answering_for", duration(now.Sub(r.end))))
+	}
 	r.log.LogAttrs(ctx, slog.LevelInfo, r.prefix+"store answers again", attrs...)
-	r.recovered, r.since = now, now
+	r.lastEnd, r.since, r.logged = now, now, false
 	r.period.reset()
+	r.state.Store(quiet)
 }
 
 // appendNames appends the lists of names that are not empty.
-func (r *Reporter) appendNames(attrs []slog.Attr, ns *[numKinds]names) []slog.Attr {
+func appendNames(attrs []slog.Attr, ns *[numKinds]names) []slog.Attr {
 	for k := range ns {
 		if len(ns[k].list) > 0 {
 			attrs = append(attrs, slog.Any(kindNames[k].many, ns[k].value()))

@@ -79,7 +79,7 @@ func TestStall(t *testing.T) {
 		h.fail("notify", errTimeout)
 	}
 	h.expect("5 timeouts", firstLine,
-		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=200ms failed=5`)
+		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=200ms failed=5 last_err="redisstore: context deadline exceeded"`)
 	// Three cool-downs of 1 s: answered by the open circuit, one probe
 	// each, the first two failing.
 	for cd := range 3 {
@@ -161,7 +161,7 @@ func TestSummaryErrors(t *testing.T) {
 	h.clock.Advance(1100 * time.Millisecond)
 	h.fail("notify", sluice.ErrCircuitOpen)
 	h.expect("two periods", strings.Replace(firstLine, "summary_every=10s", "summary_every=1s", 1),
-		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=100ms failed=2`,
+		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=100ms failed=2 last_err="redisstore: context deadline exceeded"`,
 		`level=WARN msg="store still failing" failed=4 period=1.1s policies=[notify] first_err="redisstore: context deadline exceeded" last_err="redisstore: connection refused" by_open_circuit=2 circuit=open outage=1.1s total=4`,
 		`level=WARN msg="store still failing" failed=1 period=1.1s policies=[notify] by_open_circuit=1 circuit=open outage=2.2s total=5`)
 }
@@ -190,7 +190,7 @@ func TestKinds(t *testing.T) {
 }
 
 // TestFlapping is a store that fails and answers by turns: one end is
-// logged per interval, and failures in between go into summaries.
+// logged per interval, each counting the failures since the last.
 func TestFlapping(t *testing.T) {
 	h := newHarness(t, 10*time.Second)
 	h.fail("notify", errTimeout) // 0 s
@@ -205,11 +205,11 @@ func TestFlapping(t *testing.T) {
 		h.clock.Advance(500 * time.Millisecond)
 		h.answered()
 	}
-	// 11 s: the last answer was at 11 s, the end's line at 1 s.
-	h.expect("flapping for 10 s", `level=INFO msg="store answers again" outage=11s failed=11 policies=[notify] last_err="redisstore: context deadline exceeded"`)
+	// 11 s: 10 s after the last end line; these failures began at 1.5 s.
+	h.expect("flapping for 10 s", `level=INFO msg="store answers again" outage=9.5s failed=10 policies=[notify] last_err="redisstore: context deadline exceeded"`)
 	// A failure, then answers within the interval: the end waits for it.
 	h.clock.Advance(2 * time.Second)
-	h.fail("notify", errTimeout) // 13 s, continues the outage
+	h.fail("notify", errTimeout) // 13 s
 	h.clock.Advance(time.Second)
 	h.answered() // 14 s
 	h.clock.Advance(6 * time.Second)
@@ -218,11 +218,11 @@ func TestFlapping(t *testing.T) {
 	h.clock.Advance(time.Second)
 	h.answered() // 21 s
 	h.answered()
-	h.expect("after it", `level=INFO msg="store answers again" outage=14s failed=12 policies=[notify] last_err="redisstore: context deadline exceeded"`)
+	h.expect("after it", `level=INFO msg="store answers again" outage=1s failed=1 policies=[notify] last_err="redisstore: context deadline exceeded" answering_for=7s`)
 }
 
-// TestFlappingSummary: failures that continue an outage within the
-// interval are summarized when it has passed.
+// TestFlappingSummary: failures within the interval of the last end are
+// summarized when it has passed, and the next answer ends them.
 func TestFlappingSummary(t *testing.T) {
 	h := newHarness(t, 10*time.Second)
 	h.fail("notify", errTimeout)
@@ -233,13 +233,48 @@ func TestFlappingSummary(t *testing.T) {
 		h.fail("api", errTimeout)
 		h.answered()
 	}
-	h.expect("30 s",
-		`level=WARN msg="store still failing" failed=10 period=10s policies=[api] first_err="redisstore: context deadline exceeded" last_err="redisstore: context deadline exceeded" outage=10s total=11`,
-		`level=INFO msg="store answers again" outage=10s failed=11 policies="[notify api]" last_err="redisstore: context deadline exceeded"`,
-		`level=WARN msg="store still failing" failed=10 period=10s policies=[api] first_err="redisstore: context deadline exceeded" last_err="redisstore: context deadline exceeded" outage=20s total=21`,
-		`level=INFO msg="store answers again" outage=20s failed=21 policies="[notify api]" last_err="redisstore: context deadline exceeded"`,
-		`level=WARN msg="store still failing" failed=10 period=10s policies=[api] first_err="redisstore: context deadline exceeded" last_err="redisstore: context deadline exceeded" outage=30s total=31`,
-		`level=INFO msg="store answers again" outage=30s failed=31 policies="[notify api]" last_err="redisstore: context deadline exceeded"`)
+	summary := `level=WARN msg="store still failing" failed=10 period=10s policies=[api] first_err="redisstore: context deadline exceeded" last_err="redisstore: context deadline exceeded" outage=9s total=10`
+	end := `level=INFO msg="store answers again" outage=9s failed=10 policies=[api] last_err="redisstore: context deadline exceeded"`
+	h.expect("30 s", summary, end, summary, end, summary, end)
+}
+
+// TestBlipThenStall: a failure answered at once, then, within the
+// interval, a stall that opens the circuit: the stall's end is logged at
+// once, since the circuit's opening was.
+func TestBlipThenStall(t *testing.T) {
+	h := newHarness(t, 10*time.Second)
+	h.fail("notify", errTimeout)
+	h.clock.Advance(2 * time.Millisecond)
+	h.answered()
+	h.expect("a blip", firstLine,
+		`level=INFO msg="store answers again" outage=2ms failed=1 policies=[notify] last_err="redisstore: context deadline exceeded"`)
+	h.clock.Advance(1280 * time.Millisecond)
+	for i := range 5 {
+		h.clock.Advance(50 * time.Millisecond)
+		if i == 4 {
+			h.circuit = "open"
+		}
+		h.fail("api", errTimeout)
+	}
+	for range 3000 {
+		h.clock.Advance(time.Millisecond)
+		h.fail("api", sluice.ErrCircuitOpen)
+	}
+	h.circuit = "closed"
+	h.answered()
+	h.expect("a stall",
+		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=200ms failed=5 last_err="redisstore: context deadline exceeded"`,
+		`level=INFO msg="store answers again" outage=3.2s failed=3005 policies=[api] last_err="redisstore: context deadline exceeded" circuit=closed`)
+	// A failure after a deferred end an interval later: the end, then a new
+	// episode.
+	h.clock.Advance(time.Second)
+	h.fail("api", errTimeout)
+	h.answered() // deferred: nothing logged since the last end
+	h.clock.Advance(10 * time.Second)
+	h.fail("api", errTimeout)
+	h.expect("a new episode",
+		`level=INFO msg="store answers again" outage=0s failed=1 policies=[api] last_err="redisstore: context deadline exceeded" circuit=closed answering_for=10s`,
+		strings.Replace(firstLine, "policy=notify", "policy=api", 1))
 }
 
 // TestOpenCircuitStarts: an answer of the open circuit long after the
