@@ -337,7 +337,7 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 		case err != nil && e.log.StoreFailed != "":
 			e.log.Outage.Failed(ctx, outage.Failure{Msg: e.log.StoreFailed, Tag: c.Tag, Kind: outage.Policy, Name: pol.p.Name, Err: err,
 				Attrs: []slog.Attr{slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits) > 0)}})
-		case err == nil && !d.Unlimited:
+		case err == nil && !d.Unlimited && !d.Cached: // the store answered
 			e.log.Outage.Answered(ctx)
 		}
 		if d.Shadowed {
