@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -49,9 +47,7 @@ type serviceProc struct {
 // waits until GET /healthcheck on httpAddr answers 200 and grpcAddr
 // accepts connections.
 func startService(name, bin string, args, env []string, httpAddr, grpcAddr string) (*serviceProc, error) {
-	// env(1) execs bin with the variables set, so the process (and its pid)
-	// is bin's.
-	p, err := startProcess(name, "env", append(append(env, bin), args...), "http://"+httpAddr+"/healthcheck")
+	p, err := startProcessEnv(name, bin, args, env, "http://"+httpAddr+"/healthcheck")
 	if err != nil {
 		return nil, err
 	}
@@ -73,26 +69,6 @@ func dialable(addr string) bool {
 	}
 	c.Close()
 	return true
-}
-
-// cpu returns the CPU time (user and system) the process has used so far,
-// from /proc/PID/stat.
-func (p *serviceProc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces;
-	// utime and stime are fields 14 and 15, the 12th and 13th after it.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticksPerSecond = 100 // USER_HZ, 100 on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 // childrenCPU returns the CPU time of this process's children that ended
