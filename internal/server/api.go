@@ -93,29 +93,43 @@ func (s *Server) ok(w http.ResponseWriter, api string, v any) {
 	writeJSON(w, v)
 }
 
-// handleDecide serves /v1/decide, /v1/peek and /v1/record.
+// handleDecide serves /v1/decide, /v1/peek and /v1/record. The body is
+// decoded and the answer encoded by hand, in memory reused between requests
+// (decide_request.go, answer.go).
 func (s *Server) handleDecide(op edge.Op) http.HandlerFunc {
 	api := op.String()
+	answered := s.metrics.requests.WithLabelValues(api, "200")
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
-		body, p := readBody(w, r, s.maxBody)
-		if p != nil {
-			s.fail(w, api, p)
+		sc := getDecideScratch()
+		defer putDecideScratch(sc)
+		var p *httplimit.Problem
+		if sc.body, p = readBodyInto(w, r, s.maxBody, sc.body[:0]); p != nil {
+			s.failDecide(w, api, p, sc)
 			return
 		}
-		req, p := parseDecide(body)
+		req, p := sc.parse(sc.body)
 		if p != nil {
-			s.fail(w, api, p)
+			s.failDecide(w, api, p, sc)
 			return
 		}
 		o := st.policies.DecideAttrs(r.Context(), req.Policy, req.Attributes, call(api, op, costOf(req.Cost)))
 		s.counted(op, &o)
 		if p := outcomeProblem(&o); p != nil {
-			s.fail(w, api, p)
+			s.failDecide(w, api, p, sc)
 			return
 		}
-		s.ok(w, api, NewDecisionJSON(&o.Decisions()[0]))
+		answered.Inc()
+		sc.out = append(appendDecision(sc.out[:0], &o.Decisions()[0]), '\n')
+		writeDecision(w, sc.out)
 	}
+}
+
+// failDecide answers a request of api with p, encoded in sc's buffer.
+func (s *Server) failDecide(w http.ResponseWriter, api string, p *httplimit.Problem, sc *decideScratch) {
+	s.metrics.requests.WithLabelValues(api, strconv.Itoa(p.Status)).Inc()
+	sc.out = append(appendProblem(sc.out[:0], p), '\n')
+	writeProblem(w, p, sc.out)
 }
 
 // call is what a request of api asks of the edge.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -35,16 +36,34 @@ func costOf(cost *int64) int64 {
 // readBody reads r's body, at most max bytes; a longer body is a 413
 // problem.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *httplimit.Problem) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Detail: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
-		}
-		return nil, badRequest("malformed_json", "reading the request body: %v", err)
+	return readBodyInto(w, r, max, nil)
+}
+
+// readBodyInto reads r's body, at most max bytes, appending it to buf; a
+// longer body is a 413 problem.
+func readBodyInto(w http.ResponseWriter, r *http.Request, max int64, buf []byte) ([]byte, *httplimit.Problem) {
+	if n := r.ContentLength; n > 0 && n <= max {
+		buf = slices.Grow(buf, int(n)+1) // +1: the read that finds the end
 	}
-	return body, nil
+	body := http.MaxBytesReader(w, r.Body, max)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return buf, &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+					Detail: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
+			}
+			return buf, badRequest("malformed_json", "reading the request body: %v", err)
+		}
+	}
 }
 
 // readJSON reads r's body, size-capped at max, into a T (see decodeJSON).
@@ -120,16 +139,11 @@ const (
 )
 
 // parseDecide decodes a decide request body and checks that it names a
-// policy; the edge checks the rest.
+// policy; the edge checks the rest. The hand decoder of decide_request.go
+// decodes it, and decodeJSON says what is wrong with a body it rejects.
 func parseDecide(body []byte) (*decideRequest, *httplimit.Problem) {
-	var req decideRequest
-	if p := decodeJSON(body, &req, decideExample); p != nil {
-		return nil, p
-	}
-	if req.Policy == "" {
-		return nil, badRequest("bad_request", "the request names no policy; send an object such as %s", decideExample)
-	}
-	return &req, nil
+	sc := &decideScratch{attrs: make(map[string]string)}
+	return sc.parse(body)
 }
 
 // invalidText returns the offset in the JSON text body of the first byte
