@@ -93,9 +93,9 @@ func (s *Server) ok(w http.ResponseWriter, api string, v any) {
 	writeJSON(w, v)
 }
 
-// handleDecide serves /v1/decide, /v1/peek and /v1/record. The body is
-// decoded and the answer encoded by hand, in memory reused between requests
-// (decide_request.go, answer.go).
+// handleDecide serves /v1/decide, /v1/peek and /v1/record: one request, or
+// a batch of them (batch.go). The body is decoded and the answer encoded by
+// hand, in memory reused between requests (decide_request.go, answer.go).
 func (s *Server) handleDecide(op edge.Op) http.HandlerFunc {
 	api := op.String()
 	answered := s.metrics.requests.WithLabelValues(api, "200")
@@ -106,6 +106,10 @@ func (s *Server) handleDecide(op edge.Op) http.HandlerFunc {
 		var p *httplimit.Problem
 		if sc.body, p = readBodyInto(w, r, s.maxBody, sc.body[:0]); p != nil {
 			s.failDecide(w, api, p, sc)
+			return
+		}
+		if isBatch(sc.body) {
+			s.decideBatch(w, r, st, op, api, sc)
 			return
 		}
 		req, p := sc.parse(sc.body)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sluicerate/sluice/internal/config"
@@ -16,7 +17,8 @@ import (
 // without the network: decoding, deciding on the memory store, metrics and
 // encoding. The request is built once and its body rewound for each call,
 // and the response writer keeps the status and discards the body, so the
-// figures are the server's, not net/http's or httptest's.
+// figures are the server's, not net/http's or httptest's. batch-10 is one
+// call with a batch of ten requests.
 func BenchmarkDecideHandler(b *testing.B) {
 	cfg, err := config.Parse("bench.yaml", []byte(`
 policies:
@@ -38,6 +40,7 @@ policies:
 	const one = `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`
 	for _, bench := range []struct{ name, body, want string }{
 		{"single", one, `{"allowed":true,`},
+		{"batch-10", "[" + strings.Repeat(one+",", 9) + one + "]", `[{"status":200,"decision":{"allowed":true,`},
 	} {
 		b.Run(bench.name, func(b *testing.B) {
 			raw := []byte(bench.body)

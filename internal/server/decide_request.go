@@ -27,7 +27,8 @@ type decideScratch struct {
 	attrs map[string]string // the attributes, filled from pairs
 	cost  int64
 	req   decideRequest
-	out   []byte // the answer
+	items [][]byte // the requests of a batch, in body
+	out   []byte   // the answer
 }
 
 // textPair is an attribute's name and value: offsets in decideScratch.text.

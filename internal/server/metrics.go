@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "API requests answered, by API (decide, peek, record, reserve, cancel, forward_auth, grpc, envoy) and status.",
+			Help: "API requests answered, by API (decide, peek, record, reserve, cancel, forward_auth, grpc, envoy) and status; each request of a batch counted on its own.",
 		}, []string{"api", "code"}),
 	}
 	reg.MustRegister(m.decisions, m.degraded, m.storeDuration, m.storeErrors, m.reservations, m.delays, m.reloads, m.requests)

@@ -13,7 +13,7 @@ import (
 // details whose code member names the class of problem for programs:
 // malformed_json, unknown_policy, unknown_schedule, missing_attribute,
 // invalid_attribute, invalid_cost, cost_exceeds_limit, bad_request,
-// body_too_large, not_found, method_not_allowed, unavailable, internal. The
+// batch_too_large, body_too_large, not_found, method_not_allowed, unavailable, internal. The
 // classes of sluice's errors for bad input are edge.Classify's.
 
 // badRequest is a 400 problem.

@@ -41,6 +41,11 @@ type Options struct {
 	// Default 64 KiB.
 	MaxBodyBytes int64
 
+	// MaxBatch caps the requests of one batch (a JSON array of requests to
+	// /v1/decide, /v1/peek or /v1/record); a larger batch is answered 400
+	// batch_too_large. Default DefaultMaxBatch (1000).
+	MaxBatch int
+
 	// StoreTimeout bounds one store call when the configuration sets no
 	// store timeout. Default: the Limiter's (sluice.DefaultTimeout).
 	StoreTimeout time.Duration
@@ -73,6 +78,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	maxBody int64
+	batch   int // the most requests of a batch
 	timeout time.Duration
 	ping    func(ctx context.Context) error
 	state   atomic.Pointer[state]
@@ -105,6 +111,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 		log:     opts.Logger,
 		reg:     opts.Registry,
 		maxBody: opts.MaxBodyBytes,
+		batch:   opts.MaxBatch,
 		timeout: opts.StoreTimeout,
 		ping:    opts.Ping,
 
@@ -122,6 +129,9 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 64 << 10
+	}
+	if s.batch <= 0 {
+		s.batch = DefaultMaxBatch
 	}
 	s.metrics = newMetrics(s.reg)
 	clock := opts.Clock
