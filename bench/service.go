@@ -50,12 +50,9 @@ type serviceRun struct {
 // store call may take as long as envoyproxy/ratelimit's Redis calls may
 // (REDIS_TIMEOUT, 10s by default) instead of sluice's default 50 ms, which
 // a Redis that shares two cores with both services and the clients
-// overruns now and then. The file must name a policy; no request uses it.
+// overruns now and then.
 const sluiceServiceConfig = `store:
   timeout: 10s
-policies:
-  - name: unused
-    limits: [{name: all, limit: 1, window: 1s}]
 `
 
 func serviceContenders() []serviceContender {

@@ -44,6 +44,7 @@ func TestParseFields(t *testing.T) {
 	}{
 		{"empty master_name", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], master_name: \"\"}\n", nil},
 		{"empty headers", okPolicy + "forward_auth:\n  headers: {}\n", nil},
+		{"store alone", "store:\n  timeout: 10s\n", nil},
 		{"aliased rule", "policies:\n  - name: p\n    limits: [&r {name: r, limit: 1, window: 1s}]\n  - name: q\n    limits: [*r]\n", nil},
 		{"sentinel empty master_name", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: sentinel, master_name: \"\"}\n",
 			[]string{"f.yaml:6:33: mode sentinel needs master_name"}},
@@ -75,7 +76,7 @@ func TestParseFields(t *testing.T) {
 					t.Errorf("error %d = %q, want prefix %q", i, e, tt.want[i])
 				}
 			}
-			if err == nil && len(c.Policies)+len(c.Schedules) == 0 {
+			if err == nil && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil {
 				t.Errorf("Parse = %+v, want policies or schedules", c)
 			}
 		})

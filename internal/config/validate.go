@@ -88,7 +88,9 @@ func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 			c.Schedules = append(c.Schedules, s)
 		}
 	}
-	if len(d.errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 {
+	// A file of a store section alone configures the store of what comes
+	// from elsewhere: sluice serve --envoy-config's domains.
+	if len(d.errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil {
 		d.errorf(cmp.Or(f.Policies.Node, f.Schedules.Node, root), "the file defines no policies or schedules; add a policies: list with at least one policy")
 	}
 	return c
