@@ -24,6 +24,8 @@ type metrics struct {
 	reloads       *prometheus.CounterVec   // result
 	requests      *prometheus.CounterVec   // api, code
 
+	decideDuration prometheus.Observer // storeDuration's decide, looked up once
+
 	view *view // the admin view, counted with the metrics; nil: none
 }
 
@@ -65,6 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api", "code"}),
 	}
 	reg.MustRegister(m.decisions, m.degraded, m.storeDuration, m.storeErrors, m.reservations, m.delays, m.reloads, m.requests)
+	m.decideDuration = m.storeDuration.WithLabelValues("decide")
 	return m
 }
 
@@ -105,8 +108,13 @@ type instrumentedStore struct {
 
 // observe records one store call of op that started at start.
 func (s *instrumentedStore) observe(op string, start time.Time, err error) {
+	s.observeIn(s.m.storeDuration.WithLabelValues(op), op, start, err)
+}
+
+// observeIn is observe with op's histogram.
+func (s *instrumentedStore) observeIn(h prometheus.Observer, op string, start time.Time, err error) {
 	took := time.Since(start)
-	s.m.storeDuration.WithLabelValues(op).Observe(took.Seconds())
+	h.Observe(took.Seconds())
 	if s.m.view != nil {
 		s.m.view.storeCall(op, took, err)
 	}
@@ -119,7 +127,7 @@ func (s *instrumentedStore) observe(op string, start time.Time, err error) {
 func (s *instrumentedStore) Decide(ctx context.Context, req *store.Request) error {
 	start := time.Now()
 	err := s.Store.Decide(ctx, req)
-	s.observe("decide", start, err)
+	s.observeIn(s.m.decideDuration, "decide", start, err)
 	if err == nil && s.m.view != nil {
 		s.m.view.decided(req)
 	}
