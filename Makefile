@@ -63,9 +63,12 @@ bench:
 ## flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice counts what each
 ## fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer: SOAKTOPOLOGIES=cluster;
 ## SOAKRATE (decisions/s, 4000), SOAKTIMEOUT (per call, 1s), SOAKOUT (the table), SOAKTRACE (per 100 ms).
+## Then a fresh deployment of three servers on a Cluster, five times: none of their first second's
+## decisions under 64 clients may be degraded (cmd/sluice TestServeWarmCluster).
 soak:
 	@scripts/deps.sh install
 	$(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak
+	$(GO) test -tags soak -run TestServeWarmCluster -timeout 10m -count=1 -v ./cmd/sluice
 
 demo:
 	$(GO) run ./cmd/sluice demo
