@@ -55,6 +55,8 @@ func TestServeWarmCluster(t *testing.T) {
 		}
 		degraded, total, slowest := load(t, servers, 64, time.Second)
 		t.Logf("run %d: %d decisions in the first second, %d degraded, slowest %v", run+1, total, degraded, slowest)
+		d2, t2, s2 := load(t, servers, 64, time.Second)
+		t.Logf("run %d: %d decisions in the next second, %d degraded, slowest %v", run+1, t2, d2, s2)
 		if degraded != 0 {
 			t.Errorf("run %d: %d of %d decisions in the first second were degraded", run+1, degraded, total)
 		}
