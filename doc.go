@@ -26,7 +26,10 @@
 //     slot at a fixed rate, or is rejected when its wait would be too long.
 //   - A Limiter resolves a policy and a request's attributes into the windows
 //     the request must fit, validates it, applies the policy's modes and the
-//     failure policy, and asks its store to decide.
+//     failure policy, and asks its store to decide. Under a flood of requests
+//     over their limit, a policy that sets CacheDenials is answered from the
+//     Limiter's deny cache until the window has room again: one store call
+//     per key and wait instead of one per request.
 //   - A store keeps the windows and decides atomically: memstore keeps them
 //     in this process; redisstore keeps them in Redis, where every instance
 //     of a service shares them and Redis's own clock orders events. Package
