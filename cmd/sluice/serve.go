@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/internal/server"
 )
 
@@ -63,6 +64,7 @@ flags:`)
 	redisURL := fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	outageEvery := fs.Duration("log-outage-interval", outage.DefaultInterval, "while the store fails, log one summary per `interval` (its first failure and its recovery are logged at once)")
 	watch := fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)")
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
 	denyCache := fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)")
@@ -102,6 +104,9 @@ flags:`)
 	if err != nil {
 		return fail("%v", err)
 	}
+	if *outageEvery <= 0 {
+		return fail("--log-outage-interval %v: give a positive duration, such as 10s", *outageEvery)
+	}
 	cfg := &config.Config{}
 	if *file != "" {
 		if cfg, err = config.Load(*file); err != nil {
@@ -114,7 +119,7 @@ flags:`)
 	}
 	defer store.Close()
 	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, Ping: store.Ping, Queues: store.queueReader()})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Queues: store.queueReader()})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -176,15 +177,19 @@ func (s *Server) decideEnvoy(ctx context.Context, st *state, cfg *envoy.Config, 
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, envoy.ErrUnavailable):
 		m.errors.WithLabelValues("redis_error").Inc()
-		s.log.Warn("store failed; decided by on_error", slog.String("api", "envoy"), slog.String("domain", req.GetDomain()), slog.Any("err", err))
+		s.outage.Failed(ctx, outage.Failure{Msg: "store failed; decided by on_error", Tag: slog.String("api", "envoy"),
+			Kind: outage.Domain, Name: req.GetDomain(), Err: err, Attrs: []slog.Attr{slog.Bool("allowed", false)}})
 		return nil, status.Error(codes.Unavailable, "the store does not answer: "+err.Error())
 	case err != nil:
 		s.log.Error("deciding an Envoy request", slog.String("domain", req.GetDomain()), slog.Any("err", err))
 		return nil, status.Error(codes.Internal, "internal error")
 	}
-	if res.StoreErr != nil {
-		s.log.Warn("store failed; decided by on_error", slog.String("api", "envoy"), slog.String("domain", req.GetDomain()),
-			slog.Bool("allowed", res.Decision.Allowed), slog.Any("err", res.StoreErr))
+	switch {
+	case res.StoreErr != nil:
+		s.outage.Failed(ctx, outage.Failure{Msg: "store failed; decided by on_error", Tag: slog.String("api", "envoy"),
+			Kind: outage.Domain, Name: req.GetDomain(), Err: res.StoreErr, Attrs: []slog.Attr{slog.Bool("allowed", res.Decision.Allowed)}})
+	case !res.Decision.Unlimited:
+		s.outage.Answered(ctx)
 	}
 	if !res.Decision.Unlimited {
 		s.metrics.decision(envoy.PolicyName(req.GetDomain()), &res.Decision)

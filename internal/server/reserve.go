@@ -9,6 +9,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -104,8 +105,10 @@ func (s *Server) reserve(ctx context.Context, st *state, api, name string, attrs
 			s.log.Error("reserving", slog.String("api", api), slog.String("schedule", sc.Name), slog.Any("err", err))
 			return res, &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}
 		}
-		s.log.Warn("store failed; reservation decided by on_error", slog.String("schedule", sc.Name),
-			slog.Bool("ok", res.OK), slog.Any("err", err))
+		s.outage.Failed(ctx, outage.Failure{Msg: "store failed; reservation decided by on_error", Tag: slog.String("api", api),
+			Kind: outage.Schedule, Name: sc.Name, Err: err, Attrs: []slog.Attr{slog.Bool("ok", res.OK)}})
+	} else {
+		s.outage.Answered(ctx)
 	}
 	switch {
 	case res.Degraded:
@@ -141,14 +144,17 @@ func (s *Server) cancel(ctx context.Context, st *state, name string, attrs map[s
 		return false, p
 	}
 	ok, err := st.lim.Cancel(ctx, sc, attrs, id)
-	if err != nil {
-		if p := inputProblem(err); p != nil {
-			return false, p
+	if err == nil {
+		if id != "" { // an empty id is not sent to the store
+			s.outage.Answered(ctx)
 		}
-		s.log.Warn("cancelling a reservation", slog.String("schedule", sc.Name), slog.Any("err", err))
-		return false, &httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed; the reservation may still be held"}
+		return ok, nil
 	}
-	return ok, nil
+	if p := inputProblem(err); p != nil {
+		return false, p
+	}
+	s.outage.Failed(ctx, outage.Failure{Msg: "store failed; reservation not cancelled", Kind: outage.Schedule, Name: sc.Name, Err: err})
+	return false, &httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store failed; the reservation may still be held"}
 }
 
 // Reserve implements store.Scheduler when the wrapped store does.

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -32,6 +33,13 @@ import (
 type Options struct {
 	// Logger receives the server's logs. Default: discard.
 	Logger *slog.Logger
+
+	// OutageInterval is the least time between two summaries of a store
+	// outage in the logs: the first failure is logged at once, then one
+	// summary per interval while failures go on, then one line when the
+	// store answers again (package outage). Default outage.DefaultInterval
+	// (10 s).
+	OutageInterval time.Duration
 
 	// Registry is where the server's metrics are registered. Default: a
 	// new registry, served at /metrics with the Go and process collectors.
@@ -75,6 +83,7 @@ type Options struct {
 type Server struct {
 	store   *instrumentedStore
 	log     *slog.Logger
+	outage  *outage.Reporter // the store's failures, for every API
 	reg     *prometheus.Registry
 	metrics *metrics
 	maxBody int64
@@ -139,6 +148,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 		clock = systemClock{}
 	}
 	s.view, s.queues = newView(clock), opts.Queues
+	s.outage = outage.New(outage.Config{Logger: s.log, Interval: opts.OutageInterval, Now: clock.Now, Circuit: s.circuit})
 	s.metrics.view = s.view
 	s.reg.MustRegister(s.viewCollectors()...)
 	s.reg.MustRegister(s.denyCacheCollectors()...)
@@ -197,6 +207,7 @@ func (s *Server) newState(cfg *config.Config) (*state, error) {
 		Absent:       errNoHeader,
 		Log: edge.Log{
 			Logger:      s.log,
+			Outage:      s.outage,
 			StoreFailed: "store failed; decided by on_error",
 			Shadow:      "shadow policy would have denied",
 			Failed:      "deciding a request",
@@ -206,6 +217,15 @@ func (s *Server) newState(cfg *config.Config) (*state, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	return st, nil
+}
+
+// circuit returns the state of the circuit breaker of the configuration
+// in use.
+func (s *Server) circuit() string {
+	if st := s.state.Load(); st != nil {
+		return st.lim.Circuit()
+	}
+	return "closed"
 }
 
 // storeChanged reports whether two store sections differ.

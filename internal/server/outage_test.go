@@ -1,0 +1,148 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
+)
+
+// switchStore is a memory store that fails while down is set, as a Redis
+// that stops and comes back. It is not a store.Local, so the Limiter
+// applies its circuit breaker to it.
+type switchStore struct {
+	mem  *memstore.Store
+	down atomic.Bool
+}
+
+var errRefused = errors.New("redis: connection refused to 10.1.2.3:6379")
+
+func (s *switchStore) Decide(ctx context.Context, req *store.Request) error {
+	if s.down.Load() {
+		return errRefused
+	}
+	return s.mem.Decide(ctx, req)
+}
+
+func (s *switchStore) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
+	if s.down.Load() {
+		return store.Reservation{}, errRefused
+	}
+	return s.mem.Reserve(ctx, req)
+}
+
+func (s *switchStore) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
+	if s.down.Load() {
+		return false, errRefused
+	}
+	return s.mem.Cancel(ctx, req)
+}
+
+func (s *switchStore) Close() error { return s.mem.Close() }
+
+// TestStoreOutageLogs: a store outage is logged once per kind of call
+// (decisions, schedules, Envoy domains), then summarized, then its end,
+// whichever API failed; the metrics count every call.
+func TestStoreOutageLogs(t *testing.T) {
+	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := &switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}
+	t.Cleanup(func() { _ = st.Close() })
+	cfg, err := config.Parse("f.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	srv, err := New(st, cfg, Options{Logger: log, Clock: clock, OutageInterval: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mail.yaml"), []byte("domain: mail\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	post := func(path, body string) string {
+		t.Helper()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		return w.Body.String()
+	}
+	envoy := func() {
+		_, _ = (&envoyService{s: srv}).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "mail",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}}})
+	}
+	var res reservationJSON
+	if err := json.Unmarshal([]byte(post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`)), &res); err != nil || !res.OK {
+		t.Fatalf("reserve before the outage: %+v %v", res, err)
+	}
+
+	// A short outage: its first failure, then its end.
+	st.down.Store(true)
+	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	st.down.Store(false)
+	clock.Add(300 * time.Millisecond)
+	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+
+	// A longer one, on every API.
+	st.down.Store(true)
+	clock.Add(10 * time.Second)
+	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`)
+	post("/v1/cancel", `{"schedule":"carrier","attributes":{"carrier":"1"},"id":"`+res.ID+`"}`)
+	envoy()
+	clock.Add(5 * time.Second)
+	post("/v1/decide", `{"policy":"notify","attributes":{"category":"b"}}`) // the fifth failure opens the circuit
+	for range 100 {
+		post("/v1/decide", `{"policy":"edge","attributes":{"ip":"1","user":"u"}}`)
+	}
+	const refused = `"redis: connection refused to 10.1.2.3:6379"`
+	want := []string{
+		`level=WARN msg="store failed; decided by on_error" api=decide policy=notify allowed=false fallback=false err=` + refused + ` summary_every=5s`,
+		`level=INFO msg="store answers again" outage=300ms failed=1 policies=[notify] last_err=` + refused,
+		`level=WARN msg="store failed; decided by on_error" api=decide policy=notify allowed=false fallback=false err=` + refused + ` summary_every=5s`,
+		`level=WARN msg="store failed; reservation decided by on_error" api=reserve schedule=carrier ok=false err=` + refused + ` summary_every=5s`,
+		`level=WARN msg="store failed; decided by on_error" api=envoy domain=mail allowed=false err="envoy: the store is unavailable: ` + strings.Trim(refused, `"`) + `" summary_every=5s`,
+		`level=WARN msg="store circuit breaker open: the store is not called until a probe succeeds" outage=5s failed=5 last_err=` + refused,
+		`level=WARN msg="store still failing" failed=5 period=5s policies=[notify] schedules=[carrier] domains=[mail] first_err=` + refused + ` last_err=` + refused + ` circuit=open outage=5s total=5`,
+	}
+	if got := strings.Split(strings.TrimSpace(logs.String()), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	m := w.Body.String()
+	for _, line := range []string{
+		`sluice_degraded_decisions_total{outcome="denied",policy="edge"} 100`,
+		`sluice_degraded_decisions_total{outcome="denied",policy="notify"} 3`,
+		`sluice_reservations_total{outcome="degraded",schedule="carrier"} 1`,
+	} {
+		if !strings.Contains(m, line) {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+}
