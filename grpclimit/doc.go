@@ -18,9 +18,11 @@
 //
 // When the store fails, the Limiter's failure policy decides: under deny
 // (the default) the call fails with codes.Unavailable, under allow it
-// proceeds; the error is logged either way. A Limiter with a fallback store
-// decides from it instead, and its denials are ResourceExhausted like any
-// other. A shadow policy never denies, even then.
+// proceeds. The failures are logged by outage, not by call: the first with
+// its error, then a summary every 10 s while they go on, then one line when
+// the store answers again (see Config.Logger). A Limiter with a fallback
+// store decides from it instead, and its denials are ResourceExhausted like
+// any other. A shadow policy never denies, even then.
 //
 // A key function that finds no value reports its attribute absent
 // (ErrMissingKey), and the Limiter decides whether a rule needs it; one

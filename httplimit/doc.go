@@ -71,8 +71,10 @@
 // nothing about the failure; under allow the request is served. A Limiter
 // with a fallback store (sluice.Config.Fallback) decides from it instead,
 // and its denials are answered 429 like any other. Every degraded response
-// carries Sluice-Degraded: 1, and the error is logged to Config.Logger. A
-// shadow policy never denies, even then.
+// carries Sluice-Degraded: 1. The failures are logged to Config.Logger by
+// outage, not by request: the first with its error, then a summary every
+// 10 s while they go on, then one line when the store answers again (see
+// Config.Logger). A shadow policy never denies, even then.
 //
 // WriteHeaders writes the same fields for a decision made outside the
 // middleware, for an endpoint that answers for a proxy, for example.

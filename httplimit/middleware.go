@@ -60,7 +60,12 @@ type Config struct {
 
 	// Logger receives store failures (warn), unexpected limiter errors
 	// (error), would-be denials of shadow policies (info) and key errors
-	// (debug). Default: discard.
+	// (debug). Store failures are not logged one per request: an outage
+	// of the store is logged as its first failure, with its error; the
+	// circuit breaker opening and its first probe; one summary every 10 s
+	// while failures go on (how many, the policies, the first and last
+	// error); and one line when the store answers again, with the
+	// outage's length and count. Default: discard.
 	Logger *slog.Logger
 }
 
