@@ -110,7 +110,7 @@ func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format
 
 func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 	f, nerr := n.V, len(d.errs)
-	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V}
+	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V, CacheDenials: f.DenyCache.Node == nil || f.DenyCache.V}
 	attrs, first := d.attributes(f.Attributes), map[string]int{}
 	for i, rn := range f.Limits.V {
 		if i == maxRules {

@@ -22,12 +22,13 @@ type denyTotals struct {
 	base sluice.DenyCacheStats // Entries unused
 }
 
-// cacheDenials makes every policy of cfg cache its denials when the server
-// has a deny cache, and returns the size of its Limiter's cache
+// cacheDenials leaves the policies of cfg that cache their denials (every
+// policy of a file but those with deny_cache: false) caching them when the
+// server has a deny cache, and returns the size of its Limiter's cache
 // (sluice.Config.DenyCache: negative for none).
 func (s *Server) cacheDenials(cfg *config.Config) int {
 	for i := range cfg.Policies {
-		cfg.Policies[i].CacheDenials = s.denyCache > 0
+		cfg.Policies[i].CacheDenials = cfg.Policies[i].CacheDenials && s.denyCache > 0
 	}
 	if s.denyCache > 0 {
 		return s.denyCache

@@ -98,4 +98,20 @@ policies:
 	if p := off.Config().Policies[0]; p.CacheDenials {
 		t.Error("a policy caches its denials without Options.DenyCache")
 	}
+
+	// A policy with deny_cache: false asks the store every time.
+	optOut, err := config.Parse("test.yaml", []byte("policies:\n  - name: api\n    deny_cache: false\n    limits: [{name: per-ip, by: [ip], limit: 1, window: 1m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Swap(optOut); err != nil {
+		t.Fatal(err)
+	}
+	calls := st.calls
+	for range 3 {
+		decide()
+	}
+	if st.calls != calls+3 || srv.Config().Policies[0].CacheDenials {
+		t.Errorf("deny_cache: false: %d store calls for three denials, want 3", st.calls-calls)
+	}
 }
