@@ -117,6 +117,8 @@ func FuzzUnmarshalText(f *testing.F) {
 		f.Add(b)
 		f.Add(wireNotUTF8(f, m))
 	}
+	// A tag whose field number is above protobuf's maximum (2^29 - 1).
+	f.Add([]byte("\x95\xbf\x9e\xb800000"))
 	types := []proto.Message{&sluicev1.DecideRequest{}, &sluicev1.ReserveRequest{}, &sluicev1.CancelRequest{}, &rlsv3.RateLimitRequest{}}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, typ := range types {
