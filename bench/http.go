@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -193,7 +192,7 @@ func (b *bench) runHTTP(rounds int, d time.Duration) error {
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	med := make([]httpRow, len(cs))
 	for i, c := range cs {
-		med[i] = medianHTTP(all[i])
+		med[i] = medianBy(all[i], httpRow.perSecond)
 		m := med[i]
 		fmt.Printf("| %s | %.0f | %.0f | %.2f | %s | %s | %s | %.1f |\n", c.name, m.perSecond(), m.decisionsPerSecond(c.items),
 			m.decisionsPerSecond(c.items)/med[0].perSecond(), fmtDur(m.mean), fmtDur(m.p50), fmtDur(m.p99),
@@ -215,21 +214,6 @@ func (b *bench) runHTTP(rounds int, d time.Duration) error {
 	}
 	fmt.Printf("- sluice ÷ trivial: %s\n\n", strings.Join(ratios, ", "))
 	return nil
-}
-
-// medianHTTP is the round of median requests/s.
-func medianHTTP(rows []httpRow) httpRow {
-	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b httpRow) int {
-		switch x, y := a.perSecond(), b.perSecond(); {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
-	return rows[len(rows)/2]
 }
 
 // postOnce POSTs body to url and returns the answer of a 200.

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -215,16 +216,11 @@ func (b *bench) printCommandStats(name string, ops int64) {
 	fmt.Println()
 }
 
-func median(rows []redisRow) redisRow {
-	slices.SortFunc(rows, func(a, b redisRow) int {
-		switch x, y := a.o.perSecond(), b.o.perSecond(); {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
+// medianBy returns the row of median figure: the middle one of rows
+// sorted by figure (which rows keeps its order).
+func medianBy[T any](rows []T, figure func(T) float64) T {
+	rows = slices.Clone(rows)
+	slices.SortStableFunc(rows, func(a, b T) int { return cmp.Compare(figure(a), figure(b)) })
 	return rows[len(rows)/2]
 }
 
@@ -258,7 +254,7 @@ func (b *bench) redisTable(rounds int) {
 		if len(all[i]) == 0 {
 			continue
 		}
-		m := median(all[i])
+		m := medianBy(all[i], func(r redisRow) float64 { return r.o.perSecond() })
 		rate := m.o.perSecond()
 		if i == 0 {
 			base = rate

@@ -309,21 +309,6 @@ func (b *bench) profileService(s *serviceRun, p *serviceProc, sc serviceScenario
 	fmt.Fprintf(os.Stderr, "bench: sluice serve's CPU profile under gRPC load (%s) is in %s: go tool pprof -top %s\n", sc.dom.name, path, path)
 }
 
-func medianService(rows []serviceRow) serviceRow {
-	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b serviceRow) int {
-		x, y := a.l.perSecond(), b.l.perSecond()
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
-	return rows[len(rows)/2]
-}
-
 func (b *bench) printServiceTable(cs []serviceContender, scenarios []serviceScenario, results [][][]serviceRow, rounds int) {
 	fmt.Printf("### Service: sluice serve --envoy-config against envoyproxy/ratelimit %s (median of %d rounds of %v)\n\n",
 		envoyRatelimitVersion, rounds, b.w.duration)
@@ -344,7 +329,7 @@ func (b *bench) printServiceTable(cs []serviceContender, scenarios []serviceScen
 			if len(rows) == 0 {
 				continue
 			}
-			m := medianService(rows)
+			m := medianBy(rows, func(r serviceRow) float64 { return r.l.perSecond() })
 			rate := m.l.perSecond()
 			if ci == 0 {
 				base = rate
