@@ -49,7 +49,8 @@ func init() {
 
 // serveTrivial serves the trivial handler as trivialEnv's value v says:
 // POST /v1/decide reads the body and answers 200 with a JSON object of the
-// given size, ending in a newline, like sluice's; /healthz answers 200.
+// given size, ending in a newline, like sluice's; /healthz answers 200. Its
+// http.Server has sluice serve's timeouts.
 func serveTrivial(v string) {
 	addr, size, _ := strings.Cut(v, ",")
 	n, err := strconv.Atoi(size)
@@ -68,7 +69,10 @@ func serveTrivial(v string) {
 		_, _ = w.Write(answer)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// The timeouts of sluice serve's server (internal/server.HTTPServer), so
+	// that the two servers differ by their handlers only.
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
 	os.Exit(1)
 }
@@ -186,7 +190,7 @@ func (b *bench) runHTTP(rounds int, d time.Duration) error {
 
 	fmt.Printf("### HTTP: POST /v1/decide on the memory store, wrk -t%d -c%d, %v per run (median of %d rounds, contenders in turn)\n\n",
 		load.threads, load.connections, d, rounds)
-	fmt.Printf("Load average before %s, after %s. The trivial handler reads the body and answers %d bytes of JSON, as sluice does for one decision.\n\n",
+	fmt.Printf("Load average before %s, after %s. The trivial handler reads the body and answers %d bytes of JSON, as sluice does for one decision, from an http.Server with sluice serve's timeouts.\n\n",
 		loadBefore, loadAverage(), len(answer))
 	fmt.Println("| contender | requests/s | decisions/s | ÷ trivial (decisions/s) | mean | p50 | p99 | server CPU µs/request |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
