@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +14,39 @@ import (
 // SentinelMaster is the master name a Sentinel setup monitors.
 const SentinelMaster = "sluice"
 
-// Sentinel is a master, one replica and three sentinels (quorum 2) that
-// monitor them under the name SentinelMaster, on free loopback ports. Its
-// methods are safe for concurrent use.
+// Sentinel is a master, one replica (or SentinelOptions.Replicas) and
+// three sentinels (quorum 2) that monitor them under the name
+// SentinelMaster, on free loopback ports. Its methods are safe for
+// concurrent use.
 type Sentinel struct {
-	data      []*Server // master and replica, in start order
+	data      []*Server // master and replicas, in start order
 	sentinels []*Server
 	missing   error
+}
+
+// SentinelOptions configures a Sentinel setup. The zero value is a master
+// and one replica with Redis's default min-replicas settings (none).
+type SentinelOptions struct {
+	// Replicas is the number of replicas; 0 means 1.
+	Replicas int
+	// MinReplicasToWrite and MinReplicasMaxLag (seconds), when not zero,
+	// set min-replicas-to-write and min-replicas-max-lag on every data
+	// server from its start (and after a restart): a master then refuses
+	// writes (NOREPLICAS) unless that many replicas acknowledged within
+	// that lag.
+	MinReplicasToWrite, MinReplicasMaxLag int
+}
+
+// args returns the redis-server arguments of every data server.
+func (o SentinelOptions) args() []string {
+	var out []string
+	if o.MinReplicasToWrite != 0 {
+		out = append(out, "--min-replicas-to-write", strconv.Itoa(o.MinReplicasToWrite))
+	}
+	if o.MinReplicasMaxLag != 0 {
+		out = append(out, "--min-replicas-max-lag", strconv.Itoa(o.MinReplicasMaxLag))
+	}
+	return out
 }
 
 // StartSentinel starts a Sentinel setup for one test and stops it when the
@@ -27,7 +54,13 @@ type Sentinel struct {
 // not installed.
 func StartSentinel(tb testing.TB) *Sentinel {
 	tb.Helper()
-	s, err := StartSentinelMain()
+	return StartSentinelWith(tb, SentinelOptions{})
+}
+
+// StartSentinelWith is StartSentinel with options.
+func StartSentinelWith(tb testing.TB, opts SentinelOptions) *Sentinel {
+	tb.Helper()
+	s, err := StartSentinelMainWith(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -43,6 +76,14 @@ func StartSentinel(tb testing.TB) *Sentinel {
 // StartSentinelMain starts a Sentinel setup for a whole test package; Stop
 // it after the tests have run.
 func StartSentinelMain() (*Sentinel, error) {
+	return StartSentinelMainWith(SentinelOptions{})
+}
+
+// StartSentinelMainWith is StartSentinelMain with options.
+func StartSentinelMainWith(opts SentinelOptions) (*Sentinel, error) {
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("redistest: SentinelOptions.Replicas %d: want 0 (one replica) or more", opts.Replicas)
+	}
 	bin, err := lookServer()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -51,21 +92,23 @@ func StartSentinelMain() (*Sentinel, error) {
 		return &Sentinel{missing: err}, nil
 	}
 	st := &Sentinel{}
-	master, err := startNode(bin, nil)
+	master, err := startNode(bin, opts.args())
 	if err != nil {
 		return nil, err
 	}
 	st.data = append(st.data, master)
 	_, mport, _ := strings.Cut(master.Addr(), ":")
-	replica, err := startNode(bin, []string{"--replicaof", "127.0.0.1", mport})
-	if err != nil {
-		st.Stop()
-		return nil, err
-	}
-	st.data = append(st.data, replica)
-	if err := waitLink(replica); err != nil {
-		st.Stop()
-		return nil, err
+	for range max(opts.Replicas, 1) {
+		replica, err := startNode(bin, append([]string{"--replicaof", "127.0.0.1", mport}, opts.args()...))
+		if err != nil {
+			st.Stop()
+			return nil, err
+		}
+		st.data = append(st.data, replica)
+		if err := waitLink(replica); err != nil {
+			st.Stop()
+			return nil, err
+		}
 	}
 	for range 3 {
 		s, err := startSentinel(bin, mport)
@@ -75,13 +118,18 @@ func StartSentinelMain() (*Sentinel, error) {
 		}
 		st.sentinels = append(st.sentinels, s)
 	}
-	// Each sentinel must know the replica and the two other sentinels
+	// Each sentinel must know the replicas and the two other sentinels
 	// before it can fail over.
 	for _, s := range st.sentinels {
 		err := waitFor(30*time.Second, "sentinel discovery", func() (bool, error) {
 			r, err := s.Do("SENTINEL", "REPLICAS", SentinelMaster)
-			if err != nil || !strings.Contains(r, replica.Addr()[strings.Index(replica.Addr(), ":")+1:]) {
+			if err != nil {
 				return false, err
+			}
+			for _, replica := range st.data[1:] {
+				if !strings.Contains(r, replica.Addr()) {
+					return false, nil
+				}
 			}
 			m, err := s.Do("SENTINEL", "MASTER", SentinelMaster)
 			if err != nil {
@@ -181,7 +229,23 @@ func (st *Sentinel) Master() *Server {
 	return nil
 }
 
-// Replica returns the data server that is not the master, or nil.
+// Data returns the data servers (master and replicas), in start order.
+func (st *Sentinel) Data() []*Server { return append([]*Server(nil), st.data...) }
+
+// Replicas returns the data servers that are not the master, in start
+// order.
+func (st *Sentinel) Replicas() []*Server {
+	m := st.Master()
+	var out []*Server
+	for _, s := range st.data {
+		if s != m {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Replica returns the first data server that is not the master, or nil.
 func (st *Sentinel) Replica() *Server {
 	m := st.Master()
 	for _, s := range st.data {
@@ -193,24 +257,32 @@ func (st *Sentinel) Replica() *Server {
 }
 
 // Failover asks a sentinel to fail over (SENTINEL FAILOVER) and waits until
-// the replica serves as master, every sentinel names it, and the old master
-// replicates from it. It returns the new master and the time it first
-// answered ROLE as master.
+// a replica serves as master and every sentinel names it (the old master
+// becomes its replica later, when the sentinels next look at it). It
+// returns the new master and the time it first answered ROLE as master.
 func (st *Sentinel) Failover() (*Server, time.Time, error) {
-	next := st.Replica()
-	if next == nil {
-		return nil, time.Time{}, errors.New("redistest: no replica to fail over to")
+	replicas := st.Replicas()
+	if len(replicas) == 0 || len(replicas) == len(st.data) {
+		return nil, time.Time{}, errors.New("redistest: no master, or no replica to fail over to")
 	}
 	if _, err := st.sentinels[0].Do("SENTINEL", "FAILOVER", SentinelMaster); err != nil {
 		return nil, time.Time{}, err
 	}
-	var at time.Time
-	err := waitFor(30*time.Second, "sentinel failover to "+next.Addr(), func() (bool, error) {
-		if role, _ := roleOf(next); role != "master" {
-			return false, nil
+	var (
+		at   time.Time
+		next *Server
+	)
+	err := waitFor(30*time.Second, "sentinel failover", func() (bool, error) {
+		for _, r := range replicas {
+			if next != nil {
+				break
+			}
+			if role, _ := roleOf(r); role == "master" {
+				next, at = r, time.Now()
+			}
 		}
-		if at.IsZero() {
-			at = time.Now()
+		if next == nil {
+			return false, nil
 		}
 		_, port, _ := strings.Cut(next.Addr(), ":")
 		for _, s := range st.sentinels {
