@@ -40,7 +40,7 @@ const (
 // TestSoak runs the chaos soak: SOAKTIME (default 10m) in all, SOAKRATE
 // decisions a second (default 4000) from 8 worker processes of 32
 // goroutines, each call with a deadline of SOAKTIMEOUT (default 1s), on the topologies SOAKTOPOLOGIES names (default
-// standalone,cluster,sentinel). SOAKOUT, when set, is a file the result
+// standalone,cluster,sentinel,sentinel2). SOAKOUT, when set, is a file the result
 // tables are written to; SOAKTRACE one that gets, per 100 ms, the
 // decisions, errors and p99 latency of the baseline and around each fault.
 func TestSoak(t *testing.T) {
@@ -57,16 +57,16 @@ func TestSoak(t *testing.T) {
 	total := envDuration(t, "SOAKTIME", 10*time.Minute)
 	rate := envInt(t, "SOAKRATE", 4000)
 	timeout := envDuration(t, "SOAKTIMEOUT", time.Second)
-	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel"), ",")
-	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel}
+	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel,sentinel2"), ",")
+	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel, "sentinel2": Sentinel2}
 	phases := 0
 	for _, n := range names {
 		if starts[n] == nil {
-			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster or sentinel", n)
+			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, sentinel or sentinel2", n)
 		}
 		phases += 1 + len(CommonFaults())
 		switch n {
-		case "standalone", "cluster":
+		case "standalone", "cluster", "sentinel2":
 			phases++
 		case "sentinel":
 			phases += 2

@@ -182,16 +182,54 @@ func Cluster(tb testing.TB) *Topology {
 
 // Sentinel is a master and a replica watched by three sentinels.
 func Sentinel(tb testing.TB) *Topology {
-	st := redistest.StartSentinel(tb)
-	data := func() []*redistest.Server {
-		var out []*redistest.Server
-		for _, s := range []*redistest.Server{st.Master(), st.Replica()} {
-			if s != nil {
-				out = append(out, s)
-			}
+	return sentinelTopology(tb, "sentinel", redistest.SentinelOptions{}, func(failover faultFunc, data func() []*redistest.Server) []Fault {
+		return []Fault{
+			// Sentinel promotes the replica without waiting for it.
+			{Name: "SENTINEL FAILOVER", Run: failover, Lossy: true},
+			{
+				// The new master refuses writes until it has a replica.
+				Name:   "SENTINEL FAILOVER, min-replicas-to-write 1",
+				Outage: true,
+				Run: func(t *Topology, key string) (time.Time, time.Time, string, error) {
+					for _, s := range data() {
+						if _, err := s.Do("CONFIG", "SET", "min-replicas-to-write", "1"); err != nil {
+							return time.Time{}, time.Time{}, "", err
+						}
+					}
+					return failover(t, key)
+				},
+			},
 		}
-		return out
-	}
+	})
+}
+
+// Sentinel2 is a master and two replicas watched by three sentinels, every
+// server run with min-replicas-to-write 1 and min-replicas-max-lag 2 from
+// its start: what a failover costs with a replica left to the new master.
+func Sentinel2(tb testing.TB) *Topology {
+	opts := redistest.SentinelOptions{Replicas: 2, MinReplicasToWrite: 1, MinReplicasMaxLag: 2}
+	return sentinelTopology(tb, "sentinel2", opts, func(failover faultFunc, _ func() []*redistest.Server) []Fault {
+		return []Fault{{
+			// The old master keeps its other replica, and accepts writes,
+			// until the sentinels move that replica to the new master; the
+			// replica then needs a full sync, and the new master refuses
+			// writes until it has one.
+			Name:   "SENTINEL FAILOVER, 2 replicas, min-replicas-to-write 1",
+			Run:    failover,
+			Lossy:  true,
+			Outage: true,
+		}}
+	})
+}
+
+type faultFunc = func(t *Topology, key string) (time.Time, time.Time, string, error)
+
+// sentinelTopology starts a Sentinel setup of opts; faults returns its own
+// faults given its failover and its data servers.
+func sentinelTopology(tb testing.TB, name string, opts redistest.SentinelOptions,
+	faults func(failover faultFunc, data func() []*redistest.Server) []Fault) *Topology {
+	st := redistest.StartSentinelWith(tb, opts)
+	data := st.Data
 	for _, s := range data() {
 		if err := persist(s); err != nil {
 			tb.Fatal(err)
@@ -208,17 +246,41 @@ func Sentinel(tb testing.TB) *Topology {
 		if old == nil {
 			return time.Time{}, time.Time{}, "", errors.New("soak: the sentinels name no master")
 		}
+		others := st.Replicas()
+		syncs := map[*redistest.Server][2]int64{}
+		for _, r := range others {
+			syncs[r] = syncCounts(r)
+		}
 		w := watch(old)
 		start := time.Now()
-		_, end, err := st.Failover()
+		next, end, err := st.Failover()
 		if err != nil {
 			w.stop()
 			return start, end, "", err
 		}
-		return start, end, w.wait(end), nil
+		// The replicas the sentinels move to the new master.
+		var moved []string
+		for _, r := range others {
+			if r == next {
+				continue
+			}
+			at, err := linkedTo(r, next, 30*time.Second)
+			if err != nil {
+				moved = append(moved, err.Error())
+				continue
+			}
+			before, after := syncs[next], syncCounts(next)
+			moved = append(moved, fmt.Sprintf("replica %s linked to the new master %s after (full syncs %d, partial %d)",
+				r.Addr(), secs(at.Sub(end)), after[0]-before[0], after[1]-before[1]))
+		}
+		note := w.wait(end)
+		if len(moved) > 0 {
+			note = strings.Join(moved, "; ") + "; " + note
+		}
+		return start, end, note, nil
 	}
 	return &Topology{
-		Name:      "sentinel",
+		Name:      name,
 		Configure: persist,
 		Config:    redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(), MasterName: redistest.SentinelMaster},
 		Data:      data,
@@ -231,29 +293,49 @@ func Sentinel(tb testing.TB) *Topology {
 			return m, r, nil
 		},
 		Settle: func() error { return settleSentinel(st) },
-		Faults: []Fault{
-			// Sentinel promotes the replica without waiting for it.
-			{Name: "SENTINEL FAILOVER", Run: failover, Lossy: true},
-			{
-				// The new master refuses writes until it has a replica.
-				Name:   "SENTINEL FAILOVER, min-replicas-to-write 1",
-				Outage: true,
-				Run: func(t *Topology, key string) (time.Time, time.Time, string, error) {
-					for _, s := range data() {
-						if _, err := s.Do("CONFIG", "SET", "min-replicas-to-write", "1"); err != nil {
-							return time.Time{}, time.Time{}, "", err
-						}
-					}
-					return failover(t, key)
-				},
-			},
-		},
+		Faults: faults(failover, data),
 	}
 }
 
-// settleSentinel waits until every sentinel names the same master, the
+// syncCounts returns the full and the partial resyncs s served as a
+// master (INFO stats sync_full, sync_partial_ok), or -1s.
+func syncCounts(s *redistest.Server) [2]int64 {
+	info, err := s.Do("INFO", "stats")
+	if err != nil {
+		return [2]int64{-1, -1}
+	}
+	var out [2]int64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "sync_full":
+			out[0] = n
+		case "sync_partial_ok":
+			out[1] = n
+		}
+	}
+	return out
+}
+
+// linkedTo polls r every 10 ms until its replication link to m is up, and
+// returns when it saw it.
+func linkedTo(r, m *redistest.Server, timeout time.Duration) (time.Time, error) {
+	_, port, _ := strings.Cut(m.Addr(), ":")
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		info, err := r.Do("INFO", "replication")
+		if err == nil && strings.Contains(info, "master_port:"+port+"\r") && strings.Contains(info, "master_link_status:up") {
+			return time.Now(), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Time{}, fmt.Errorf("replica %s not linked to the new master %s after %v", r.Addr(), m.Addr(), timeout)
+}
+
+// settleSentinel waits until every sentinel names the same master, every
 // replica's link to it is up, and the first sentinel (the one Failover
-// asks) sees the replica as a healthy replica.
+// asks) sees each replica as a healthy replica.
 func settleSentinel(st *redistest.Sentinel) error {
 	deadline := time.Now().Add(30 * time.Second)
 	var last error
@@ -267,8 +349,8 @@ func settleSentinel(st *redistest.Sentinel) error {
 }
 
 func sentinelHealthy(st *redistest.Sentinel) error {
-	m, r := st.Master(), st.Replica()
-	if m == nil || r == nil {
+	m, rs := st.Master(), st.Replicas()
+	if m == nil || len(rs) == 0 {
 		return errors.New("no master named, or no replica")
 	}
 	_, mport, _ := strings.Cut(m.Addr(), ":")
@@ -281,16 +363,28 @@ func sentinelHealthy(st *redistest.Sentinel) error {
 			return fmt.Errorf("sentinel %s names %q, another names %s", s.Addr(), got, m.Addr())
 		}
 	}
+	reps, err := st.Sentinels()[0].Do("SENTINEL", "REPLICAS", redistest.SentinelMaster)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if err := replicaHealthy(r, m, reps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replicaHealthy says whether r's link to m is up and reps (SENTINEL
+// REPLICAS) flags it a healthy replica.
+func replicaHealthy(r, m *redistest.Server, reps string) error {
+	_, mport, _ := strings.Cut(m.Addr(), ":")
 	info, err := r.Do("INFO", "replication")
 	if err != nil {
 		return err
 	}
 	if !strings.Contains(info, "master_link_status:up") || !strings.Contains(info, "master_port:"+mport+"\r") {
 		return fmt.Errorf("replica %s not linked to %s", r.Addr(), m.Addr())
-	}
-	reps, err := st.Sentinels()[0].Do("SENTINEL", "REPLICAS", redistest.SentinelMaster)
-	if err != nil {
-		return err
 	}
 	// One replica's fields flattened as name, value, name, value...,
 	// each replica's starting with "name".
