@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -213,10 +214,13 @@ func (b *bench) runHTTP(rounds int, d time.Duration) error {
 		fmt.Printf("- %s: %s\n", c.name, strings.Join(s, ", "))
 	}
 	var ratios []string
-	for r := range all[0] {
-		ratios = append(ratios, fmt.Sprintf("%.0f%%", 100*all[1][r].perSecond()/all[0][r].perSecond()))
+	var rs []float64
+	for r := range min(len(all[0]), len(all[1])) {
+		rs = append(rs, all[1][r].perSecond()/all[0][r].perSecond())
+		ratios = append(ratios, fmt.Sprintf("%.0f%%", 100*rs[r]))
 	}
-	fmt.Printf("- sluice ÷ trivial: %s\n\n", strings.Join(ratios, ", "))
+	slices.Sort(rs)
+	fmt.Printf("- sluice ÷ trivial: %s; median %.0f%%\n\n", strings.Join(ratios, ", "), 100*rs[len(rs)/2])
 	return nil
 }
 
