@@ -29,9 +29,11 @@ policies:
 // TestServeWarmCluster starts a fresh deployment of three sluice servers on
 // a 3-master Redis Cluster whose script caches are empty, waits until each
 // answers /readyz, and then sends the notifier's decisions from 64 clients
-// for a second: none may be degraded, five runs in a row. A server that
-// said ready before it loaded its scripts on every master and learnt the
-// slot map would fail its first decisions closed while it does.
+// for a second: none may be degraded and none may find its script missing
+// (no NOSCRIPT, no script sent by its source), five runs in a row. A server
+// that said ready before it loaded its scripts on every master would load
+// them with its first decisions, which under load miss their deadline and
+// are failed closed.
 //
 // It measures latency under load, so it runs with make soak (-tags soak),
 // not with make test's race detector.
@@ -39,8 +41,10 @@ func TestServeWarmCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	for run := range 5 {
 		for _, n := range c.Nodes() {
-			if _, err := n.Do("SCRIPT", "FLUSH"); err != nil {
-				t.Fatal(err)
+			for _, cmd := range [][]string{{"SCRIPT", "FLUSH"}, {"CONFIG", "RESETSTAT"}} {
+				if _, err := n.Do(cmd...); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		prefix := fmt.Sprintf("warm%d", run)
@@ -54,7 +58,11 @@ func TestServeWarmCluster(t *testing.T) {
 			waitReady(t, p)
 		}
 		degraded, total, slowest := load(t, servers, 64, time.Second)
-		t.Logf("run %d: %d decisions in the first second, %d degraded, slowest %v", run+1, total, degraded, slowest)
+		evals, noscript := scriptStats(t, c)
+		t.Logf("run %d: %d decisions in the first second, %d degraded, slowest %v; %d EVAL and %d NOSCRIPT on the masters", run+1, total, degraded, slowest, evals, noscript)
+		if evals+noscript != 0 {
+			t.Errorf("run %d: decisions after /readyz sent %d scripts by source and met %d NOSCRIPT: the servers were not warm", run+1, evals, noscript)
+		}
 		d2, t2, s2 := load(t, servers, 64, time.Second)
 		t.Logf("run %d: %d decisions in the next second, %d degraded, slowest %v", run+1, t2, d2, s2)
 		if degraded != 0 {
@@ -64,6 +72,31 @@ func TestServeWarmCluster(t *testing.T) {
 			p.stop()
 		}
 	}
+}
+
+// scriptStats returns how many EVAL calls (a script sent by its source,
+// after a NOSCRIPT) and NOSCRIPT errors c's masters counted since their
+// statistics were reset.
+func scriptStats(t *testing.T, c *redistest.Cluster) (evals, noscript int) {
+	t.Helper()
+	for _, m := range c.Masters() {
+		for _, section := range []string{"commandstats", "errorstats"} {
+			info, err := m.Do("INFO", section)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.SplitSeq(info, "\n") {
+				var n int
+				if _, err := fmt.Sscanf(line, "cmdstat_eval:calls=%d", &n); err == nil {
+					evals += n
+				}
+				if _, err := fmt.Sscanf(line, "errorstat_NOSCRIPT:count=%d", &n); err == nil {
+					noscript += n
+				}
+			}
+		}
+	}
+	return evals, noscript
 }
 
 // waitReady polls p's /readyz until it answers 200.
