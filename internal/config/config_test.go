@@ -53,10 +53,10 @@ func TestParseDesignFile(t *testing.T) {
 		{Name: "notify", Rules: []sluice.Rule{
 			{Name: "global", Limit: 100, Window: 30 * time.Minute},
 			{Name: "category", Limit: 10, Window: 30 * time.Minute, By: []string{"category"}},
-		}},
+		}, CacheDenials: true}, // a file's policies cache their denials unless deny_cache: false
 		{Name: "push", Rules: []sluice.Rule{
 			{Name: "per-user", Limit: 10, Window: time.Minute, MinGap: 100 * time.Millisecond, By: []string{"user"}},
-		}},
+		}, CacheDenials: true},
 	}
 	if !reflect.DeepEqual(c.Policies, wantPolicies) {
 		t.Errorf("Policies = %+v, want %+v", c.Policies, wantPolicies)

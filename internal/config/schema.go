@@ -54,8 +54,8 @@ type policyYAML struct {
 	Limits     node[[]node[ruleYAML]] `yaml:"limits" item:"rule" eg:"[{name: global, limit: 100, window: 30m}]" need:"limits: a list of rules such as [{name: global, limit: 100, window: 30m}]"`
 	Penalize   node[bool]             `yaml:"penalize" eg:"true"`
 	Shadow     node[bool]             `yaml:"shadow" eg:"true"`
-	DenyCache  node[bool]             `yaml:"deny_cache" eg:"false"`                                                      // absent: true
 	Attributes node[[]string]         `yaml:"attributes" item:"attribute name" form:"name" eg:"[user] or [tenant, user]"` // when set, every rule's by must be among them
+	DenyCache  node[bool]             `yaml:"deny_cache" eg:"false"`                                                      // absent: true
 }
 
 // ruleYAML is one entry of a policy's limits: a sluice.Rule.
