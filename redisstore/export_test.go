@@ -40,10 +40,4 @@ func ParseResults(req *store.Request, reply []int64) error {
 func ClusterSlot(tag string) uint16 { return clusterSlot([]byte(tag)) }
 
 // ScriptSHAs returns the SHA-1 of every script Warm loads.
-func ScriptSHAs() []string {
-	shas := make([]string, len(allScripts))
-	for i, sc := range allScripts {
-		shas[i] = sc.sha1
-	}
-	return shas
-}
+func ScriptSHAs() []string { return allSHAs }

@@ -90,7 +90,8 @@ func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, 
 // name (in the hash tag and after the rule) is one of values. A rule without
 // attributes matches any values.
 func (s *Store) PolicyPattern(policy string, values []string) (pattern string, match func(key string) bool) {
-	head := s.names.prefix + ":{" + string(appendPart(nil, policy))
+	enc := string(appendPart(nil, policy))
+	head := s.names.prefix + ":{" + enc
 	var b strings.Builder
 	for _, c := range head {
 		if strings.ContainsRune(`*?[]\`, c) {
@@ -103,10 +104,9 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 	for _, v := range values {
 		encoded[string(appendPart(nil, v))] = true
 	}
-	enc := string(appendPart(nil, policy))
 	return b.String(), func(key string) bool {
 		name, ok := s.names.parse(key)
-		if !ok || name.layout != s.names.layout || name.kind == queueKind || name.tag[0] != enc {
+		if !ok || name.layout != s.names.layout || name.rule == "" || name.tag[0] != enc { // rule "": a queue
 			return false
 		}
 		for _, p := range append(name.tag[1:], name.values...) {

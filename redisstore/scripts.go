@@ -61,6 +61,14 @@ var (
 	// allScripts are every script a Store runs, which Warm loads.
 	allScripts = []*script{decideScripts.log, decideScripts.all, batchScripts.log, batchScripts.all,
 		rollbackScript, inspectScript, reserveScript, cancelScript}
+	// allSHAs are their SHA-1s, in the same order.
+	allSHAs = func() []string {
+		shas := make([]string, len(allScripts))
+		for i, sc := range allScripts {
+			shas[i] = sc.sha1
+		}
+		return shas
+	}()
 )
 
 // scriptPair is a script that reads or writes rule windows, in two builds:

@@ -67,16 +67,12 @@ func (s *Store) Warm(ctx context.Context) error {
 // loadScripts loads into node's script cache each of allScripts it does
 // not hold.
 func loadScripts(ctx context.Context, node rueidis.Client) error {
-	shas := make([]string, len(allScripts))
-	for i, sc := range allScripts {
-		shas[i] = sc.sha1
-	}
-	held, err := node.Do(ctx, node.B().ScriptExists().Sha1(shas...).Build()).AsIntSlice()
+	held, err := node.Do(ctx, node.B().ScriptExists().Sha1(allSHAs...).Build()).AsIntSlice()
 	if err != nil {
 		return err
 	}
-	if len(held) != len(shas) {
-		return fmt.Errorf("SCRIPT EXISTS answered %d flags for %d scripts", len(held), len(shas))
+	if len(held) != len(allSHAs) {
+		return fmt.Errorf("SCRIPT EXISTS answered %d flags for %d scripts", len(held), len(allSHAs))
 	}
 	for i, sc := range allScripts {
 		if held[i] == 1 {
