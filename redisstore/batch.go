@@ -77,8 +77,8 @@ var (
 	_ decider = (*slotBatchers)(nil)
 )
 
-func newBatcher(client rueidis.Client) *batcher {
-	return &batcher{ev: rueidisEvaler{client: client}}
+func newBatcher(ev rueidisEvaler) *batcher {
+	return &batcher{ev: ev}
 }
 
 // slotBatchers are a Cluster client's batchers, one per hash slot that a
@@ -86,8 +86,8 @@ func newBatcher(client rueidis.Client) *batcher {
 // one script call does (see keys.go), so the decisions of one slot can
 // share a batch.
 type slotBatchers struct {
-	client rueidis.Client
-	m      sync.Map // hash slot (uint16) -> *batcher
+	ev rueidisEvaler
+	m  sync.Map // hash slot (uint16) -> *batcher
 }
 
 // decide runs decide.lua with the batcher of the keys' slot.
@@ -95,11 +95,11 @@ func (s *slotBatchers) decide(ctx context.Context, keys, args []string) ([]int64
 	if len(keys) == 0 {
 		return nil, errors.New("decide.lua needs at least one key")
 	}
-	cmd := s.client.B().Exists().Key(keys[0]).Build()
+	cmd := s.ev.client.B().Exists().Key(keys[0]).Build()
 	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
 	b, ok := s.m.Load(slot)
 	if !ok {
-		b, _ = s.m.LoadOrStore(slot, newBatcher(s.client))
+		b, _ = s.m.LoadOrStore(slot, newBatcher(s.ev))
 	}
 	return b.(*batcher).decide(ctx, keys, args)
 }

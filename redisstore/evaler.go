@@ -97,6 +97,7 @@ func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64
 // read-only, such as EVALSHA and EVAL, are never retried by rueidis.
 type rueidisEvaler struct {
 	client rueidis.Client
+	acks   *replicaAcks // with Config.WaitForReplicas, else nil
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
@@ -108,8 +109,15 @@ func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []str
 }
 
 // raw sends cmd and returns its reply message, with NOSCRIPT as ErrNoScript.
+// With replica acknowledgements it waits for the replicas (replicas.go).
 func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
-	msg, err := e.client.Do(ctx, cmd).ToMessage()
+	var msg rueidis.RedisMessage
+	var err error
+	if want := e.wantReplicas(); want > 0 {
+		msg, err = e.acks.do(ctx, cmd, want)
+	} else {
+		msg, err = e.client.Do(ctx, cmd).ToMessage()
+	}
 	if err != nil {
 		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
 			return msg, fmt.Errorf("%w: %v", ErrNoScript, err)
@@ -117,6 +125,15 @@ func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.
 		return msg, err
 	}
 	return msg, nil
+}
+
+// wantReplicas returns how many replicas a call waits for: 0 without
+// replica acknowledgements.
+func (e rueidisEvaler) wantReplicas() int64 {
+	if e.acks == nil {
+		return 0
+	}
+	return e.acks.want.Load()
 }
 
 // arrayBySHA and arrayBySource are EvalSHA and Eval returning the reply as

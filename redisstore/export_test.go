@@ -18,7 +18,7 @@ func DecideBatch(c rueidis.Client, keys, args [][]string) ([][]int64, []error) {
 	for i := range calls {
 		calls[i] = &batchCall{ctx: context.Background(), keys: keys[i], args: args[i]}
 	}
-	newBatcher(c).exec(calls)
+	newBatcher(rueidisEvaler{client: c}).exec(calls)
 	replies, errs := make([][]int64, len(calls)), make([]error, len(calls))
 	for i, c := range calls {
 		replies[i], errs[i] = c.reply, c.err

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
@@ -222,8 +224,10 @@ func TestFaultRestart(t *testing.T) {
 // errors only from the start of the failover to 2 s after the new master
 // answered, and the entries lost by asynchronous replication (admitted but
 // not held by the new master: each one is an admission the limit will
-// allow again, an excess admission once the limit is reached).
-func failoverFigures(t *testing.T, what string, out []outcome, start, newMaster time.Time, stored func(user string) int) {
+// allow again, an excess admission once the limit is reached), which it
+// returns: summed per user, so that entries of failed calls do not hide
+// them.
+func failoverFigures(t *testing.T, what string, out []outcome, start, newMaster time.Time, stored func(user string) int) (lost int) {
 	t.Helper()
 	tl := count(out)
 	if tl.noscript != 0 {
@@ -242,11 +246,14 @@ func failoverFigures(t *testing.T, what string, out []outcome, start, newMaster 
 	admitted, held := 0, 0
 	for u, a := range tl.admitted {
 		admitted += a
-		held += stored(u)
+		h := stored(u)
+		held += h
+		lost += max(0, a-h)
 	}
 	t.Logf("%s: %d decisions, %d admitted; %d errors (first %v after the failover started; service back %v after the new master answered); the new master holds %d entries: %d admissions lost to asynchronous replication (excess admissions they allow: %d)",
 		what, tl.total, admitted, tl.errs, max(0, tl.firstErr.Sub(start)).Round(time.Millisecond), back.Round(time.Millisecond),
 		held, admitted-held, max(0, admitted-held))
+	return lost
 }
 
 // failoverLimit is high enough that nothing is denied during a failover
@@ -286,12 +293,25 @@ func TestFaultClusterFailover(t *testing.T) {
 }
 
 // TestFaultSentinelFailover fails the master over with SENTINEL FAILOVER
-// while goroutines decide.
+// while goroutines decide. The old master answers writes until the clients
+// learn of the promotion, and what it answered is lost: reported, not
+// failed on.
 func TestFaultSentinelFailover(t *testing.T) {
+	sentinelFailover(t, false)
+}
+
+// TestFaultSentinelFailoverWaitForReplicas is the failover with
+// WaitForReplicas: no admission a caller saw is lost, and the new master
+// serves within 2 s of answering.
+func TestFaultSentinelFailoverWaitForReplicas(t *testing.T) {
+	sentinelFailover(t, true)
+}
+
+func sentinelFailover(t *testing.T, wait bool) {
 	st := redistest.StartSentinel(t)
 	prefix := newPrefix()
 	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
-		MasterName: redistest.SentinelMaster, Prefix: prefix})
+		MasterName: redistest.SentinelMaster, Prefix: prefix, WaitForReplicas: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +331,24 @@ func TestFaultSentinelFailover(t *testing.T) {
 	if next == nil {
 		t.Fatal("no new master")
 	}
-	failoverFigures(t, "SENTINEL FAILOVER under load", out, start, newMaster, func(u string) int {
+	what := "SENTINEL FAILOVER under load"
+	if wait {
+		what += ", WaitForReplicas"
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{next.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	lost := failoverFigures(t, what, out, start, newMaster, func(u string) int {
+		// An entry holds the units recorded at one instant: the requests
+		// of one batch share it.
 		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
-		n, _ := next.Do("ZCARD", ks[0])
-		var c int
-		fmt.Sscan(n, &c)
-		return c
+		return units(entries(t, rc, ks[0]))
 	})
+	if wait && lost > 0 {
+		t.Errorf("WaitForReplicas: %d admissions the callers saw are not on the new master, want 0", lost)
+	}
 	checkStored(t, []*redistest.Server{next}, prefix, failoverLimit)
 }
 
@@ -459,4 +490,39 @@ func TestFaultFrozen(t *testing.T) {
 	keys := checkStored(t, []*redistest.Server{srv}, prefix, 1_000_000)
 	t.Logf("SIGSTOP: goroutines %d before freezing; open circuit answered %d calls with p99 %v; after SIGCONT Redis decided again after %v; %d keys, all with TTL",
 		base, len(fast), percentile(fast, 0.99), back.Round(time.Millisecond), keys)
+}
+
+// TestWaitForReplicasReplicaDown freezes the replica of a Sentinel master:
+// with WaitForReplicas a decision fails with ErrNotReplicated, denied by the
+// failure policy, and admits again once the replica answers.
+func TestWaitForReplicasReplicaDown(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
+		MasterName: redistest.SentinelMaster, Prefix: newPrefix(), WaitForReplicas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(10)
+	attrs := map[string]string{"user": "u"}
+	allow := func() (sluice.Decision, error) { return lim.Allow(context.Background(), p, attrs) }
+	if d, err := allow(); err != nil || !d.Allowed {
+		t.Fatalf("with the replica up: %+v, %v; want admitted", d, err)
+	}
+	replica := st.Replica()
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := allow()
+	if rerr := replica.Resume(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, redisstore.ErrNotReplicated) || d.Allowed || !d.Degraded {
+		t.Fatalf("with the replica frozen: %+v, %v; want denied by the failure policy with ErrNotReplicated", d, err)
+	}
+	t.Logf("with the replica frozen: %v", err)
+	if d, err := allow(); err != nil || !d.Allowed {
+		t.Fatalf("with the replica back: %+v, %v; want admitted", d, err)
+	}
 }

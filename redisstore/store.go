@@ -69,6 +69,18 @@ type Config struct {
 	// versions of sluice, during a rolling upgrade from them. A store never
 	// reads or writes a key of another layout. See docs/design.md, Upgrades.
 	Layout Layout
+
+	// WaitForReplicas makes every script call wait until its writes are on
+	// every replica the master has had since it became master (WAIT), and
+	// fail with ErrNotReplicated, decided by the Limiter's failure policy,
+	// when they are not: a failover that promotes a replica without
+	// waiting for the master (SENTINEL FAILOVER) then loses no reported
+	// admission. It costs a round trip to the replicas per call, and a
+	// replica that leaves for good stops admissions until it is back. For
+	// Standalone and Sentinel over rueidis (New, NewFromClient); a Redis
+	// Cluster's CLUSTER FAILOVER waits for the replica already. See
+	// docs/failure-modes.md.
+	WaitForReplicas bool
 }
 
 // defaultPrefix is Config.Prefix's default.
@@ -84,6 +96,7 @@ type Store struct {
 	ev      Evaler         // every script call
 	decider decider        // decide.lua's calls: batched over rueidis, else ev
 	client  rueidis.Client // nil for a store made by NewFromEvaler
+	acks    *replicaAcks   // with Config.WaitForReplicas, else nil
 	names   namer          // the keys' names: prefix, hash tags, layout
 	clock   func() time.Time
 	close   func() // closes the client if the store created it
@@ -126,15 +139,30 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	s, err := NewFromEvaler(rueidisEvaler{client: client}, cfg)
+	ev := rueidisEvaler{client: client}
+	if cfg.WaitForReplicas {
+		if client.Mode() == rueidis.ClientModeCluster {
+			return nil, errors.New("redisstore: WaitForReplicas is for a standalone or Sentinel master; a Redis Cluster's CLUSTER FAILOVER waits for the replica")
+		}
+		acks, err := newReplicaAcks(client)
+		if err != nil {
+			return nil, err
+		}
+		ev.acks = acks
+		cfg.WaitForReplicas = false // for NewFromEvaler: this evaler waits
+	}
+	s, err := NewFromEvaler(ev, cfg)
 	if err != nil {
+		if ev.acks != nil {
+			ev.acks.close()
+		}
 		return nil, err
 	}
-	s.client = client
+	s.client, s.acks = client, ev.acks
 	if client.Mode() == rueidis.ClientModeCluster {
-		s.decider = &slotBatchers{client: client}
+		s.decider = &slotBatchers{ev: ev}
 	} else {
-		s.decider = newBatcher(client)
+		s.decider = newBatcher(ev)
 	}
 	return s, nil
 }
@@ -156,6 +184,9 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	if cfg.Slots > SlotsPerRule {
 		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
 	}
+	if cfg.WaitForReplicas {
+		return nil, errors.New("redisstore: WaitForReplicas needs a rueidis client (New or NewFromClient)")
+	}
 	if cfg.Layout > Layout2 {
 		return nil, fmt.Errorf("redisstore: unknown key layout %d; this version writes layout 1 or 2 (0 for the newest, 2)", cfg.Layout)
 	}
@@ -171,6 +202,9 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.acks != nil {
+		s.acks.close()
 	}
 	if s.close != nil {
 		s.close()
