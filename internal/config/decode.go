@@ -19,21 +19,15 @@ import (
 	"github.com/sluicerate/sluice"
 )
 
-// maxNodes bounds the YAML nodes a file may expand to, aliases included, so
-// that a file of nested aliases cannot make loading explode.
-const maxNodes = 200_000
-
-// decoder reads a YAML file into the schema types (schema.go), each value by
-// its Go type, and checks it (validate.go), collecting every problem with
-// its position.
+// decoder reads a YAML file into the schema (schema.go), each value by its
+// Go type, and checks it (validate.go), collecting every problem found.
 type decoder struct {
 	file  string
 	errs  ErrorList
 	nodes int
 }
 
-// decode reads data into a Config; the problems found are in d.errs, in
-// file order.
+// decode reads data into a Config; d.errs holds the problems, in file order.
 func (d *decoder) decode(data []byte) *Config {
 	var c *Config
 	if root := d.document(data); root != nil {
@@ -47,17 +41,9 @@ func (d *decoder) decode(data []byte) *Config {
 	return c
 }
 
-func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
-	e := &Error{File: d.file, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	d.errs = append(d.errs, e)
-}
-
-// syntaxRE finds the line, when there is one, in the YAML library's syntax
-// errors.
-var syntaxRE = regexp.MustCompile(`(?s)^yaml: (?:line (\d+): )?(.*)$`)
+// syntaxRE splits the YAML library's syntax errors into the line, when
+// there is one, and the message.
+var syntaxRE = regexp.MustCompile(`(?s)^(?:yaml: (?:line (\d+): )?)?(.*)$`)
 
 // document returns the root of the file's one YAML document, or nil.
 func (d *decoder) document(data []byte) *yaml.Node {
@@ -75,18 +61,15 @@ func (d *decoder) document(data []byte) *yaml.Node {
 		}
 		fallthrough
 	default:
-		e := &Error{File: d.file, Msg: "YAML syntax: " + err.Error()}
-		if m := syntaxRE.FindStringSubmatch(err.Error()); m != nil {
-			e.Line, _ = strconv.Atoi(m[1])
-			e.Msg = "YAML syntax: " + m[2]
-		}
-		d.errs = append(d.errs, e)
+		m := syntaxRE.FindStringSubmatch(err.Error())
+		line, _ := strconv.Atoi(m[1])
+		d.errorf(&yaml.Node{Line: line}, "YAML syntax: %s", m[2])
 	}
 	return nil
 }
 
 // resolve follows aliases and counts n against maxNodes; nil when n is nil
-// or the budget is spent.
+// or over the budget.
 func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -101,21 +84,9 @@ func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// wrapper is a node[T]: wrap records where it was read and returns its
-// value to read, and where to say whether that went without a problem.
-type wrapper interface {
-	wrap(n *yaml.Node, what string) (reflect.Value, *bool)
-}
-
-func (f *node[T]) wrap(n *yaml.Node, what string) (reflect.Value, *bool) {
-	f.Node, f.what = n, what
-	return reflect.ValueOf(&f.V).Elem(), &f.ok
-}
-
 // value reads n into v, a schema value, by v's type: what names it in
-// messages, owner is the mapping it is a field of, tag holds the field's
-// tags (schema.go). A node[T] also keeps n, what and whether it was read
-// without a problem. Every problem is reported where it is.
+// messages, owner is the mapping it is in, tag holds its field's tags. A
+// node[T] also keeps n, what and whether it was read without a problem.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, what, owner string, tag reflect.StructTag) {
 	if n = d.resolve(n); n == nil {
 		return
@@ -143,9 +114,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, what, owner string, tag r
 	}
 }
 
-// fields reads the mapping n, described as what, into v, a schema struct:
-// each key sets the field its yaml tag names. It reports unknown keys and
-// absent fields that have a need tag.
+// fields reads the mapping n, described as what, into the schema struct v,
+// by yaml tags, reporting unknown keys and absent fields with a need tag.
 func (d *decoder) fields(n *yaml.Node, what string, v reflect.Value) {
 	t := v.Type()
 	keys := make([]string, t.NumField())
@@ -174,8 +144,8 @@ func (d *decoder) fields(n *yaml.Node, what string, v reflect.Value) {
 
 // entries calls set with each key and value of the mapping n, described as
 // what, reporting keys that are not plain, merge keys and keys set twice
-// (noun is what a key is: a field or an attribute); set reports whether it
-// took the key, so that an unknown one is reported as such every time.
+// (noun: a field or an attribute). set reports whether it took the key, so
+// that an unknown key is reported as unknown every time.
 func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.Node) bool) {
 	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -213,20 +183,18 @@ func (d *decoder) attributeMap(n *yaml.Node, m *map[string]string, what string, 
 	})
 }
 
-// list reads the list n into v, an item at a time; each keeps its place,
-// the zero value when it is not valid.
+// list reads the list n into v; an item that is not valid is a zero value.
 func (d *decoder) list(n *yaml.Node, v reflect.Value, what, owner string, tag reflect.StructTag) {
 	if n.Kind != yaml.SequenceNode {
 		d.errorf(n, "%s must be a list, such as %s", what, tag.Get("eg"))
 		return
 	}
 	for i, item := range n.Content {
-		e := reflect.New(v.Type().Elem()).Elem()
+		e, name := reflect.New(v.Type().Elem()).Elem(), tag.Get("item")
 		if _, mapping := e.Addr().Interface().(wrapper); mapping {
-			d.value(item, e, describe(item, tag.Get("item"), i, owner), owner, tag)
-		} else {
-			d.value(item, e, tag.Get("item"), owner, tag)
+			name = describe(item, name, i, owner)
 		}
+		d.value(item, e, name, owner, tag)
 		v.Set(reflect.Append(v, e))
 	}
 }
@@ -239,13 +207,11 @@ func describe(n *yaml.Node, kind string, i int, owner string) string {
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if n.Kind == yaml.MappingNode {
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			k, v := n.Content[j], n.Content[j+1]
-			if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameRE.MatchString(v.Value) {
-				what = fmt.Sprintf("%s %q", kind, v.Value)
-				break
-			}
+	for j := 0; n.Kind == yaml.MappingNode && j+1 < len(n.Content); j += 2 {
+		k, v := n.Content[j], n.Content[j+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "name" && v.Kind == yaml.ScalarNode && nameRE.MatchString(v.Value) {
+			what = fmt.Sprintf("%s %q", kind, v.Value)
+			break
 		}
 	}
 	if owner != "the file" {
@@ -294,16 +260,12 @@ func (d *decoder) scalar(n *yaml.Node, p any, what string, tag reflect.StructTag
 	case *sluice.Rate:
 		*p, err = parseRate(n.Value)
 	case *netip.Prefix:
-		prefix, perr := netip.ParsePrefix(n.Value)
-		if ip, aerr := netip.ParseAddr(n.Value); perr != nil && aerr == nil {
-			prefix, perr = netip.PrefixFrom(ip, ip.BitLen()), nil
-		}
-		if *p = prefix.Masked(); perr != nil {
-			err = fmt.Errorf("%s %q is not an IP address or CIDR prefix; write it as 10.0.0.0/8 or 127.0.0.1", what, n.Value)
+		if *p, err = parsePrefix(n.Value); err != nil {
+			err = fmt.Errorf("%s %w", what, err)
 		}
 	}
 	x := reflect.ValueOf(p).Elem()
-	if b, bounded := bounds[what]; bounded && err == nil && (x.Int() < b.lo || x.Int() > b.hi) {
+	if b, bounded := bounds[tag.Get("bound")]; bounded && err == nil && (x.Int() < b.lo || x.Int() > b.hi) {
 		is := fmt.Sprint(x)
 		if x.IsZero() {
 			is = "zero"

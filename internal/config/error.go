@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Error is one problem found in a configuration file, with where it is.
@@ -26,6 +28,16 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// errorf records a problem at n in the file the decoder reads, or in the
+// whole file when n is nil.
+func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
+	e := &Error{File: d.file, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	d.errs = append(d.errs, e)
 }
 
 // ErrorList is every problem found in a configuration file, in file order.

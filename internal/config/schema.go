@@ -1,7 +1,13 @@
 package config
 
 import (
+	"math"
+	"net"
 	"net/netip"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -21,13 +27,12 @@ import (
 //   - what: what messages call it, when not its key;
 //   - item: what messages call an item of its list or a value of its map;
 //     for a list of mappings, the kind of item (policy, rule);
-//   - form: the form its strings take, one of validate.go's forms (name,
-//     address, algorithm...); of a map, its values'. Map keys are attribute
-//     names;
+//   - form: the form its strings take, one of forms (below): name, address,
+//     algorithm...; of a map, its values'. Map keys are attribute names;
+//   - bound: the bounds of a number or duration, one of bounds (below);
 //   - nonempty: a map that must have at least one entry.
 //
-// Numbers and durations with bounds are in validate.go's bounds, by key. A
-// new field is one line here and, where the Config takes it, one in
+// A new field is one line here and, where the Config takes it, one in
 // validate.go.
 
 // node is a field as written in the file: V is its value, read by its type,
@@ -38,6 +43,18 @@ type node[T any] struct {
 	*yaml.Node
 	what string
 	ok   bool
+}
+
+// wrapper is every node[T]: how the decoder fills one.
+type wrapper interface {
+	wrap(n *yaml.Node, what string) (reflect.Value, *bool)
+}
+
+// wrap records where f was read and what it is called, and returns its value
+// to read and where to record whether that went without a problem.
+func (f *node[T]) wrap(n *yaml.Node, what string) (reflect.Value, *bool) {
+	f.Node, f.what = n, what
+	return reflect.ValueOf(&f.V).Elem(), &f.ok
 }
 
 // fileYAML is the whole file.
@@ -62,8 +79,8 @@ type policyYAML struct {
 type ruleYAML struct {
 	Name      node[string]               `yaml:"name" what:"rule name" form:"name" eg:"global" need:"name: followed by a name such as global or per-user"`
 	By        node[[]string]             `yaml:"by" item:"attribute name" form:"name" eg:"[user] or [tenant, user]"`
-	Limit     node[int64]                `yaml:"limit" eg:"100" need:"limit: followed by the most cost per window, such as 100"`
-	Window    node[time.Duration]        `yaml:"window" eg:"30m" need:"window: followed by a duration such as 30m"`
+	Limit     node[int64]                `yaml:"limit" bound:"limit" eg:"100" need:"limit: followed by the most cost per window, such as 100"`
+	Window    node[time.Duration]        `yaml:"window" bound:"window" eg:"30m" need:"window: followed by a duration such as 30m"`
 	MinGap    node[time.Duration]        `yaml:"min_gap" eg:"100ms"`
 	Optional  node[bool]                 `yaml:"optional" eg:"true"`                                                       // applies only when every by attribute is present
 	Unless    node[[]string]             `yaml:"unless" item:"attribute name" form:"name" eg:"[user]"`                     // applies only when none of these is present
@@ -79,7 +96,7 @@ type ruleYAML struct {
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.
 type overrideYAML struct {
 	Match     node[map[string]string] `yaml:"match" item:"match value" nonempty:"" eg:"{plan: paid} or {path: /api/*}" need:"match: the attribute values it is for, such as {plan: paid}"`
-	Limit     node[int64]             `yaml:"limit" eg:"1000"`
+	Limit     node[int64]             `yaml:"limit" bound:"limit" eg:"1000"`
 	Unlimited node[bool]              `yaml:"unlimited" eg:"true"`
 }
 
@@ -89,16 +106,16 @@ type scheduleYAML struct {
 	By       node[[]string]      `yaml:"by" item:"attribute name" form:"name" eg:"[carrier]"`
 	Rate     node[sluice.Rate]   `yaml:"rate" eg:"4/s" need:"rate: followed by events per period, such as 4/s or 100/30m"`
 	MaxDelay node[time.Duration] `yaml:"max_delay" eg:"2s"`
-	MaxQueue node[int64]         `yaml:"max_queue" eg:"100"`
+	MaxQueue node[int64]         `yaml:"max_queue" bound:"max_queue" eg:"100"`
 }
 
 // storeYAML is the store section: a Store.
 type storeYAML struct {
 	Redis   node[*redisYAML]    `yaml:"redis" what:"store.redis"`
 	Prefix  node[string]        `yaml:"prefix" form:"prefix" eg:"sluice"`
-	Timeout node[time.Duration] `yaml:"timeout" eg:"50ms"`
+	Timeout node[time.Duration] `yaml:"timeout" bound:"timeout" eg:"50ms"`
 	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"` // deny or allow
-	Layout  node[int64]         `yaml:"layout" eg:"2"`                      // the keys' layout: 1 or 2
+	Layout  node[int64]         `yaml:"layout" bound:"layout" eg:"2"`       // the keys' layout: 1 or 2
 }
 
 // redisYAML is store.redis: a Redis.
@@ -107,7 +124,7 @@ type redisYAML struct {
 	Mode       node[string]   `yaml:"mode" form:"mode" eg:"cluster"` // standalone, cluster or sentinel
 	Username   node[string]   `yaml:"username" eg:"sluice"`
 	Password   node[string]   `yaml:"password" eg:"secret"`
-	DB         node[int64]    `yaml:"db" eg:"0"`
+	DB         node[int64]    `yaml:"db" bound:"db" eg:"0"`
 	MasterName node[string]   `yaml:"master_name" eg:"mymaster"`
 	TLS        node[*tlsYAML] `yaml:"tls" what:"store.redis.tls"`
 }
@@ -125,4 +142,59 @@ type tlsYAML struct {
 type forwardAuthYAML struct {
 	TrustedProxies node[[]netip.Prefix]    `yaml:"trusted_proxies" item:"trusted proxy" eg:"[\"10.0.0.0/8\", \"127.0.0.1\"]"`
 	Headers        node[map[string]string] `yaml:"headers" item:"header name" form:"header" eg:"{user: X-User-Id}"` // attribute name: header name
+}
+
+// What a file may hold at most.
+const (
+	maxNodes = 200_000 // YAML nodes, aliases expanded: nested aliases cannot make loading explode
+	maxRules = 32      // rules in a policy: every decision checks them all
+	maxAttrs = 32      // attributes in a by or attributes list
+)
+
+// nameRE is what policy, rule, schedule and attribute names may look like:
+// they appear in store keys, metric labels and URLs.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// forms are the forms a string may have to take (its field's form tag): a
+// test, and the message, given what the string is and the string, of one
+// that fails it.
+var forms = map[string]struct {
+	ok  func(string) bool
+	msg string
+}{
+	"name":      {nameRE.MatchString, "%s %q is not a valid name; names are 1 to 64 letters, digits, '-', '_' or '.', starting with a letter or digit"},
+	"address":   {isAddress, "%s %q is not host:port; write it as 10.0.0.1:6379 or redis.internal:6379"},
+	"header":    {regexp.MustCompile(`^[-_0-9A-Za-z]{1,128}$`).MatchString, "%s %q is not valid; use letters, digits and '-', such as X-User-Id"},
+	"prefix":    {regexp.MustCompile(`^[^{} \t\r\n]{1,64}$`).MatchString, "%s %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice"},
+	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
+	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
+	"on_error":  {oneOf("deny", "allow"), "%s is %q; use deny (fail closed, the default) or allow (fail open)"},
+}
+
+// oneOf returns a test of whether a string is one of valid.
+func oneOf(valid ...string) func(string) bool {
+	return func(s string) bool { return slices.Contains(valid, s) }
+}
+
+// isAddress reports whether s is host:port, the port from 1 to 65535.
+func isAddress(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	p, perr := strconv.ParseUint(port, 10, 16)
+	return err == nil && perr == nil && host != "" && p > 0
+}
+
+// bounds are the ranges a number or duration may have to fall in (its
+// field's bound tag): a value out of [lo, hi] is reported with the fix. A limit
+// stays below 2^53 so that counts stay exact in a Redis double; a store call
+// takes milliseconds.
+var bounds = map[string]struct {
+	lo, hi int64
+	fix    string
+}{
+	"limit":     {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
+	"window":    {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
+	"max_queue": {0, math.MaxInt64, "use 0 for no bound or a positive number"},
+	"db":        {0, 1 << 20, "use a database number such as 0"},
+	"timeout":   {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
+	"layout":    {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }

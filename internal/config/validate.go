@@ -3,77 +3,19 @@ package config
 import (
 	"cmp"
 	"fmt"
-	"math"
-	"net"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicerate/sluice"
 )
 
-// The one validation pass, from the schema as read (schema.go, decode.go)
-// to a Config. A policy or schedule must pass sluice's own Validate; this
-// adds what only a file has: names, attributes lists, the store section,
-// and a position and a fix in every message.
-
-const (
-	maxRules = 32 // rules in a policy: every decision checks them all
-	maxAttrs = 32 // attributes in a by or attributes list
-)
-
-// nameRE is what policy, rule, schedule and attribute names may look like:
-// they appear in store keys, metric labels and URLs.
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-
-// forms are the forms a string may have to take (its field's form tag): a
-// test, and the message, given what the string is and the string, of one
-// that fails it.
-var forms = map[string]struct {
-	ok  func(string) bool
-	msg string
-}{
-	"name":      {nameRE.MatchString, "%s %q is not a valid name; names are 1 to 64 letters, digits, '-', '_' or '.', starting with a letter or digit"},
-	"address":   {isAddress, "%s %q is not host:port; write it as 10.0.0.1:6379 or redis.internal:6379"},
-	"header":    {regexp.MustCompile(`^[-_0-9A-Za-z]{1,128}$`).MatchString, "%s %q is not valid; use letters, digits and '-', such as X-User-Id"},
-	"prefix":    {regexp.MustCompile(`^[^{} \t\r\n]{1,64}$`).MatchString, "%s %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice"},
-	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
-	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
-	"on_error":  {oneOf("deny", "allow"), "%s is %q; use deny (fail closed, the default) or allow (fail open)"},
-}
-
-// oneOf returns a test of whether a string is one of valid.
-func oneOf(valid ...string) func(string) bool {
-	return func(s string) bool { return slices.Contains(valid, s) }
-}
-
-// isAddress reports whether s is host:port, the port from 1 to 65535.
-func isAddress(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	p, perr := strconv.ParseUint(port, 10, 16)
-	return err == nil && perr == nil && host != "" && p > 0
-}
-
-// bounds are the numbers and durations that have bounds, by key: a value
-// out of [lo, hi] is reported with the fix. A limit stays below 2^53 so that
-// counts stay exact in a Redis double; a store call takes milliseconds.
-var bounds = map[string]struct {
-	lo, hi int64
-	fix    string
-}{
-	"limit":     {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
-	"window":    {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
-	"max_queue": {0, math.MaxInt64, "use 0 for no bound or a positive number"},
-	"db":        {0, 1 << 20, "use a database number such as 0"},
-	"timeout":   {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
-	"layout":    {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
-}
-
+// config is the one validation pass, from the schema as read to a Config. A
+// policy or schedule must pass sluice's own Validate; this adds what only a
+// file has: names, attributes lists, the store section, and a position and a
+// fix in every message.
 func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 	c := &Config{File: d.file, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth)}
 	first := map[string]int{}
@@ -96,9 +38,9 @@ func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 	return c
 }
 
-// unique reports whether no earlier list item, recorded in first, has the
-// name of the item at n, and records it. Of a repeated name it reports
-// format with args, the name and the first item's line.
+// unique reports whether no item recorded in first has the name of the item
+// at n, and records it; of a repeated name it reports format with args, the
+// name and the first item's line.
 func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format string, args ...any) bool {
 	if line, dup := first[name]; dup {
 		d.errorf(n, format, append(args, name, line)...)
@@ -108,6 +50,7 @@ func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format
 	return true
 }
 
+// policy converts a policy and reports whether it is valid.
 func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 	f, nerr := n.V, len(d.errs)
 	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V, CacheDenials: f.DenyCache.Node == nil || f.DenyCache.V}
@@ -142,8 +85,7 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 			if !strings.HasPrefix(fix, "did you mean") {
 				fix = fmt.Sprintf("add %q to the policy's attributes or fix the rule's by", a)
 			}
-			d.errorf(f.By.Content[i], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s",
-				n.what, a, strings.Join(attrs, ", "), fix)
+			d.errorf(f.By.Content[i], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s", n.what, a, strings.Join(attrs, ", "), fix)
 		}
 	}
 	for _, o := range f.Overrides.V {
@@ -170,6 +112,7 @@ func (d *decoder) attributes(v node[[]string]) []string {
 	return v.V
 }
 
+// schedule converts a schedule and reports whether it is valid.
 func (d *decoder) schedule(n node[scheduleYAML]) (sluice.Schedule, bool) {
 	f, nerr := n.V, len(d.errs)
 	s := sluice.Schedule{Name: f.Name.V, By: d.attributes(f.By), Rate: f.Rate.V, MaxDelay: f.MaxDelay.V, MaxQueue: f.MaxQueue.V}
@@ -185,6 +128,7 @@ func (d *decoder) valid(ok bool, n *yaml.Node, err error) bool {
 	return ok && err == nil
 }
 
+// store converts the store section.
 func (d *decoder) store(f *storeYAML) *Store {
 	if f == nil {
 		return nil
@@ -222,7 +166,7 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 	return r
 }
 
-// tls converts store.redis.tls, resolving its files against the file's
+// tls converts store.redis.tls, resolving relative paths from the file's
 // directory.
 func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	f := v.V
@@ -241,6 +185,8 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	return t
 }
 
+// forwardAuth converts forward_auth, whose headers may not supply a built-in
+// attribute.
 func (d *decoder) forwardAuth(v node[*forwardAuthYAML]) ForwardAuth {
 	if v.V == nil {
 		return ForwardAuth{}
