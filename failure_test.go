@@ -218,6 +218,33 @@ func TestBreaker(t *testing.T) {
 	circuit("after a good probe", "closed")
 }
 
+// A store that answers with a refusal (store.ErrRefused) is answering: the
+// failure policy decides each request, and the circuit stays closed, so the
+// store is called again the moment it stands by its calls.
+func TestBreakerIgnoresRefusals(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	refused := fmt.Errorf("replicas missing: %w", store.ErrRefused)
+	s := &fakeStore{err: refused}
+	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
+	for i := range 10 {
+		d, err := l.Allow(ctx, one, nil)
+		if !errors.Is(err, store.ErrRefused) || d.Allowed || !d.Degraded {
+			t.Fatalf("refusal %d: %+v, %v; want a degraded denial with the store's refusal", i+1, d, err)
+		}
+	}
+	if got := l.Circuit(); got != "closed" {
+		t.Errorf("after 10 refusals: circuit %s, want closed", got)
+	}
+	s.set(nil)
+	if d, err := l.Allow(ctx, one, nil); err != nil || !d.Allowed {
+		t.Fatalf("the store stands by its calls again: %+v, %v; want admitted", d, err)
+	}
+	if got := s.count(); got != 11 {
+		t.Errorf("store called %d times, want 11", got)
+	}
+}
+
 // blockingStore holds every call until its context ends or release is
 // closed.
 type blockingStore struct {

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -47,8 +48,10 @@ func guard[T any](ctx context.Context, l *Limiter, op func(context.Context) (T, 
 	case err == nil:
 		l.breaker.record(l.clock().Now(), true)
 		return v, nil
-	case ctx.Err() != nil:
-		l.breaker.release() // the caller gave up: no verdict on the store
+	case ctx.Err() != nil, errors.Is(err, store.ErrRefused):
+		// The caller gave up, or the store answered with a refusal: no
+		// verdict on whether the store answers.
+		l.breaker.release()
 	default:
 		l.breaker.record(l.clock().Now(), false)
 	}

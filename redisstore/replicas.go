@@ -2,13 +2,14 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicerate/sluice/store"
 )
 
 // Replica acknowledgements (Config.WaitForReplicas).
@@ -42,13 +43,22 @@ const replicaPoll = 200 * time.Millisecond
 // ErrNotReplicated reports that a script call's writes did not reach every
 // replica of the master in time (Config.WaitForReplicas): the master may be
 // in a failover that would discard them, or a replica is down or lagging.
-// The call may have been recorded on the master.
-var ErrNotReplicated = errors.New("redisstore: the write did not reach every replica")
+// The call may have been recorded on the master. It matches
+// store.ErrRefused: the Limiter's circuit breaker does not count it, so
+// that the store is called again the moment the client follows a failover.
+var ErrNotReplicated error = notReplicated{}
+
+type notReplicated struct{}
+
+func (notReplicated) Error() string { return "redisstore: the write did not reach every replica" }
+
+func (notReplicated) Is(target error) bool { return target == store.ErrRefused }
 
 // replicaAcks keeps how many replicas a script call waits for.
 type replicaAcks struct {
 	client rueidis.Client
 	want   atomic.Int64 // replicas a call waits for
+	online atomic.Int64 // replicas online at the last poll
 	replid string       // the master's replication ID; the poller's alone
 	stop   chan struct{}
 	done   chan struct{}
@@ -96,6 +106,7 @@ func (a *replicaAcks) poll(ctx context.Context) error {
 		return err
 	}
 	replid, online := parseReplication(info)
+	a.online.Store(online)
 	if replid != a.replid {
 		a.replid = replid
 		a.want.Store(online)
@@ -124,6 +135,12 @@ func parseReplication(info string) (replid string, online int64) {
 // returns cmd's reply; ErrNotReplicated when fewer replicas acknowledged
 // than the call waits for. WAIT waits half of what is left of ctx.
 func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed, want int64) (rueidis.RedisMessage, error) {
+	if online := a.online.Load(); online < want {
+		// The last poll found replicas missing: refuse without waiting for
+		// them, until a poll finds them back or finds a new master.
+		return rueidis.RedisMessage{}, fmt.Errorf("%w: %d of %d online at the master; the master may be being failed over, or a replica is down (docs/failure-modes.md)",
+			ErrNotReplicated, online, want)
+	}
 	wait := time.Second
 	if d, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(d)/2, time.Millisecond).Truncate(time.Millisecond)

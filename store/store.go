@@ -48,6 +48,13 @@ type Local interface {
 // ErrClosed reports a call on a store after Close.
 var ErrClosed = errors.New("sluice: store is closed")
 
+// ErrRefused is what a store's error matches (errors.Is) when the store
+// answered but refused to stand by the call: redisstore.ErrNotReplicated,
+// a write its master could not get onto its replicas. The failure policy
+// decides the request, as for any error, but the circuit breaker does not
+// count it: the store is answering, and the next call may succeed.
+var ErrRefused = errors.New("sluice: the store refused the call")
+
 // Mode says when a store records a request in its windows.
 type Mode uint8
 
