@@ -128,11 +128,12 @@ func TestServeRedisDown(t *testing.T) {
 
 // TestServeRedisSentinel serves through Sentinel (store.redis.mode:
 // sentinel): the sentinels' addresses and the master's name find the
-// master.
+// master. With wait_for_replicas, a decision the replica does not
+// acknowledge is decided by the failure policy.
 func TestServeRedisSentinel(t *testing.T) {
 	t.Parallel()
 	st := redistest.StartSentinel(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: sentinel\n    master_name: %s\n  prefix: st\n  timeout: 2s\n",
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: sentinel\n    master_name: %s\n    wait_for_replicas: true\n  prefix: st\n  timeout: 2s\n",
 		strings.Join(st.Addrs(), `", "`), redistest.SentinelMaster)
 	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
 	p := startServe(t, file)
@@ -146,6 +147,18 @@ func TestServeRedisSentinel(t *testing.T) {
 	keys, err := st.Master().Do("KEYS", "st:*")
 	if err != nil || !strings.Contains(keys, "st:{notify}2l:category:c") {
 		t.Errorf("the master holds %q, %v; want the notify keys", keys, err)
+	}
+	replica := st.Replica()
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	var d struct{ Allowed, Degraded bool }
+	p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"d"}}`, &d)
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || !d.Degraded {
+		t.Errorf("with the replica frozen: %+v, want denied by the failure policy", d)
 	}
 }
 

@@ -137,7 +137,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 			return nil, fmt.Errorf("store.redis.mode: %w", err)
 		}
 		rcfg = redisstore.Config{Mode: mode, Addrs: r.Addrs, MasterName: r.MasterName,
-			Username: r.Username, Password: r.Password, DB: r.DB}
+			Username: r.Username, Password: r.Password, DB: r.DB, WaitForReplicas: r.WaitForReplicas}
 		if r.TLS != nil {
 			if rcfg.TLS, err = tlsConfig(r.TLS); err != nil {
 				return nil, err

@@ -82,6 +82,11 @@ type Redis struct {
 	// sentinel mode.
 	MasterName string
 
+	// WaitForReplicas reports an admission only once every replica of the
+	// master has it (redisstore.Config.WaitForReplicas): a Sentinel
+	// failover then loses none. Standalone and sentinel modes.
+	WaitForReplicas bool
+
 	// TLS, when set, connects with TLS.
 	TLS *TLS
 }

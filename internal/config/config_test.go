@@ -97,6 +97,7 @@ store:
     addrs: [a:1, b:2]
     mode: sentinel
     master_name: mymaster
+    wait_for_replicas: true
     tls: {ca: ca.pem, cert: /etc/c.pem, key: k.pem}
 `
 	c, err := Parse("/etc/sluice/sluice.yaml", []byte(file))
@@ -116,6 +117,9 @@ store:
 	}
 	if c.Store.OnError != sluice.Allow || c.Store.Prefix != "sluice" {
 		t.Errorf("store = %+v", c.Store)
+	}
+	if !c.Store.Redis.WaitForReplicas {
+		t.Errorf("store.redis = %+v, want WaitForReplicas", c.Store.Redis)
 	}
 	wantTLS := &TLS{CA: "/etc/sluice/ca.pem", Cert: "/etc/c.pem", Key: "/etc/sluice/k.pem"}
 	if !reflect.DeepEqual(c.Store.Redis.TLS, wantTLS) {
@@ -173,6 +177,7 @@ func TestParseErrors(t *testing.T) {
 		{"standalone seeds", okPolicy + "store:\n  redis: {addrs: [\"a:1\", \"b:2\"]}\n", 6, "mode standalone takes one address"},
 		{"sentinel master", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: sentinel}\n", 6, "needs master_name"},
 		{"master without sentinel", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], master_name: m}\n", 6, "only used with mode: sentinel"},
+		{"cluster acks", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: cluster, wait_for_replicas: true}\n", 6, "wait_for_replicas is for a standalone or sentinel master"},
 		{"tls half", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    tls: {cert: c.pem}\n", 8, "both cert and key"},
 		{"bad prefix", okPolicy + "store:\n  prefix: \"a{b}\"\n", 6, "prefix"},
 		{"timeout", okPolicy + "store:\n  timeout: 5m\n", 6, "longer than a minute"},

@@ -120,13 +120,14 @@ type storeYAML struct {
 
 // redisYAML is store.redis: a Redis.
 type redisYAML struct {
-	Addrs      node[[]string] `yaml:"addrs" item:"address" form:"address" eg:"[\"10.0.0.1:6379\"]" need:"addrs: a list of host:port, such as [\"127.0.0.1:6379\"]"`
-	Mode       node[string]   `yaml:"mode" form:"mode" eg:"cluster"` // standalone, cluster or sentinel
-	Username   node[string]   `yaml:"username" eg:"sluice"`
-	Password   node[string]   `yaml:"password" eg:"secret"`
-	DB         node[int64]    `yaml:"db" bound:"db" eg:"0"`
-	MasterName node[string]   `yaml:"master_name" eg:"mymaster"`
-	TLS        node[*tlsYAML] `yaml:"tls" what:"store.redis.tls"`
+	Addrs        node[[]string] `yaml:"addrs" item:"address" form:"address" eg:"[\"10.0.0.1:6379\"]" need:"addrs: a list of host:port, such as [\"127.0.0.1:6379\"]"`
+	Mode         node[string]   `yaml:"mode" form:"mode" eg:"cluster"` // standalone, cluster or sentinel
+	Username     node[string]   `yaml:"username" eg:"sluice"`
+	Password     node[string]   `yaml:"password" eg:"secret"`
+	DB           node[int64]    `yaml:"db" bound:"db" eg:"0"`
+	MasterName   node[string]   `yaml:"master_name" eg:"mymaster"`
+	WaitReplicas node[bool]     `yaml:"wait_for_replicas" eg:"true"` // redisstore.Config.WaitForReplicas
+	TLS          node[*tlsYAML] `yaml:"tls" what:"store.redis.tls"`
 }
 
 // tlsYAML is store.redis.tls: a TLS.
