@@ -183,6 +183,8 @@ func TestParseErrors(t *testing.T) {
 		{"timeout", okPolicy + "store:\n  timeout: 5m\n", 6, "longer than a minute"},
 		{"bad proxy", okPolicy + "forward_auth:\n  trusted_proxies: [nope]\n", 6, `trusted proxy "nope"`},
 		{"builtin header attr", okPolicy + "forward_auth:\n  headers: {ip: X-Real-IP}\n", 6, "built into forward-auth"},
+		{"aliased builtin header attr", okPolicy + "forward_auth:\n  trusted_proxies: [&k ip]\n  headers: {*k : X-Real-IP}\n", 7, `attribute "ip" is built into forward-auth`},
+		{"override limit", "policies:\n  - name: p\n    limits: [{name: r, limit: 1, window: 1s, overrides: [{match: {a: b}, limit: -1}]}]\n", 3, "0 blocks the requests the override matches"},
 		{"bad header", okPolicy + "forward_auth:\n  headers: {user: \"X User\"}\n", 6, "not valid"},
 		{"merge key", "base: &b {limit: 1, window: 1s}\n" + okPolicy, 1, `unknown field "base"`},
 		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n", 1, "unknown field"},

@@ -96,7 +96,7 @@ type ruleYAML struct {
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.
 type overrideYAML struct {
 	Match     node[map[string]string] `yaml:"match" item:"match value" nonempty:"" eg:"{plan: paid} or {path: /api/*}" need:"match: the attribute values it is for, such as {plan: paid}"`
-	Limit     node[int64]             `yaml:"limit" bound:"limit" eg:"1000"`
+	Limit     node[int64]             `yaml:"limit" bound:"override limit" eg:"1000"`
 	Unlimited node[bool]              `yaml:"unlimited" eg:"true"`
 }
 
@@ -192,10 +192,11 @@ var bounds = map[string]struct {
 	lo, hi int64
 	fix    string
 }{
-	"limit":     {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
-	"window":    {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
-	"max_queue": {0, math.MaxInt64, "use 0 for no bound or a positive number"},
-	"db":        {0, 1 << 20, "use a database number such as 0"},
-	"timeout":   {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
-	"layout":    {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
+	"limit":          {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
+	"override limit": {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks the requests the override matches; unlimited: true lifts the limit)"},
+	"window":         {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
+	"max_queue":      {0, math.MaxInt64, "use 0 for no bound or a positive number"},
+	"db":             {0, 1 << 20, "use a database number such as 0"},
+	"timeout":        {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
+	"layout":         {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }

@@ -195,8 +195,12 @@ func (d *decoder) forwardAuth(v node[*forwardAuthYAML]) ForwardAuth {
 	}
 	h := v.V.Headers
 	for i := 0; h.Node != nil && h.Kind == yaml.MappingNode && i < len(h.Content); i += 2 {
-		if a := h.Content[i].Value; slices.Contains([]string{AttrIP, AttrMethod, AttrHost, AttrPath}, a) {
-			d.errorf(h.Content[i], "attribute %q is built into forward-auth; pick another name for the header", a)
+		k := h.Content[i]
+		for k.Kind == yaml.AliasNode {
+			k = k.Alias
+		}
+		if slices.Contains([]string{AttrIP, AttrMethod, AttrHost, AttrPath}, k.Value) {
+			d.errorf(h.Content[i], "attribute %q is built into forward-auth; pick another name for the header", k.Value)
 		}
 	}
 	return ForwardAuth{TrustedProxies: v.V.TrustedProxies.V, Headers: h.V}
