@@ -59,10 +59,11 @@ bench:
 	cd bench && $(GO) run . $(BENCHFLAGS)
 
 ## soak: a chaos soak of the Redis store, about 10 minutes, not part of make test: 8 processes x 32 goroutines
-## decide a mix of policies on a standalone server, a Cluster and two Sentinel setups while their masters are
-## flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice counts what each
-## fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer: SOAKTOPOLOGIES=cluster
-## (of standalone,cluster,sentinel,sentinel2);
+## decide a mix of policies on a standalone server, a Cluster and a Sentinel setup (WaitForReplicas) while
+## their masters are flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice
+## counts what each fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer:
+## SOAKTOPOLOGIES=cluster (of standalone,cluster,sentinel-acks, and sentinel, sentinel2); SOAKLOSSY=1 adds
+## the faults that lose admissions or refuse service by design, to measure them;
 ## SOAKRATE (decisions/s, 4000), SOAKTIMEOUT (per call, 1s), SOAKOUT (the table), SOAKTRACE (per 100 ms).
 ## Then a fresh deployment of three servers on a Cluster, five times: none of their first second's
 ## decisions under 64 clients may be degraded (cmd/sluice TestServeWarmCluster).

@@ -39,10 +39,15 @@ const (
 
 // TestSoak runs the chaos soak: SOAKTIME (default 10m) in all, SOAKRATE
 // decisions a second (default 4000) from 8 worker processes of 32
-// goroutines, each call with a deadline of SOAKTIMEOUT (default 1s), on the topologies SOAKTOPOLOGIES names (default
-// standalone,cluster,sentinel,sentinel2). SOAKOUT, when set, is a file the result
-// tables are written to; SOAKTRACE one that gets, per 100 ms, the
-// decisions, errors and p99 latency of the baseline and around each fault.
+// goroutines, each call with a deadline of SOAKTIMEOUT (default 1s), on the
+// topologies SOAKTOPOLOGIES names (default standalone,cluster,sentinel-acks;
+// also sentinel and sentinel2). SOAKLOSSY=1 adds the faults that lose
+// admissions or refuse service by design (a restart without persistence, a
+// Sentinel failover without WaitForReplicas or with min-replicas-to-write),
+// to measure what they cost; without it every fault must lose nothing and
+// recover within 2 s. SOAKOUT, when set, is a file the result tables are
+// written to; SOAKTRACE one that gets, per 100 ms, the decisions, errors and
+// p99 latency of the baseline and around each fault.
 func TestSoak(t *testing.T) {
 	if spec := os.Getenv(workerEnv); spec != "" {
 		var ws WorkerSpec
@@ -57,19 +62,21 @@ func TestSoak(t *testing.T) {
 	total := envDuration(t, "SOAKTIME", 10*time.Minute)
 	rate := envInt(t, "SOAKRATE", 4000)
 	timeout := envDuration(t, "SOAKTIMEOUT", time.Second)
-	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel,sentinel2"), ",")
-	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel, "sentinel2": Sentinel2}
+	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel-acks"), ",")
+	lossy := os.Getenv("SOAKLOSSY") != ""
+	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel,
+		"sentinel2": Sentinel2, "sentinel-acks": SentinelAcks}
+	// The faults of each topology beyond the common ones: with SOAKLOSSY,
+	// those that lose admissions or refuse service by design too.
+	own := map[string][2]int{"standalone": {0, 1}, "cluster": {1, 1}, "sentinel": {0, 2}, "sentinel2": {0, 1}, "sentinel-acks": {1, 1}}
 	phases := 0
 	for _, n := range names {
 		if starts[n] == nil {
-			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, sentinel or sentinel2", n)
+			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, sentinel-acks, sentinel or sentinel2", n)
 		}
-		phases += 1 + len(CommonFaults())
-		switch n {
-		case "standalone", "cluster", "sentinel2":
-			phases++
-		case "sentinel":
-			phases += 2
+		phases += 1 + len(CommonFaults()) + own[n][0]
+		if lossy {
+			phases += own[n][1]
 		}
 	}
 	phaseLen := max(minPhase, (total-time.Duration(len(names))*perTopology)/time.Duration(phases))
@@ -80,7 +87,7 @@ func TestSoak(t *testing.T) {
 	var all []Result
 	for i, n := range names {
 		t.Run(n, func(t *testing.T) {
-			all = append(all, runTopology(t, starts[n](t), i, phaseLen, period, timeout)...)
+			all = append(all, runTopology(t, starts[n](t), lossy, i, phaseLen, period, timeout)...)
 		})
 	}
 
@@ -117,7 +124,7 @@ func TestSoak(t *testing.T) {
 
 // runTopology runs the load and the faults on top and returns the results
 // of its phases.
-func runTopology(t *testing.T, top *Topology, seed int, phaseLen, period, timeout time.Duration) []Result {
+func runTopology(t *testing.T, top *Topology, lossy bool, seed int, phaseLen, period, timeout time.Duration) []Result {
 	mix := NewMix()
 	cfg := top.Config
 	cfg.Prefix = prefix
@@ -146,7 +153,7 @@ func runTopology(t *testing.T, top *Topology, seed int, phaseLen, period, timeou
 	}
 	var procs []*proc
 	for w := range workers {
-		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, Prefix: prefix,
+		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, WaitForReplicas: cfg.WaitForReplicas, Prefix: prefix,
 			Goroutines: perWorker, Period: period, Timeout: timeout, Seed: uint64(seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w))}
 		js, err := json.Marshal(spec)
 		if err != nil {
@@ -196,6 +203,9 @@ func runTopology(t *testing.T, top *Topology, seed int, phaseLen, period, timeou
 	phases := []Phase{{Topology: top.Name, Name: "baseline", Start: start.UnixNano()}}
 	time.Sleep(phaseLen)
 	for _, f := range append(CommonFaults(), top.Faults...) {
+		if (f.Lossy || f.Outage) && !lossy {
+			continue
+		}
 		if err := top.Settle(); err != nil {
 			t.Errorf("before %s: %v", f.Name, err)
 			break

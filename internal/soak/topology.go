@@ -222,6 +222,17 @@ func Sentinel2(tb testing.TB) *Topology {
 	})
 }
 
+// SentinelAcks is a master and a replica watched by three sentinels, the
+// store run with WaitForReplicas: a failover loses no admission, and the
+// new master serves at once.
+func SentinelAcks(tb testing.TB) *Topology {
+	top := sentinelTopology(tb, "sentinel-acks", redistest.SentinelOptions{}, func(failover faultFunc, _ func() []*redistest.Server) []Fault {
+		return []Fault{{Name: "SENTINEL FAILOVER", Run: failover}}
+	})
+	top.Config.WaitForReplicas = true
+	return top
+}
+
 type faultFunc = func(t *Topology, key string) (time.Time, time.Time, string, error)
 
 // sentinelTopology starts a Sentinel setup of opts; faults returns its own

@@ -90,12 +90,14 @@ type WorkerSpec struct {
 	Mode       string   // redisstore.ParseMode's names
 	Addrs      []string // server, cluster seeds or sentinels
 	MasterName string
-	Prefix     string
-	Goroutines int
-	Period     time.Duration // between two decisions of one goroutine
-	Timeout    time.Duration // sluice.Config.Timeout
-	Seed       uint64
-	Out        string // file the records are written to
+	// WaitForReplicas is redisstore.Config.WaitForReplicas.
+	WaitForReplicas bool
+	Prefix          string
+	Goroutines      int
+	Period          time.Duration // between two decisions of one goroutine
+	Timeout         time.Duration // sluice.Config.Timeout
+	Seed            uint64
+	Out             string // file the records are written to
 }
 
 // classify returns the outcome of a decision.
@@ -124,7 +126,8 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := redisstore.New(redisstore.Config{Mode: mode, Addrs: spec.Addrs, MasterName: spec.MasterName, Prefix: spec.Prefix})
+	st, err := redisstore.New(redisstore.Config{Mode: mode, Addrs: spec.Addrs, MasterName: spec.MasterName,
+		Prefix: spec.Prefix, WaitForReplicas: spec.WaitForReplicas})
 	if err != nil {
 		return err
 	}
