@@ -35,7 +35,8 @@ import (
 // under the master's current ID, polled every replicaPoll. The old master
 // keeps its ID and its count; the new one starts from its own replicas.
 // The count never falls under one ID: a replica that leaves for good stops
-// admissions, as Redis's min-replicas-to-write does, until it is back.
+// admissions, as Redis's min-replicas-to-write does, until it is back or the
+// process makes a new store, which counts the replicas it finds.
 
 // replicaPoll is how often the store reads its master's replication state.
 const replicaPoll = 200 * time.Millisecond
