@@ -113,6 +113,17 @@
 // Config.Mode selects a standalone server, a Redis Cluster or a master found
 // through Redis Sentinel; ParseURL reads the same from a URL.
 //
+// # Failovers
+//
+// Redis replicates asynchronously: a SENTINEL FAILOVER promotes a replica
+// without waiting for its master, which answers writes for about a second
+// more, and those admissions are lost, each one admitted again later. With
+// Config.WaitForReplicas every script call waits (WAIT) until the master's
+// replicas have its writes, and fails with ErrNotReplicated otherwise: no
+// admission a caller saw is lost, and the new master serves as soon as the
+// client follows it. A Redis Cluster's CLUSTER FAILOVER waits for the
+// replica itself.
+//
 // The store needs Redis 5 or later (scripts that read TIME and then write
 // rely on effect replication).
 package redisstore
