@@ -67,6 +67,9 @@ func TestServeWarmCluster(t *testing.T) {
 		t.Logf("run %d: %d decisions in the next second, %d degraded, slowest %v", run+1, t2, d2, s2)
 		if degraded != 0 {
 			t.Errorf("run %d: %d of %d decisions in the first second were degraded", run+1, degraded, total)
+			for _, p := range servers {
+				t.Logf("%s logged:\n%s", p.HTTP, p.logText())
+			}
 		}
 		for _, p := range servers {
 			p.stop()
@@ -131,6 +134,7 @@ func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (deg
 		fail atomic.Value
 	)
 	end := time.Now().Add(d)
+	slow := make([]int, d/(100*time.Millisecond)+1) // per 100 ms
 	for i := range clients {
 		wg.Add(1)
 		go func() {
@@ -159,11 +163,15 @@ func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (deg
 					degraded++
 				}
 				slowest = max(slowest, took)
+				if took > 30*time.Millisecond || out.Degraded {
+					slow[min(len(slow)-1, int(start.Sub(end.Add(-d))/(100*time.Millisecond)))]++
+				}
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	t.Logf("decisions slower than 30 ms or degraded, by the 100 ms they started in: %v", slow)
 	if err, _ := fail.Load().(error); err != nil {
 		t.Fatal(err)
 	}
