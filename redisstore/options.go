@@ -82,12 +82,12 @@ const (
 
 // ParseURL reads a Redis URL into the connection fields of a Config:
 //
-//	redis://[[user]:password@]host:port[/db][?addr=host:port...][&mode=cluster|sentinel][&master=name]
+//	redis://[[user]:password@]host:port[/db][?addr=host:port...][&mode=cluster|sentinel][&master=name][&wait_for_replicas=true]
 //
 // "rediss://" connects with TLS (server name from the host). Further
 // addresses are given with addr= (cluster seeds, or sentinels); mode=
 // selects the topology (default standalone) and master= (or master_set=)
-// names a Sentinel master.
+// names a Sentinel master; wait_for_replicas= sets Config.WaitForReplicas.
 func ParseURL(s string) (Config, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -131,6 +131,11 @@ func ParseURL(s string) (Config, error) {
 	}
 	if cfg.MasterName != "" && q.Get("mode") == "" {
 		cfg.Mode = Sentinel
+	}
+	if w := q.Get("wait_for_replicas"); w != "" {
+		if cfg.WaitForReplicas, err = strconv.ParseBool(w); err != nil {
+			return Config{}, fmt.Errorf("redisstore: URL %q: wait_for_replicas=%q; use true or false", redact(u), w)
+		}
 	}
 	return cfg, nil
 }

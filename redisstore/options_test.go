@@ -26,6 +26,8 @@ func TestParseURL(t *testing.T) {
 			redisstore.Config{Addrs: []string{"s1:26379", "s2:26379"}, Mode: redisstore.Sentinel, MasterName: "main"}, false},
 		{"redis://s1:26379?master_set=main&mode=sentinel",
 			redisstore.Config{Addrs: []string{"s1:26379"}, Mode: redisstore.Sentinel, MasterName: "main"}, false},
+		{"redis://s1:26379?master=main&wait_for_replicas=true",
+			redisstore.Config{Addrs: []string{"s1:26379"}, Mode: redisstore.Sentinel, MasterName: "main", WaitForReplicas: true}, false},
 	} {
 		got, err := redisstore.ParseURL(tc.url)
 		if err != nil {
@@ -40,7 +42,7 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q) =\n %+v\nwant %+v", tc.url, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"http://h", "redis://h/x", "redis://h?mode=ring", "::"} {
+	for _, bad := range []string{"http://h", "redis://h/x", "redis://h?mode=ring", "::", "redis://h?wait_for_replicas=maybe"} {
 		if _, err := redisstore.ParseURL(bad); err == nil {
 			t.Errorf("ParseURL(%q): no error", bad)
 		}

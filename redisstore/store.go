@@ -120,6 +120,11 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && modeOf(cfg) == Cluster {
 		cfg.Slots = SlotsPerRule
 	}
+	if cfg.URL != "" {
+		if u, err := ParseURL(cfg.URL); err == nil && u.WaitForReplicas {
+			cfg.WaitForReplicas = true
+		}
+	}
 	s, err := NewFromClient(client, cfg)
 	if err != nil {
 		client.Close()

@@ -127,7 +127,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	case url != "":
 		var err error
 		if rcfg, err = redisstore.ParseURL(url); err != nil {
-			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name]", err)
+			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name&wait_for_replicas=true]", err)
 		}
 		where = fmt.Sprintf("Redis (%s) at %s", rcfg.Mode, strings.Join(rcfg.Addrs, ","))
 	case cfg != nil && cfg.Store != nil && cfg.Store.Redis != nil:
