@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -210,12 +211,20 @@ func ClientOption(cfg Config) (rueidis.ClientOption, error) {
 			Username:  c.Username,
 			Password:  c.Password,
 			TLSConfig: c.TLS,
+			// Besides following +switch-master, ask the sentinels for the
+			// master now and then: a missed event would otherwise bind the
+			// client to the old master, a replica once demoted, for good.
+			TopologyRefreshInterval: sentinelRefresh,
 		}
 	default:
 		return opt, fmt.Errorf("redisstore: unknown mode %v", c.Mode)
 	}
 	return opt, nil
 }
+
+// sentinelRefresh is how often a Sentinel client asks the sentinels for
+// the master, besides following their +switch-master events.
+const sentinelRefresh = 2 * time.Second
 
 // modeOf returns the mode cfg connects in, URL included.
 func modeOf(cfg Config) Mode {

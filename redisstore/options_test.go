@@ -57,6 +57,10 @@ func TestClientOption(t *testing.T) {
 	if opt.Sentinel.MasterSet != "m" || opt.Sentinel.Password != "pw" || opt.Password != "pw" {
 		t.Errorf("sentinel options %+v", opt.Sentinel)
 	}
+	// A missed +switch-master must not bind the client to the old master.
+	if opt.Sentinel.TopologyRefreshInterval <= 0 {
+		t.Errorf("sentinel options: TopologyRefreshInterval %v, want the master asked for periodically", opt.Sentinel.TopologyRefreshInterval)
+	}
 	if _, err := redisstore.ClientOption(redisstore.Config{Mode: redisstore.Sentinel}); err == nil {
 		t.Error("Sentinel without MasterName: no error")
 	}
