@@ -224,7 +224,7 @@ func ClientOption(cfg Config) (rueidis.ClientOption, error) {
 
 // sentinelRefresh is how often a Sentinel client asks the sentinels for
 // the master, besides following their +switch-master events.
-const sentinelRefresh = 2 * time.Second
+const sentinelRefresh = time.Second
 
 // modeOf returns the mode cfg connects in, URL included.
 func modeOf(cfg Config) Mode {
