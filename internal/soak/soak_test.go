@@ -88,7 +88,8 @@ func TestSoak(t *testing.T) {
 	var all []Result
 	for i, n := range names {
 		t.Run(n, func(t *testing.T) {
-			all = append(all, runTopology(t, starts[n](t), lossy, i, phaseLen, period, timeout)...)
+			run := soakRun{lossy: lossy, seed: i, phaseLen: phaseLen, period: period, timeout: timeout}
+			all = append(all, runTopology(t, starts[n](t), run)...)
 		})
 	}
 
@@ -123,9 +124,18 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: %d decisions", decisions)
 }
 
+// soakRun is how the soak runs on each topology: with the faults that lose
+// by design or not, the workers' seed, each phase's length, each
+// goroutine's period between decisions and each call's deadline.
+type soakRun struct {
+	lossy                     bool
+	seed                      int
+	phaseLen, period, timeout time.Duration
+}
+
 // runTopology runs the load and the faults on top and returns the results
 // of its phases.
-func runTopology(t *testing.T, top *Topology, lossy bool, seed int, phaseLen, period, timeout time.Duration) []Result {
+func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	mix := NewMix()
 	cfg := top.Config
 	cfg.Prefix = prefix
@@ -155,7 +165,7 @@ func runTopology(t *testing.T, top *Topology, lossy bool, seed int, phaseLen, pe
 	var procs []*proc
 	for w := range workers {
 		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, WaitForReplicas: cfg.WaitForReplicas, Prefix: prefix,
-			Goroutines: perWorker, Period: period, Timeout: timeout, Seed: uint64(seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w))}
+			Goroutines: perWorker, Period: run.period, Timeout: run.timeout, Seed: uint64(run.seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w))}
 		js, err := json.Marshal(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -202,9 +212,9 @@ func runTopology(t *testing.T, top *Topology, lossy bool, seed int, phaseLen, pe
 		}
 	}
 	phases := []Phase{{Topology: top.Name, Name: "baseline", Start: start.UnixNano()}}
-	time.Sleep(phaseLen)
+	time.Sleep(run.phaseLen)
 	for _, f := range append(CommonFaults(), top.Faults...) {
-		if (f.Lossy || f.Outage) && !lossy {
+		if (f.Lossy || f.Outage) && !run.lossy {
 			continue
 		}
 		if err := top.Settle(); err != nil {
@@ -225,7 +235,7 @@ func runTopology(t *testing.T, top *Topology, lossy bool, seed int, phaseLen, pe
 		}
 		ph := Phase{Topology: top.Name, Name: f.Name, Start: begin.UnixNano(), FaultStart: fs.UnixNano(), FaultEnd: fe.UnixNano(),
 			Note: note, Lossy: f.Lossy, Outage: f.Outage}
-		time.Sleep(time.Until(begin.Add(phaseLen)))
+		time.Sleep(time.Until(begin.Add(run.phaseLen)))
 		if err := top.Settle(); err != nil {
 			t.Errorf("after %s: %v", f.Name, err)
 		}
