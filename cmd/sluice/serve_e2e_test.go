@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -430,37 +432,40 @@ func TestServeReload(t *testing.T) {
 	}
 }
 
+// TestServeGracefulShutdown sends SIGTERM while a decision is in flight:
+// the server finishes it, then exits 0.
 func TestServeGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	file := writeFile(t, t.TempDir(), "sluice.yaml", e2eConfig)
 	p := startServe(t, file)
-	// A request in flight: its body arrives after SIGTERM.
-	pr, pw := io.Pipe()
-	done := make(chan *http.Response, 1)
-	go func() {
-		res, err := http.Post(p.HTTP+"/v1/decide", "application/json", pr)
-		if err != nil {
-			t.Error(err)
-			done <- nil
-			return
-		}
-		done <- res
-	}()
-	if _, err := pw.Write([]byte(`{"policy":"notify",`)); err != nil {
+	// A request in flight: its headers ask the server to say when the
+	// handler reads the body (Expect: 100-continue), which arrives only
+	// after SIGTERM.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.HTTP, "http://"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the server start reading the request
+	defer conn.Close()
+	body := `{"policy":"notify","attributes":{"category":"a"}}`
+	if _, err := fmt.Fprintf(conn, "POST /v1/decide HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\n"+
+		"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", len(body)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	cont, err := http.ReadResponse(br, nil)
+	if err != nil || cont.StatusCode != http.StatusContinue {
+		t.Fatalf("waiting for the handler to read the body: %v, %v; want 100 Continue", cont, err)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	p.waitLog("shutting down", 10*time.Second)
-	if _, err := pw.Write([]byte(`"attributes":{"category":"a"}}`)); err != nil {
+	if _, err := io.WriteString(conn, body); err != nil {
 		t.Fatal(err)
 	}
-	pw.Close()
-	res := <-done
-	if res == nil {
-		return
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("in-flight request: %v", err)
 	}
 	res.Body.Close()
 	if res.StatusCode != 200 {
