@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -149,34 +150,9 @@ func redact(u *url.URL) string { return u.Redacted() }
 // DB): for a caller that builds its own client for NewFromClient. Fields
 // set in cfg override those of cfg.URL.
 func ClientOption(cfg Config) (rueidis.ClientOption, error) {
-	c := cfg
-	if cfg.URL != "" {
-		u, err := ParseURL(cfg.URL)
-		if err != nil {
-			return rueidis.ClientOption{}, err
-		}
-		c = u
-		if cfg.Mode != Standalone {
-			c.Mode = cfg.Mode
-		}
-		if len(cfg.Addrs) > 0 {
-			c.Addrs = cfg.Addrs
-		}
-		if cfg.MasterName != "" {
-			c.MasterName = cfg.MasterName
-		}
-		if cfg.TLS != nil {
-			c.TLS = cfg.TLS
-		}
-		if cfg.Username != "" {
-			c.Username = cfg.Username
-		}
-		if cfg.Password != "" {
-			c.Password = cfg.Password
-		}
-		if cfg.DB != 0 {
-			c.DB = cfg.DB
-		}
+	c, err := withURL(cfg)
+	if err != nil {
+		return rueidis.ClientOption{}, err
 	}
 	addrs := c.Addrs
 	if len(addrs) == 0 {
@@ -226,12 +202,33 @@ func ClientOption(cfg Config) (rueidis.ClientOption, error) {
 // the master, besides following their +switch-master events.
 const sentinelRefresh = time.Second
 
-// modeOf returns the mode cfg connects in, URL included.
-func modeOf(cfg Config) Mode {
-	if cfg.Mode == Standalone && cfg.URL != "" {
-		if u, err := ParseURL(cfg.URL); err == nil {
-			return u.Mode
-		}
+// withURL returns cfg with cfg.URL's fields (ParseURL) where cfg leaves
+// them unset, and no URL: fields set in cfg override the URL's.
+func withURL(cfg Config) (Config, error) {
+	if cfg.URL == "" {
+		return cfg, nil
 	}
-	return cfg.Mode
+	u, err := ParseURL(cfg.URL)
+	if err != nil {
+		return cfg, err
+	}
+	c := cfg
+	c.URL = ""
+	if c.Mode == Standalone {
+		c.Mode = u.Mode
+	}
+	if len(c.Addrs) == 0 {
+		c.Addrs = u.Addrs
+	}
+	if c.TLS == nil {
+		c.TLS = u.TLS
+	}
+	if c.DB == 0 {
+		c.DB = u.DB
+	}
+	c.MasterName = cmp.Or(c.MasterName, u.MasterName)
+	c.Username = cmp.Or(c.Username, u.Username)
+	c.Password = cmp.Or(c.Password, u.Password)
+	c.WaitForReplicas = c.WaitForReplicas || u.WaitForReplicas
+	return c, nil
 }

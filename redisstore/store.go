@@ -109,6 +109,10 @@ var _ store.Store = (*Store)(nil)
 // connection. It returns an error when no address answers. Close closes the
 // connection.
 func New(cfg Config) (*Store, error) {
+	cfg, err := withURL(cfg)
+	if err != nil {
+		return nil, err
+	}
 	opt, err := ClientOption(cfg)
 	if err != nil {
 		return nil, err
@@ -117,13 +121,8 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(opt.InitAddress, ","), err)
 	}
-	if cfg.Slots == SlotsAuto && modeOf(cfg) == Cluster {
+	if cfg.Slots == SlotsAuto && cfg.Mode == Cluster {
 		cfg.Slots = SlotsPerRule
-	}
-	if cfg.URL != "" {
-		if u, err := ParseURL(cfg.URL); err == nil && u.WaitForReplicas {
-			cfg.WaitForReplicas = true
-		}
 	}
 	s, err := NewFromClient(client, cfg)
 	if err != nil {
@@ -144,26 +143,21 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	ev := rueidisEvaler{client: client}
-	if cfg.WaitForReplicas {
-		if client.Mode() == rueidis.ClientModeCluster {
-			return nil, errors.New("redisstore: WaitForReplicas is for a standalone or Sentinel master; a Redis Cluster's CLUSTER FAILOVER waits for the replica")
-		}
-		acks, err := newReplicaAcks(client)
-		if err != nil {
-			return nil, err
-		}
-		ev.acks = acks
-		cfg.WaitForReplicas = false // for NewFromEvaler: this evaler waits
+	if cfg.WaitForReplicas && client.Mode() == rueidis.ClientModeCluster {
+		return nil, errors.New("redisstore: WaitForReplicas is for a standalone or Sentinel master; a Redis Cluster's CLUSTER FAILOVER waits for the replica")
 	}
-	s, err := NewFromEvaler(ev, cfg)
+	ev := rueidisEvaler{client: client}
+	s, err := newStore(ev, cfg)
 	if err != nil {
-		if ev.acks != nil {
-			ev.acks.close()
-		}
 		return nil, err
 	}
-	s.client, s.acks = client, ev.acks
+	if cfg.WaitForReplicas {
+		if ev.acks, err = newReplicaAcks(client); err != nil {
+			return nil, err
+		}
+		s.ev, s.acks = ev, ev.acks
+	}
+	s.client = client
 	if client.Mode() == rueidis.ClientModeCluster {
 		s.decider = &slotBatchers{ev: ev}
 	} else {
@@ -179,6 +173,14 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	if ev == nil {
 		return nil, errors.New("redisstore: nil Evaler")
 	}
+	if cfg.WaitForReplicas {
+		return nil, errors.New("redisstore: WaitForReplicas needs a rueidis client (New or NewFromClient)")
+	}
+	return newStore(ev, cfg)
+}
+
+// newStore checks cfg's store fields and returns a Store over ev.
+func newStore(ev Evaler, cfg Config) (*Store, error) {
 	prefix := cfg.Prefix
 	if prefix == "" {
 		prefix = defaultPrefix
@@ -188,9 +190,6 @@ func NewFromEvaler(ev Evaler, cfg Config) (*Store, error) {
 	}
 	if cfg.Slots > SlotsPerRule {
 		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
-	}
-	if cfg.WaitForReplicas {
-		return nil, errors.New("redisstore: WaitForReplicas needs a rueidis client (New or NewFromClient)")
 	}
 	if cfg.Layout > Layout2 {
 		return nil, fmt.Errorf("redisstore: unknown key layout %d; this version writes layout 1 or 2 (0 for the newest, 2)", cfg.Layout)
