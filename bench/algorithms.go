@@ -149,8 +149,11 @@ func (b *bench) algorithmsTable() {
 
 // hotKeyTable measures one tenant that takes all the traffic on a 3-master
 // Redis Cluster the bench starts: its window as one key (spread 1) and
-// spread over 6 sub-windows, every decision an admission.
-func (b *bench) hotKeyTable() {
+// spread over 2, 3 and 6 sub-windows, every decision an admission; on the
+// shared cores, and with every master held to hotKeyShare of a core by a
+// cgroup, so that the hottest master is the bound. The spreads take turns
+// for rounds rounds, and each figure is its median round.
+func (b *bench) hotKeyTable(rounds int) {
 	c, err := redistest.StartClusterMain()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: hot key:", err)
@@ -158,93 +161,193 @@ func (b *bench) hotKeyTable() {
 	}
 	defer c.Stop()
 	const instances = 32
-	fmt.Printf("### One hot tenant on a 3-master Redis Cluster (%d goroutines as %d application instances, every decision admitted)\n\n", b.w.goroutines, instances)
-	fmt.Println("The masters, their replicas and the benchmark share this machine's cores, so decisions/s measures")
-	fmt.Println("them together. What bounds a tenant when every master has a core of its own is its hottest master:")
-	fmt.Println("its Redis CPU per decision, and the decisions/s that CPU allows (10^6 / µs per decision).")
-	fmt.Println()
-	fmt.Println("| spread | decisions/s (this machine) | p99 | sub-windows per master | hottest master's Redis CPU µs/decision | its ceiling, decisions/s | ceiling ÷ spread 1 |")
-	fmt.Println("|---:|---:|---:|---|---:|---:|---:|")
 	masters := c.Masters()
-	cpuOf := func() []float64 {
-		out := make([]float64, len(masters))
-		for i, m := range masters {
-			info, err := m.Do("INFO", "cpu")
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(info, "\n") {
-				k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-				if k == "used_cpu_sys" || k == "used_cpu_user" {
-					f, _ := strconv.ParseFloat(v, 64)
-					out[i] += f
-				}
-			}
-		}
-		return out
+	spreads := []int{1, 2, 3, 6}
+	type row struct {
+		shared, capped outcome
+		hottest        float64 // the hottest master's Redis CPU µs per decision, shared cores
 	}
-	var baseCeiling float64
-	for _, spread := range []int{1, 2, 3, 6} {
-		p := &sluice.Policy{Name: "hot", Rules: []sluice.Rule{
-			{Name: "tenant", By: []string{"tenant"}, Limit: 1 << 40, Window: time.Minute, Spread: spread},
-		}}
-		if spread == 1 {
-			p.Rules[0].Spread = 0
-		}
-		// Each goroutine pair is an application instance of its own: a
-		// client and batchers of its own, as a fleet of services has.
-		stores := make([]*redisstore.Store, instances)
-		lims := make([]*sluice.Limiter, instances)
-		for i := range stores {
-			st, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: "hot" + strconv.Itoa(spread)})
-			if err != nil {
+	rows := make([][]row, len(spreads))
+	placement := make([][]int, len(spreads))
+	capFailed := false
+	for r := range rounds {
+		for i, spread := range spreads {
+			h := hotTenant{c: c, masters: masters, spread: spread, instances: instances, round: r}
+			if placement[i], err = h.placement(); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: hot key:", err)
 				return
 			}
-			stores[i], lims[i] = st, sluice.NewLimiter(st, benchLimiterConfig)
-		}
-		s := stores[0]
-		perMaster := make([]int, len(masters))
-		for i := range max(1, spread) {
-			vals := []string{"acme"}
-			if spread > 1 {
-				vals = append(vals, strconv.Itoa(i))
+			var x row
+			x.shared, x.hottest = h.run(b.w, "")
+			if !capFailed {
+				release, err := capMasters(masters, hotKeyShare)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "bench: hot key: capping the masters' CPU:", err)
+					capFailed = true
+				} else {
+					x.capped, _ = h.run(b.w, "capped")
+					release()
+				}
 			}
-			key := s.Keys(&store.Request{Policy: p.Name, Checks: []store.Check{{Rule: "tenant", Values: vals, Part: i, Parts: spread}}})[0]
-			if m, _, err := c.MasterOf(key); err == nil {
-				perMaster[slices.Index(masters, m)]++
-			}
+			rows[i] = append(rows[i], x)
 		}
-		w := b.w
-		w.keys = 1
-		cpu0 := cpuOf()
-		next := 0
-		o := run(w, func() decideFunc {
-			attrs := map[string]string{"tenant": "acme"}
-			lim := lims[next%instances]
-			next++
-			return func(ctx context.Context, _ int) (bool, error) {
-				d, err := lim.Allow(ctx, p, attrs)
-				return d.Allowed, err
-			}
-		}, progress(fmt.Sprintf("hot tenant, spread %d", spread)))
-		doneProgress()
-		cpu1 := cpuOf()
-		for _, st := range stores {
-			st.Close()
-		}
-		if o.errors > 0 {
-			fmt.Fprintf(os.Stderr, "bench: hot key, spread %d: %d errors, first: %v\n", spread, o.errors, o.firstErr)
-		}
-		hottest := 0.0
-		for i := range masters {
-			hottest = max(hottest, (cpu1[i]-cpu0[i])*1e6/float64(max(1, o.ops)))
-		}
-		ceiling := 1e6 / hottest
+	}
+	fmt.Printf("### One hot tenant on a 3-master Redis Cluster (%d goroutines as %d application instances, every decision admitted; median of %d rounds of %v)\n\n",
+		b.w.goroutines, instances, rounds, b.w.duration)
+	fmt.Println("The masters, their replicas and the benchmark share this machine's cores, so the first decisions/s")
+	fmt.Println("measures them together. What bounds a tenant when every master has a core of its own is its hottest")
+	fmt.Println("master: its Redis CPU per decision, the decisions/s that CPU allows (10^6 / µs per decision), and the")
+	fmt.Printf("decisions/s measured with every master held to %.0f%% of a core by a cgroup CPU quota.\n\n", hotKeyShare*100)
+	fmt.Printf("| spread | sub-windows per master | decisions/s (shared cores) | p99 | hottest master's Redis CPU µs/decision | its ceiling, decisions/s | ceiling ÷ spread 1 | decisions/s, masters at %.0f%% of a core | p99 | ÷ spread 1 |\n", hotKeyShare*100)
+	fmt.Println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var baseCeiling, baseCapped float64
+	for i, spread := range spreads {
+		shared := medianBy(rows[i], func(x row) float64 { return x.shared.perSecond() })
+		capped := medianBy(rows[i], func(x row) float64 { return x.capped.perSecond() })
+		ceiling := 1e6 / shared.hottest
 		if spread == 1 {
-			baseCeiling = ceiling
+			baseCeiling, baseCapped = ceiling, capped.capped.perSecond()
 		}
-		fmt.Printf("| %d | %.0f | %s | %v | %.2f | %.0f | %.2f× |\n", spread, o.perSecond(), fmtDur(o.p99), perMaster, hottest, ceiling, ceiling/baseCeiling)
+		cappedCols := "– | – | –"
+		if capped.capped.ops > 0 {
+			cappedCols = fmt.Sprintf("%.0f | %s | %.2f×", capped.capped.perSecond(), fmtDur(capped.capped.p99), capped.capped.perSecond()/baseCapped)
+		}
+		fmt.Printf("| %d | %v | %.0f | %s | %.2f | %.0f | %.2f× | %s |\n", spread, placement[i], shared.shared.perSecond(), fmtDur(shared.shared.p99),
+			shared.hottest, ceiling, ceiling/baseCeiling, cappedCols)
 	}
 	fmt.Println()
+	for i, spread := range spreads {
+		var sh, cp []string
+		for _, x := range rows[i] {
+			sh = append(sh, fmt.Sprintf("%.0f", x.shared.perSecond()))
+			cp = append(cp, fmt.Sprintf("%.0f", x.capped.perSecond()))
+		}
+		fmt.Printf("- spread %d: shared cores %s decisions/s; masters capped %s decisions/s\n", spread, strings.Join(sh, ", "), strings.Join(cp, ", "))
+	}
+	fmt.Println()
+}
+
+// capMasters holds each master to share of a core in a cgroup of its own
+// and returns the function that lets them go.
+func capMasters(masters []*redistest.Server, share float64) (release func(), err error) {
+	var caps []*cpuCap
+	release = func() {
+		for _, cc := range caps {
+			cc.release()
+		}
+	}
+	for i, m := range masters {
+		cc, err := capCPU(cgroupName("master", strconv.Itoa(i)), share, m.Pid())
+		if err != nil {
+			release()
+			return nil, err
+		}
+		caps = append(caps, cc)
+	}
+	return release, nil
+}
+
+// hotKeyShare is the share of a core each master may use in the hot-key
+// section's capped runs: small enough that the hottest master, not the
+// benchmark's clients on the cores left, bounds a tenant spread over 6.
+const hotKeyShare = 0.1
+
+// hotTenant is one tenant's policy on a Cluster, spread over spread
+// sub-windows and decided by instances application instances.
+type hotTenant struct {
+	c         *redistest.Cluster
+	masters   []*redistest.Server
+	spread    int
+	instances int
+	round     int // keys of a round of their own
+}
+
+func (h hotTenant) policy() *sluice.Policy {
+	p := &sluice.Policy{Name: "hot", Rules: []sluice.Rule{
+		{Name: "tenant", By: []string{"tenant"}, Limit: 1 << 40, Window: time.Minute, Spread: h.spread},
+	}}
+	if h.spread == 1 {
+		p.Rules[0].Spread = 0
+	}
+	return p
+}
+
+// placement counts the tenant's sub-windows on each master.
+func (h hotTenant) placement() ([]int, error) {
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: h.c.Addrs(), Prefix: "hot"})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	perMaster := make([]int, len(h.masters))
+	for i := range h.spread {
+		vals := []string{"acme"}
+		if h.spread > 1 {
+			vals = append(vals, strconv.Itoa(i))
+		}
+		key := s.Keys(&store.Request{Policy: "hot", Checks: []store.Check{{Rule: "tenant", Values: vals, Part: i, Parts: h.spread}}})[0]
+		if m, _, err := h.c.MasterOf(key); err == nil {
+			perMaster[slices.Index(h.masters, m)]++
+		}
+	}
+	return perMaster, nil
+}
+
+// run decides the tenant for the workload's duration and returns the
+// outcome and the hottest master's Redis CPU per decision in µs.
+func (h hotTenant) run(w workload, label string) (outcome, float64) {
+	p := h.policy()
+	// Each goroutine pair is an application instance of its own: a client
+	// and batchers of its own, as a fleet of services has.
+	lims := make([]*sluice.Limiter, h.instances)
+	for i := range lims {
+		st, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: h.c.Addrs(), Prefix: fmt.Sprintf("hot%d-%d%s", h.spread, h.round, label)})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: hot key:", err)
+			return outcome{}, 0
+		}
+		defer st.Close()
+		lims[i] = sluice.NewLimiter(st, benchLimiterConfig)
+	}
+	w.keys = 1
+	cpu0 := mastersCPU(h.masters)
+	next := 0
+	o := run(w, func() decideFunc {
+		attrs := map[string]string{"tenant": "acme"}
+		lim := lims[next%h.instances]
+		next++
+		return func(ctx context.Context, _ int) (bool, error) {
+			d, err := lim.Allow(ctx, p, attrs)
+			return d.Allowed, err
+		}
+	}, progress(strings.TrimSpace(fmt.Sprintf("hot tenant, spread %d %s", h.spread, label))))
+	doneProgress()
+	cpu1 := mastersCPU(h.masters)
+	if o.errors > 0 {
+		fmt.Fprintf(os.Stderr, "bench: hot key, spread %d %s: %d errors, first: %v\n", h.spread, label, o.errors, o.firstErr)
+	}
+	hottest := 0.0
+	for i := range h.masters {
+		hottest = max(hottest, (cpu1[i]-cpu0[i])*1e6/float64(max(1, o.ops)))
+	}
+	return o, hottest
+}
+
+// mastersCPU is each master's CPU time in seconds (INFO cpu).
+func mastersCPU(masters []*redistest.Server) []float64 {
+	out := make([]float64, len(masters))
+	for i, m := range masters {
+		info, err := m.Do("INFO", "cpu")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, _ := strconv.ParseFloat(v, 64)
+				out[i] += f
+			}
+		}
+	}
+	return out
 }

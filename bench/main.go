@@ -34,7 +34,7 @@ func main() {
 		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
-		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under gRPC load to this file")
+		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -86,7 +86,7 @@ func main() {
 		b.algorithmsTable()
 	}
 	if want["hotkey"] {
-		b.hotKeyTable()
+		b.hotKeyTable(*rounds)
 	}
 	if want["keys"] {
 		b.keysTable(*maxKeys)

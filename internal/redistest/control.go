@@ -20,6 +20,17 @@ func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
 // Resume lets a paused server run again with SIGCONT.
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
 
+// Pid is the server process's ID (0 when there is none), for a caller that
+// places it in a cgroup or pins it to a CPU.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 func (s *Server) signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
