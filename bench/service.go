@@ -173,7 +173,13 @@ func (b *bench) serviceTable(rounds int, profile string) {
 		}
 	}
 	if profile != "" {
-		b.profileService(s, procs[0], scenarios[0], profile)
+		for _, sc := range scenarios {
+			proto := "grpc"
+			if sc.proto != "gRPC" {
+				proto = "json"
+			}
+			b.profileService(s, procs[0], sc, fmt.Sprintf("%s-%s-%s.prof", profile, sc.dom.name, proto))
+		}
 	}
 	b.printServiceTable(cs, scenarios, results, rounds)
 }
@@ -260,53 +266,62 @@ func (b *bench) measureService(s *serviceRun, p *serviceProc, sc serviceScenario
 }
 
 // profileService takes a CPU profile of sluice serve through its admin
-// listener's pprof while the gRPC client drives sc for the workload's
-// duration, and writes it to path.
+// listener's pprof while sc's client (the gRPC client or wrk) drives it
+// for the workload's duration, and writes it to path.
 func (b *bench) profileService(s *serviceRun, p *serviceProc, sc serviceScenario, path string) {
 	reqs := make([]*rlsv3.RateLimitRequest, b.w.keys)
 	for i := range reqs {
 		reqs[i] = sc.dom.request(i)
 	}
 	b.adm.flush()
-	client, err := dialGRPC(p.grpc, s.grpcConns)
+	secs := max(1, int(b.w.duration/time.Second))
+	got := make(chan error, 1)
+	go func() { got <- fetchProfile(p.admin, secs, path) }()
+	w := b.w
+	w.duration += time.Second // the profile ends within the load
+	label := fmt.Sprintf("profiling sluice serve, %s, %s", sc.proto, sc.dom.name)
+	var err error
+	if sc.proto == "gRPC" {
+		var client *grpcClient
+		if client, err = dialGRPC(p.grpc, s.grpcConns); err == nil {
+			client.run(w, reqs, progress(label))
+			client.close()
+		}
+	} else {
+		progress(label)(0)
+		_, err = runJSON(sc.dom, p.http, w.goroutines, w.keys, w.duration)
+	}
+	doneProgress()
+	if perr := <-got; err == nil {
+		err = perr
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: profile:", err)
 		return
 	}
-	defer client.close()
-	secs := max(1, int(b.w.duration/time.Second))
-	got := make(chan error, 1)
-	go func() {
-		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.admin, secs))
-		if err != nil {
-			got <- err
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			got <- fmt.Errorf("GET /debug/pprof/profile on %s: %s", p.admin, resp.Status)
-			return
-		}
-		f, err := os.Create(path)
-		if err != nil {
-			got <- err
-			return
-		}
-		_, err = io.Copy(f, resp.Body)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		got <- err
-	}()
-	w := b.w
-	w.duration += time.Second // the profile ends within the load
-	client.run(w, reqs, progress("profiling sluice serve, gRPC"))
-	doneProgress()
-	if err := <-got; err != nil {
-		fmt.Fprintln(os.Stderr, "bench: profile:", err)
-		return
+	fmt.Fprintf(os.Stderr, "bench: sluice serve's CPU profile under %s load (%s) is in %s: go tool pprof -top %s\n", sc.proto, sc.dom.name, path, path)
+}
+
+// fetchProfile writes a CPU profile of secs seconds from the pprof handler
+// on admin to path.
+func fetchProfile(admin string, secs int, path string) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs))
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "bench: sluice serve's CPU profile under gRPC load (%s) is in %s: go tool pprof -top %s\n", sc.dom.name, path, path)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/profile on %s: %s", admin, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (b *bench) printServiceTable(cs []serviceContender, scenarios []serviceScenario, results [][][]serviceRow, rounds int) {
