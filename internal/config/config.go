@@ -130,14 +130,18 @@ const (
 	AttrPath   = "path"   // the path of X-Forwarded-Uri, or of the request
 )
 
+// builtinAttrs are forward-auth's built-in attributes, which no header may
+// supply.
+var builtinAttrs = []string{AttrIP, AttrMethod, AttrHost, AttrPath}
+
 // ForwardAuthAttributes returns the attributes forward-auth supplies: the
 // built-in ones and the configured headers'.
 func (f *ForwardAuth) ForwardAuthAttributes() []string {
-	attrs := []string{AttrIP, AttrMethod, AttrHost, AttrPath}
+	attrs := slices.Clone(builtinAttrs)
 	for a := range f.Headers {
 		attrs = append(attrs, a)
 	}
-	slices.Sort(attrs[4:])
+	slices.Sort(attrs[len(builtinAttrs):])
 	return attrs
 }
 

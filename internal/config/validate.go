@@ -199,7 +199,7 @@ func (d *decoder) forwardAuth(v node[*forwardAuthYAML]) ForwardAuth {
 		for k.Kind == yaml.AliasNode {
 			k = k.Alias
 		}
-		if slices.Contains([]string{AttrIP, AttrMethod, AttrHost, AttrPath}, k.Value) {
+		if slices.Contains(builtinAttrs, k.Value) {
 			d.errorf(h.Content[i], "attribute %q is built into forward-auth; pick another name for the header", k.Value)
 		}
 	}
