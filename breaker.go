@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -90,4 +91,63 @@ func (b *breaker) state(now time.Time) string {
 		return "open"
 	}
 	return "half_open"
+}
+
+// maxShards bounds the breakers a Limiter keeps per shard; the shards past
+// it share the store's one breaker. A Cluster has a few dozen masters at
+// most, and a master that leaves keeps its breaker.
+const maxShards = 1024
+
+// breakers are a Limiter's circuit breakers: one for the store, and for a
+// store.Sharded one per shard it names, so that one master of a Cluster
+// that fails opens the circuit for the windows it keeps and not for all.
+// It is safe for concurrent use.
+type breakers struct {
+	cfg   Breaker
+	store *breaker // a store that is not sharded, and a shard not known ("")
+
+	mu     sync.RWMutex
+	shards map[string]*breaker
+}
+
+func newBreakers(cfg Breaker) *breakers {
+	return &breakers{cfg: cfg, store: newBreaker(cfg), shards: map[string]*breaker{}}
+}
+
+// of returns shard's breaker, made on first use.
+func (bs *breakers) of(shard string) *breaker {
+	if shard == "" {
+		return bs.store
+	}
+	bs.mu.RLock()
+	b, ok := bs.shards[shard]
+	bs.mu.RUnlock()
+	if ok {
+		return b
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b, ok = bs.shards[shard]; !ok {
+		if len(bs.shards) >= maxShards {
+			return bs.store
+		}
+		b = newBreaker(bs.cfg)
+		bs.shards[shard] = b
+	}
+	return b
+}
+
+// state returns the state of the most open of the breakers at now: "open"
+// when any is, else "half_open" when any is, else "closed".
+func (bs *breakers) state(now time.Time) string {
+	rank := func(s string) int { return strings.Index("closed half_open open", s) }
+	worst := bs.store.state(now)
+	bs.mu.RLock()
+	defer bs.mu.RUnlock()
+	for _, b := range bs.shards {
+		if s := b.state(now); rank(s) > rank(worst) {
+			worst = s
+		}
+	}
+	return worst
 }

@@ -245,6 +245,54 @@ func TestBreakerIgnoresRefusals(t *testing.T) {
 	}
 }
 
+// shardedStore is a store.Sharded of two fakeStores: a request goes to the
+// shard named by its first check's first value.
+type shardedStore struct{ shards map[string]*fakeStore }
+
+func (s *shardedStore) Shard(req *store.Request) string { return req.Checks[0].Values[0] }
+func (s *shardedStore) QueueShard(q store.Queue) string { return "" }
+func (s *shardedStore) Close() error                    { return nil }
+func (s *shardedStore) Decide(ctx context.Context, req *store.Request) error {
+	return s.shards[s.Shard(req)].Decide(ctx, req)
+}
+
+// TestBreakerPerShard: over a store.Sharded, the failures of one shard
+// open its circuit alone; the other shard's requests still reach it.
+func TestBreakerPerShard(t *testing.T) {
+	ctx := context.Background()
+	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	down, up := &fakeStore{err: errStoreDown}, &fakeStore{}
+	s := &shardedStore{shards: map[string]*fakeStore{"a": down, "b": up}}
+	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
+	p := &sluice.Policy{Name: "per-user", Rules: []sluice.Rule{{Name: "user", By: []string{"user"}, Limit: 10, Window: time.Minute}}}
+	for i := range 6 {
+		// Interleaved: a success of shard b does not reset shard a's count.
+		if _, err := l.Allow(ctx, p, map[string]string{"user": "a"}); err == nil {
+			t.Fatalf("request %d of the shard that is down: no error", i+1)
+		}
+		if d, err := l.Allow(ctx, p, map[string]string{"user": "b"}); err != nil || d.Degraded || !d.Allowed {
+			t.Fatalf("request %d of the shard that answers: %+v, %v; want admitted by the store", i+1, d, err)
+		}
+	}
+	if got := down.count(); got != 3 {
+		t.Errorf("the shard that is down was called %d times, want 3 (then its circuit opened)", got)
+	}
+	if got := up.count(); got != 6 {
+		t.Errorf("the shard that answers was called %d times, want 6", got)
+	}
+	if got := l.Circuit(); got != "open" {
+		t.Errorf("circuit %s with one shard's open, want open", got)
+	}
+	clock.advance(2 * time.Second)
+	down.set(nil)
+	if d, err := l.Allow(ctx, p, map[string]string{"user": "a"}); err != nil || d.Degraded {
+		t.Fatalf("the probe after the cool-down: %+v, %v; want the store's answer", d, err)
+	}
+	if got := l.Circuit(); got != "closed" {
+		t.Errorf("circuit %s after the probe succeeded, want closed", got)
+	}
+}
+
 // blockingStore holds every call until its context ends or release is
 // closed.
 type blockingStore struct {

@@ -19,15 +19,17 @@ import (
 // Breaker.Failures consecutive failures the circuit opens: for
 // Breaker.CoolDown the store is not called at all and every request is
 // answered at once the same way, with ErrCircuitOpen; then one request
-// probes the store, and its success closes the circuit.
+// probes the store, and its success closes the circuit. A store.Sharded
+// has a circuit per shard: a request is counted by, and waits on, the
+// breaker of the shard that keeps its windows.
 
 // guard runs op against the store under the failure policy: not at all
-// while the circuit is open (ErrCircuitOpen), with Config.Timeout's
-// deadline, and with its outcome counted by the breaker. A store.Local is
+// while b's circuit is open (ErrCircuitOpen), with Config.Timeout's
+// deadline, and with its outcome counted by b. A store.Local is
 // called as is. When op fails, or is not called, guard returns what
 // degraded answers instead, with op's error (or ErrCircuitOpen). It is the
 // one road of Decide, Reserve and Cancel to the store.
-func guard[T any](ctx context.Context, l *Limiter, op func(context.Context) (T, error), degraded func(ctx context.Context, cause error) T) (T, error) {
+func guard[T any](ctx context.Context, l *Limiter, b *breaker, op func(context.Context) (T, error), degraded func(ctx context.Context, cause error) T) (T, error) {
 	if l.local {
 		v, err := op(ctx)
 		if err != nil {
@@ -35,7 +37,7 @@ func guard[T any](ctx context.Context, l *Limiter, op func(context.Context) (T, 
 		}
 		return v, nil
 	}
-	if !l.breaker.admit(l.clock().Now()) {
+	if !b.admit(l.clock().Now()) {
 		return degraded(ctx, ErrCircuitOpen), ErrCircuitOpen
 	}
 	sctx, cancel := ctx, context.CancelFunc(func() {})
@@ -46,21 +48,21 @@ func guard[T any](ctx context.Context, l *Limiter, op func(context.Context) (T, 
 	cancel()
 	switch {
 	case err == nil:
-		l.breaker.record(l.clock().Now(), true)
+		b.record(l.clock().Now(), true)
 		return v, nil
 	case ctx.Err() != nil, errors.Is(err, store.ErrRefused):
 		// The caller gave up, or the store answered with a refusal: no
 		// verdict on whether the store answers.
-		l.breaker.release()
+		b.release()
 	default:
-		l.breaker.record(l.clock().Now(), false)
+		b.record(l.clock().Now(), false)
 	}
 	return degraded(ctx, err), err
 }
 
 // decide asks the store to decide req under the failure policy.
 func (l *Limiter) decide(ctx context.Context, req *store.Request) (Decision, error) {
-	return guard(ctx, l, func(ctx context.Context) (Decision, error) {
+	return guard(ctx, l, l.breakerOf(req), func(ctx context.Context) (Decision, error) {
 		if err := l.store.Decide(ctx, req); err != nil {
 			return Decision{}, err
 		}

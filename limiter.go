@@ -64,7 +64,9 @@ type Config struct {
 const DefaultTimeout = 50 * time.Millisecond
 
 // Breaker configures a Limiter's circuit breaker. The zero value is the
-// default.
+// default. A store.Sharded (a Redis Cluster's store) has a breaker per
+// shard with these settings: a master that fails opens the circuit for
+// its own windows, and the others' are still decided.
 type Breaker struct {
 	// Failures is the number of consecutive store failures that open the
 	// circuit. Default 5; a negative value disables the breaker.
@@ -93,18 +95,20 @@ const (
 // A Limiter is safe for concurrent use. Its zero value is not usable; create
 // one with NewLimiter.
 type Limiter struct {
-	store   store.Store
-	local   bool // store is a store.Local
-	cfg     Config
-	breaker *breaker
-	denials *denyCache // nil: none
+	store    store.Store
+	local    bool          // store is a store.Local
+	sharded  store.Sharded // store, when it is a store.Sharded
+	cfg      Config
+	breakers *breakers
+	denials  *denyCache // nil: none
 }
 
 // NewLimiter returns a Limiter over s: memstore.New(...) for one process,
 // redisstore.New(...) for many.
 func NewLimiter(s store.Store, cfg Config) *Limiter {
 	_, local := s.(store.Local)
-	l := &Limiter{store: s, local: local, cfg: cfg, breaker: newBreaker(cfg.Breaker)}
+	sharded, _ := s.(store.Sharded)
+	l := &Limiter{store: s, local: local, sharded: sharded, cfg: cfg, breakers: newBreakers(cfg.Breaker)}
 	switch {
 	case cfg.DenyCache == 0:
 		l.denials = newDenyCache(DefaultDenyCache)
@@ -126,12 +130,30 @@ func (l *Limiter) DenyCacheStats() DenyCacheStats {
 // Circuit returns the state of the circuit breaker over the store (see
 // Config.Breaker): "closed" (calls go to the store), "open" (none do until
 // the cool-down ends) or "half_open" (the cool-down ended: the next call
-// probes the store). It is "closed" for a store.Local, which has none.
+// probes the store). It is "closed" for a store.Local, which has none. A
+// store.Sharded, such as a Redis Cluster's, has a breaker per shard, and
+// Circuit is the most open of them: "open" while any shard's circuit is.
 func (l *Limiter) Circuit() string {
 	if l.local {
 		return "closed"
 	}
-	return l.breaker.state(l.clock().Now())
+	return l.breakers.state(l.clock().Now())
+}
+
+// breakerOf returns the breaker of the shard that keeps req's windows.
+func (l *Limiter) breakerOf(req *store.Request) *breaker {
+	if l.sharded == nil {
+		return l.breakers.store
+	}
+	return l.breakers.of(l.sharded.Shard(req))
+}
+
+// queueBreaker returns the breaker of the shard that keeps q.
+func (l *Limiter) queueBreaker(q store.Queue) *breaker {
+	if l.sharded == nil {
+		return l.breakers.store
+	}
+	return l.breakers.of(l.sharded.QueueShard(q))
 }
 
 // Store returns the limiter's store.

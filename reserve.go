@@ -86,7 +86,7 @@ func (l *Limiter) reserve(ctx context.Context, req *store.ReserveRequest) (Reser
 	if err != nil {
 		return Reservation{}, err
 	}
-	return guard(ctx, l, func(ctx context.Context) (Reservation, error) {
+	return guard(ctx, l, l.queueBreaker(req.Queue), func(ctx context.Context) (Reservation, error) {
 		r, err := sc.Reserve(ctx, req)
 		return reservationOf(r), err
 	}, func(ctx context.Context, _ error) Reservation {
@@ -152,7 +152,7 @@ func (l *Limiter) Cancel(ctx context.Context, s *Schedule, attrs map[string]stri
 		return false, err
 	}
 	req := &store.CancelRequest{Queue: q, ID: id}
-	return guard(ctx, l, func(ctx context.Context) (bool, error) {
+	return guard(ctx, l, l.queueBreaker(q), func(ctx context.Context) (bool, error) {
 		return sc.Cancel(ctx, req)
 	}, func(ctx context.Context, _ error) bool {
 		if fb, ok := l.cfg.Fallback.(store.Scheduler); ok {

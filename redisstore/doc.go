@@ -111,7 +111,11 @@
 // Evaler of another client, every decision is its own call.
 //
 // Config.Mode selects a standalone server, a Redis Cluster or a master found
-// through Redis Sentinel; ParseURL reads the same from a URL.
+// through Redis Sentinel; ParseURL reads the same from a URL. Over a Cluster
+// the Store is a store.Sharded: it names the master of each request's
+// windows (read from CLUSTER SLOTS every second), and the Limiter keeps a
+// circuit breaker per master, so one master's outage degrades only the
+// keys it keeps.
 //
 // # Failovers
 //

@@ -99,8 +99,7 @@ func (n namer) plan(req *store.Request) plan {
 	if !n.perRule {
 		buf := append(room[:0], n.prefix...)
 		buf = append(buf, ":{"...)
-		buf = appendPart(buf, req.Policy)
-		buf = appendValues(buf, ',', req.Shared)
+		buf = n.appendTag(buf, req, nil)
 		buf = append(buf, '}')
 		head := len(buf)
 		for i := range req.Checks {
@@ -115,11 +114,7 @@ func (n namer) plan(req *store.Request) plan {
 		c := &req.Checks[i]
 		buf := append(room[:0], n.prefix...)
 		buf = append(buf, ":{"...)
-		buf = appendPart(buf, req.Policy)
-		buf = appendValues(buf, ',', c.Values)
-		if c.Parts > 1 {
-			buf = appendPlacement(buf, len(n.prefix)+2, c)
-		}
+		buf = n.appendTag(buf, req, c)
 		buf = append(buf, '}')
 		tags[i] = len(buf)
 		pl.keys[i] = string(n.appendWindow(buf, req.Policy, c, false))
@@ -143,6 +138,23 @@ func (n namer) plan(req *store.Request) plan {
 		return len(req.Checks[b.checks[0]].Values) - len(req.Checks[a.checks[0]].Values)
 	})
 	return pl
+}
+
+// appendTag appends to buf the hash tag of the key of req's check c, what
+// lies between its braces: the policy and the values every rule shares, or
+// with per-rule tags the policy, c's values and a spread rule's placement.
+// Its CRC16 is the key's Cluster slot.
+func (n namer) appendTag(buf []byte, req *store.Request, c *store.Check) []byte {
+	from := len(buf)
+	buf = appendPart(buf, req.Policy)
+	if !n.perRule {
+		return appendValues(buf, ',', req.Shared)
+	}
+	buf = appendValues(buf, ',', c.Values)
+	if c.Parts > 1 {
+		buf = appendPlacement(buf, from, c)
+	}
+	return buf
 }
 
 // appendPlacement appends to the hash tag buf[from:] of a sub-window of a
@@ -215,6 +227,11 @@ const queueKind = 'q'
 // is not a log. '!' is never part of an encoded name.
 var layout1Marks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter"}
 
+// appendQueueTag appends to buf the hash tag of schedule queue q's key.
+func appendQueueTag(buf []byte, q store.Queue) []byte {
+	return appendValues(appendPart(buf, q.Schedule), ',', q.Values)
+}
+
 // queue returns the key of schedule queue q: "<prefix>:{<schedule>[,<values>]}2q",
 // whose tag holds all there is to say; in Layout1
 // "<prefix>:{<schedule>[,<values>]}:<schedule>:@queue[:<values>]" ("@queue"
@@ -223,8 +240,7 @@ func (n namer) queue(q store.Queue) string {
 	var room [128]byte
 	buf := append(room[:0], n.prefix...)
 	buf = append(buf, ":{"...)
-	buf = appendPart(buf, q.Schedule)
-	buf = appendValues(buf, ',', q.Values)
+	buf = appendQueueTag(buf, q)
 	buf = append(buf, '}')
 	if n.layout != Layout1 {
 		return string(append(buf, '2', queueKind))

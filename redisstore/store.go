@@ -97,6 +97,7 @@ type Store struct {
 	decider decider        // decide.lua's calls: batched over rueidis, else ev
 	client  rueidis.Client // nil for a store made by NewFromEvaler
 	acks    *replicaAcks   // with Config.WaitForReplicas, else nil
+	slots   *slotReader    // over a Cluster: the master of each slot, for Shard; else nil
 	names   namer          // the keys' names: prefix, hash tags, layout
 	clock   func() time.Time
 	close   func() // closes the client if the store created it
@@ -160,6 +161,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	s.client = client
 	if client.Mode() == rueidis.ClientModeCluster {
 		s.decider = &slotBatchers{ev: ev}
+		s.slots = newSlotReader(client)
 	} else {
 		s.decider = newBatcher(ev)
 	}
@@ -210,6 +212,7 @@ func (s *Store) Close() error {
 	if s.acks != nil {
 		s.acks.close()
 	}
+	s.slots.close()
 	if s.close != nil {
 		s.close()
 	}

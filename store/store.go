@@ -45,6 +45,23 @@ type Local interface {
 	Local()
 }
 
+// Sharded is implemented by a Store whose windows and queues live on
+// several servers that fail independently: a Redis Cluster's masters. The
+// Limiter keeps a circuit breaker per shard, so that one master's outage
+// opens the circuit for the windows it keeps and not for the others'.
+type Sharded interface {
+	Store
+
+	// Shard names the server that keeps req's windows (the first check's,
+	// when they lie on several); "" when it is not known, such as before
+	// the store has read the Cluster's slots. The request is resolved but
+	// not yet sent.
+	Shard(req *Request) string
+
+	// QueueShard names the server that keeps q, as Shard does.
+	QueueShard(q Queue) string
+}
+
 // ErrClosed reports a call on a store after Close.
 var ErrClosed = errors.New("sluice: store is closed")
 

@@ -136,16 +136,34 @@ func (s *instrumentedStore) Decide(ctx context.Context, req *store.Request) erro
 
 var _ store.Store = (*instrumentedStore)(nil)
 
-// forLimiter returns s for a Limiter, marked store.Local when the store it
-// instruments is one, so that the Limiter calls it as it would the store
-// alone: without a deadline and a circuit breaker per call, which cost
-// more than a decision in memory.
+// forLimiter returns s for a Limiter, marked as the store it instruments
+// is, so that the Limiter calls it as it would the store alone: a
+// store.Local without a deadline and a circuit breaker per call, which
+// cost more than a decision in memory; a store.Sharded (a Redis Cluster's)
+// with a circuit breaker per shard.
 func (s *instrumentedStore) forLimiter() store.Store {
-	if _, ok := s.Store.(store.Local); ok {
+	switch st := s.Store.(type) {
+	case store.Local:
 		return localStore{s}
+	case store.Sharded:
+		return shardedStore{s, st}
 	}
 	return s
 }
+
+// shardedStore is an instrumentedStore over a store.Sharded.
+type shardedStore struct {
+	*instrumentedStore
+	sharded store.Sharded
+}
+
+// Shard implements store.Sharded.
+func (s shardedStore) Shard(req *store.Request) string { return s.sharded.Shard(req) }
+
+// QueueShard implements store.Sharded.
+func (s shardedStore) QueueShard(q store.Queue) string { return s.sharded.QueueShard(q) }
+
+var _ store.Sharded = shardedStore{}
 
 // localStore is an instrumentedStore over a store.Local.
 type localStore struct{ *instrumentedStore }

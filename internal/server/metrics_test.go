@@ -18,3 +18,27 @@ func TestInstrumentedStoreLocal(t *testing.T) {
 		t.Error("a store that is not local became a store.Local")
 	}
 }
+
+// shardedBroken is a brokenStore that names shards.
+type shardedBroken struct{ brokenStore }
+
+func (shardedBroken) Shard(req *store.Request) string { return "m-" + req.Policy }
+func (shardedBroken) QueueShard(q store.Queue) string { return "m-" + q.Schedule }
+
+// The instrumented store keeps a store.Sharded (a Redis Cluster's) one for
+// the Limiter, which then keeps a circuit breaker per shard.
+func TestInstrumentedStoreSharded(t *testing.T) {
+	sh, ok := (&instrumentedStore{Store: shardedBroken{}}).forLimiter().(store.Sharded)
+	if !ok {
+		t.Fatal("the instrumented store over a store.Sharded is not one")
+	}
+	if got := sh.Shard(&store.Request{Policy: "p"}); got != "m-p" {
+		t.Errorf("Shard = %q, want the wrapped store's m-p", got)
+	}
+	if got := sh.QueueShard(store.Queue{Schedule: "s"}); got != "m-s" {
+		t.Errorf("QueueShard = %q, want the wrapped store's m-s", got)
+	}
+	if _, ok := sh.(store.Scheduler); !ok {
+		t.Error("the sharded instrumented store lost store.Scheduler")
+	}
+}

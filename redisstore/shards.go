@@ -1,0 +1,161 @@
+package redisstore
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// Shards. Over a Redis Cluster the Store is a store.Sharded: it names the
+// master that keeps a request's windows, so that the Limiter keeps a
+// circuit breaker per master. With one breaker for the store, one frozen
+// master of three opened the circuit for every key: its calls time out
+// together and fill the failure count, and 94 – 99% of the decisions for
+// the keys of the two that answered were degraded
+// (TestClusterBreakerPerMaster, none with a breaker per master).
+// The store reads which master serves each slot from CLUSTER SLOTS every
+// slotsPoll; a failover's new master is a new shard, with a closed circuit.
+
+// slotsPoll is how often the store reads the Cluster's slots.
+const slotsPoll = time.Second
+
+var _ store.Sharded = (*Store)(nil)
+
+// Shard names the master that keeps req's windows (the first check's) by
+// its node ID: "" when the store is not over a Cluster or has not read its
+// slots yet.
+func (s *Store) Shard(req *store.Request) string {
+	m := s.slots.load()
+	if m == nil || len(req.Checks) == 0 {
+		return ""
+	}
+	var room [128]byte
+	return m.master(clusterSlot(s.names.appendTag(room[:0], req, &req.Checks[0])))
+}
+
+// QueueShard names the master that keeps queue q, as Shard does.
+func (s *Store) QueueShard(q store.Queue) string {
+	m := s.slots.load()
+	if m == nil {
+		return ""
+	}
+	var room [128]byte
+	return m.master(clusterSlot(appendQueueTag(room[:0], q)))
+}
+
+// slotMap is the Cluster's slots as read: the master of each.
+type slotMap struct {
+	masters []string             // node IDs (host:port when a node has none)
+	of      [clusterSlots]uint16 // index in masters + 1; 0: no master known
+}
+
+func (m *slotMap) master(slot uint16) string {
+	if i := m.of[slot]; i > 0 {
+		return m.masters[i-1]
+	}
+	return ""
+}
+
+// slotReader polls CLUSTER SLOTS. Its zero value, and a nil one, know no
+// slots.
+type slotReader struct {
+	client rueidis.Client
+	cur    atomic.Pointer[slotMap]
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// newSlotReader reads the Cluster's slots once, so that the first calls
+// have their shards, and polls them until close.
+func newSlotReader(client rueidis.Client) *slotReader {
+	r := &slotReader{client: client, stop: make(chan struct{}), done: make(chan struct{})}
+	r.poll()
+	go r.run()
+	return r
+}
+
+func (r *slotReader) load() *slotMap {
+	if r == nil {
+		return nil
+	}
+	return r.cur.Load()
+}
+
+func (r *slotReader) run() {
+	defer close(r.done)
+	t := time.NewTicker(slotsPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.poll()
+		}
+	}
+}
+
+func (r *slotReader) close() {
+	if r != nil {
+		close(r.stop)
+		<-r.done
+	}
+}
+
+// poll reads CLUSTER SLOTS; a node that does not answer leaves the map as
+// it was.
+func (r *slotReader) poll() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ranges, err := r.client.Do(ctx, r.client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return
+	}
+	if m := parseSlots(ranges); m != nil {
+		r.cur.Store(m)
+	}
+}
+
+// parseSlots reads CLUSTER SLOTS' reply: per range, its first and last
+// slot and its master's address and ID (then the replicas'). It returns
+// nil for a reply it cannot read.
+func parseSlots(ranges []rueidis.RedisMessage) *slotMap {
+	m := &slotMap{}
+	index := map[string]uint16{}
+	for _, rg := range ranges {
+		f, err := rg.ToArray()
+		if err != nil || len(f) < 3 {
+			return nil
+		}
+		first, err1 := f[0].AsInt64()
+		last, err2 := f[1].AsInt64()
+		node, err3 := f[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || first < 0 || last >= clusterSlots || first > last {
+			return nil
+		}
+		host, _ := node[0].ToString()
+		port, _ := node[1].AsInt64()
+		name := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		if len(node) > 2 {
+			if id, err := node[2].ToString(); err == nil && id != "" {
+				name = id
+			}
+		}
+		i, ok := index[name]
+		if !ok {
+			m.masters = append(m.masters, name)
+			i = uint16(len(m.masters))
+			index[name] = i
+		}
+		for slot := first; slot <= last; slot++ {
+			m.of[slot] = i
+		}
+	}
+	return m
+}
