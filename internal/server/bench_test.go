@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,6 +53,71 @@ policies:
 			h.ServeHTTP(w, r)
 			if w.code != 200 || !bytes.HasPrefix(w.first, []byte(bench.want)) {
 				b.Fatalf("%d %s, want 200 %s…", w.code, w.first, bench.want)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				body.Reset(raw)
+				clear(w.header)
+				w.code = 0
+				h.ServeHTTP(w, r)
+				if w.code != 200 {
+					b.Fatal(w.code)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEnvoyJSONHandler measures one POST /json through the handler on
+// the memory store, as BenchmarkDecideHandler measures /v1/decide: the
+// bodies of the service benchmark's domains one (one descriptor) and two
+// (two descriptors), decided by the Envoy model, and a request whose
+// domain is a sluice policy, answered with the RateLimit headers.
+func BenchmarkEnvoyJSONHandler(b *testing.B) {
+	cfg, err := config.Parse("bench.yaml", []byte(`
+policies:
+  - name: notify
+    limits:
+      - {name: per-user, by: [user], limit: 1000000000, window: 1s}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	for name, yaml := range map[string]string{
+		"one.yaml": "domain: one\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n",
+		"two.yaml": "domain: two\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n" +
+			"  - key: route\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 1000000000}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	store := memstore.New(memstore.Config{})
+	defer store.Close()
+	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	for _, bench := range []struct{ name, body string }{
+		{"one", `{"domain":"one","descriptors":[{"entries":[{"key":"user","value":"u42"}]}],"hitsAddend":1}`},
+		{"two", `{"domain":"two","descriptors":[{"entries":[{"key":"user","value":"u42"}]},` +
+			`{"entries":[{"key":"route","value":"r2"},{"key":"user","value":"u42"}]}],"hitsAddend":1}`},
+		{"policy", `{"domain":"notify","descriptors":[{"entries":[{"key":"user","value":"u42"}]}]}`},
+	} {
+		b.Run(bench.name, func(b *testing.B) {
+			raw := []byte(bench.body)
+			body := bytes.NewReader(raw)
+			r := httptest.NewRequest("POST", "/json", nil)
+			r.Body, r.ContentLength = io.NopCloser(body), int64(body.Len())
+			w := &discardWriter{header: http.Header{}}
+			h.ServeHTTP(w, r)
+			if w.code != 200 || !bytes.HasPrefix(bytes.ReplaceAll(w.first, []byte(" "), nil), []byte(`{"overallCode":"OK"`)) {
+				b.Fatalf("%d %s, want 200 {\"overallCode\":\"OK\"…", w.code, w.first)
 			}
 			b.ReportAllocs()
 			for b.Loop() {

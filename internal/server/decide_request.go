@@ -19,7 +19,8 @@ import (
 // answered word for word as before.
 
 // decideScratch is the memory of one decide request (or of a batch of
-// them, one after another), reused between requests through a pool.
+// them, one after another, or of one POST /json), reused between requests
+// through a pool.
 type decideScratch struct {
 	body  []byte            // the request body
 	text  []byte            // the decoded strings, one after another
@@ -29,6 +30,10 @@ type decideScratch struct {
 	req   decideRequest
 	items [][]byte // the requests of a batch, in body
 	out   []byte   // the answer
+
+	// groups are the end in pairs of each descriptor's entries, for POST
+	// /json (its entries in pairs, key as name).
+	groups []int
 }
 
 // textPair is an attribute's name and value: offsets in decideScratch.text.

@@ -35,9 +35,19 @@ func (s *Server) envoyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
 }
 
+// handleEnvoyJSON serves POST /json. The common body is decoded and the
+// answer encoded by hand (envoy_json.go), in memory reused between
+// requests; protojson decodes every other body and encodes every other
+// answer.
 func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
+	sc := getDecideScratch()
+	defer putDecideScratch(sc)
+	size := r.ContentLength
+	if size > s.maxBody {
+		size = 0 // no room is made for a body that is too large
+	}
+	var err error
+	if sc.body, err = readAll(http.MaxBytesReader(w, r.Body, s.maxBody), sc.body[:0], size); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			s.fail(w, "json", &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
@@ -47,12 +57,14 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "json", badRequest("malformed_json", "reading the body: %v", err))
 		return
 	}
-	var req rlsv3.RateLimitRequest
-	if err := protojson.Unmarshal(body, &req); err != nil {
-		s.fail(w, "json", badRequest("malformed_json", "the body is not a RateLimitRequest in protobuf's JSON mapping (%v); send {\"domain\":\"D\",\"descriptors\":[{\"entries\":[{\"key\":\"K\",\"value\":\"V\"}]}]}", err))
-		return
+	req := new(rlsv3.RateLimitRequest)
+	if !sc.decodeEnvoy(sc.body, req) {
+		if err := protojson.Unmarshal(sc.body, req); err != nil {
+			s.fail(w, "json", badRequest("malformed_json", "the body is not a RateLimitRequest in protobuf's JSON mapping (%v); send {\"domain\":\"D\",\"descriptors\":[{\"entries\":[{\"key\":\"K\",\"value\":\"V\"}]}]}", err))
+			return
+		}
 	}
-	out, err := (&envoyService{s: s}).ShouldRateLimit(r.Context(), &req)
+	out, err := (&envoyService{s: s}).ShouldRateLimit(r.Context(), req)
 	if err != nil {
 		st := status.Convert(err)
 		p := &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: st.Message()}
@@ -65,16 +77,21 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 		p.Write(w)
 		return
 	}
-	b, err := protojson.Marshal(out)
-	if err != nil {
-		httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
-		return
+	var ok bool
+	if sc.out, ok = appendEnvoyResponse(sc.out[:0], out); !ok {
+		b, err := protojson.Marshal(out)
+		if err != nil {
+			httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal"}.Write(w)
+			return
+		}
+		sc.out = append(sc.out[:0], b...)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	sc.out = append(sc.out, '\n')
+	w.Header()["Content-Type"] = jsonContentType
 	if out.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(sc.out)
 }
 
 func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
