@@ -16,54 +16,24 @@ import (
 )
 
 // BenchmarkDecideHandler measures one POST /v1/decide through the handler,
-// without the network: decoding, deciding on the memory store, metrics and
-// encoding. The request is built once and its body rewound for each call,
-// and the response writer keeps the status and discards the body, so the
-// figures are the server's, not net/http's or httptest's. batch-10 is one
-// call with a batch of ten requests.
+// without the network (benchHandler): decoding, deciding on the memory
+// store, metrics and encoding. batch-10 is one call with a batch of ten
+// requests.
 func BenchmarkDecideHandler(b *testing.B) {
-	cfg, err := config.Parse("bench.yaml", []byte(`
+	h := benchServer(b, `
 policies:
   - name: notify
     limits:
       - {name: global, limit: 1000000000, window: 1s}
       - {name: category, by: [category], limit: 1000000000, window: 1s}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
-	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+`, nil).Handler()
 	const one = `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`
 	for _, bench := range []struct{ name, body, want string }{
 		{"single", one, `{"allowed":true,`},
 		{"batch-10", "[" + strings.Repeat(one+",", 9) + one + "]", `[{"status":200,"decision":{"allowed":true,`},
 	} {
 		b.Run(bench.name, func(b *testing.B) {
-			raw := []byte(bench.body)
-			body := bytes.NewReader(raw)
-			r := httptest.NewRequest("POST", "/v1/decide", nil)
-			r.Body, r.ContentLength = io.NopCloser(body), int64(body.Len())
-			w := &discardWriter{header: http.Header{}}
-			h.ServeHTTP(w, r)
-			if w.code != 200 || !bytes.HasPrefix(w.first, []byte(bench.want)) {
-				b.Fatalf("%d %s, want 200 %s…", w.code, w.first, bench.want)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				body.Reset(raw)
-				clear(w.header)
-				w.code = 0
-				h.ServeHTTP(w, r)
-				if w.code != 200 {
-					b.Fatal(w.code)
-				}
-			}
+			benchHandler(b, h, "/v1/decide", bench.body, func(first []byte) bool { return bytes.HasPrefix(first, []byte(bench.want)) })
 		})
 	}
 }
@@ -74,35 +44,16 @@ policies:
 // (two descriptors), decided by the Envoy model, and a request whose
 // domain is a sluice policy, answered with the RateLimit headers.
 func BenchmarkEnvoyJSONHandler(b *testing.B) {
-	cfg, err := config.Parse("bench.yaml", []byte(`
+	h := benchServer(b, `
 policies:
   - name: notify
     limits:
       - {name: per-user, by: [user], limit: 1000000000, window: 1s}
-`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	for name, yaml := range map[string]string{
+`, map[string]string{
 		"one.yaml": "domain: one\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n",
 		"two.yaml": "domain: two\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n" +
 			"  - key: route\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 1000000000}\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	store := memstore.New(memstore.Config{})
-	defer store.Close()
-	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	}).Handler()
 	for _, bench := range []struct{ name, body string }{
 		{"one", `{"domain":"one","descriptors":[{"entries":[{"key":"user","value":"u42"}]}],"hitsAddend":1}`},
 		{"two", `{"domain":"two","descriptors":[{"entries":[{"key":"user","value":"u42"}]},` +
@@ -110,26 +61,65 @@ policies:
 		{"policy", `{"domain":"notify","descriptors":[{"entries":[{"key":"user","value":"u42"}]}]}`},
 	} {
 		b.Run(bench.name, func(b *testing.B) {
-			raw := []byte(bench.body)
-			body := bytes.NewReader(raw)
-			r := httptest.NewRequest("POST", "/json", nil)
-			r.Body, r.ContentLength = io.NopCloser(body), int64(body.Len())
-			w := &discardWriter{header: http.Header{}}
-			h.ServeHTTP(w, r)
-			if w.code != 200 || !bytes.HasPrefix(bytes.ReplaceAll(w.first, []byte(" "), nil), []byte(`{"overallCode":"OK"`)) {
-				b.Fatalf("%d %s, want 200 {\"overallCode\":\"OK\"…", w.code, w.first)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				body.Reset(raw)
-				clear(w.header)
-				w.code = 0
-				h.ServeHTTP(w, r)
-				if w.code != 200 {
-					b.Fatal(w.code)
-				}
-			}
+			benchHandler(b, h, "/json", bench.body, func(first []byte) bool {
+				return bytes.HasPrefix(bytes.ReplaceAll(first, []byte(" "), nil), []byte(`{"overallCode":"OK"`))
+			})
 		})
+	}
+}
+
+// benchServer returns a server of the configuration file text on the
+// memory store, with the Envoy configuration files envoy (name: content)
+// loaded when there are any.
+func benchServer(b *testing.B, text string, envoy map[string]string) *Server {
+	cfg, err := config.Parse("bench.yaml", []byte(text))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := memstore.New(memstore.Config{})
+	b.Cleanup(func() { store.Close() })
+	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(envoy) > 0 {
+		dir := b.TempDir()
+		for name, yaml := range envoy {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return srv
+}
+
+// benchHandler measures POST path with body through h. The request is
+// built once and its body rewound for each call, and the response writer
+// keeps the status and discards the body, so the figures are the
+// server's, not net/http's or httptest's. The first answer must be a 200
+// whose body ok accepts.
+func benchHandler(b *testing.B, h http.Handler, path, body string, ok func(first []byte) bool) {
+	raw := []byte(body)
+	rd := bytes.NewReader(raw)
+	r := httptest.NewRequest("POST", path, nil)
+	r.Body, r.ContentLength = io.NopCloser(rd), int64(rd.Len())
+	w := &discardWriter{header: http.Header{}}
+	h.ServeHTTP(w, r)
+	if w.code != 200 || !ok(w.first) {
+		b.Fatalf("POST %s: %d %s", path, w.code, w.first)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.Reset(raw)
+		clear(w.header)
+		w.code = 0
+		h.ServeHTTP(w, r)
+		if w.code != 200 {
+			b.Fatal(w.code)
+		}
 	}
 }
 

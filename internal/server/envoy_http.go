@@ -66,15 +66,7 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := (&envoyService{s: s}).ShouldRateLimit(r.Context(), req)
 	if err != nil {
-		st := status.Convert(err)
-		p := &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: st.Message()}
-		switch st.Code() {
-		case codes.InvalidArgument:
-			p.Status, p.Code = http.StatusBadRequest, "bad_request"
-		case codes.Unavailable:
-			p.Status, p.Code = http.StatusServiceUnavailable, "unavailable"
-		}
-		p.Write(w)
+		envoyProblem(err).Write(w)
 		return
 	}
 	var ok bool
@@ -92,6 +84,20 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	_, _ = w.Write(sc.out)
+}
+
+// envoyProblem is the answer of POST /json to an error of ShouldRateLimit:
+// its gRPC status as a problem.
+func envoyProblem(err error) *httplimit.Problem {
+	st := status.Convert(err)
+	p := &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: st.Message()}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		p.Status, p.Code = http.StatusBadRequest, "bad_request"
+	case codes.Unavailable:
+		p.Status, p.Code = http.StatusServiceUnavailable, "unavailable"
+	}
+	return p
 }
 
 func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {

@@ -34,51 +34,29 @@ func (sc *decideScratch) decodeEnvoy(body []byte, req *rlsv3.RateLimitRequest) b
 	d := lexer{b: body, text: sc.text[:0]}
 	sc.pairs, sc.groups = sc.pairs[:0], sc.groups[:0]
 	var (
-		domain                 textSpan
-		hits                   uint32
-		seenDomain, seenDescs  bool
-		seenHits, fieldsClosed bool
+		domain   textSpan
+		hits     uint32
+		seenHits bool
 	)
 	d.space()
-	if !d.next('{') {
-		return false
-	}
-	d.space()
-	fieldsClosed = d.next('}')
-	for !fieldsClosed {
-		field, ok := d.fieldName(requestFields)
-		if !ok {
-			return false
-		}
+	ok := d.object(requestFields, func(field int) bool {
+		var ok bool
 		switch field {
 		case 0: // domain
-			if seenDomain {
-				return false
-			}
-			seenDomain = true
-			if domain, ok = d.str(); !ok {
-				return false
-			}
+			domain, ok = d.str()
 		case 1: // descriptors
-			if seenDescs || !d.descriptors(&sc.pairs, &sc.groups) {
-				return false
-			}
-			seenDescs = true
+			ok = d.descriptors(&sc.pairs, &sc.groups)
 		default: // hitsAddend, hits_addend: one field under two names
 			if seenHits {
 				return false
 			}
 			seenHits = true
-			if hits, ok = d.uint32(); !ok {
-				return false
-			}
+			hits, ok = d.uint32()
 		}
-		if fieldsClosed, ok = d.member('}'); !ok {
-			return false
-		}
-	}
+		return ok
+	})
 	d.space()
-	if d.i != len(body) {
+	if !ok || d.i != len(body) {
 		return false
 	}
 
@@ -158,31 +136,18 @@ func (d *lexer) member(closer byte) (closed, ok bool) {
 	return false, false
 }
 
-// descriptors reads an array of descriptors of entries alone, appending
-// their entries to pairs (key as name) and, for each descriptor, the end
-// of its entries in pairs to groups.
-func (d *lexer) descriptors(pairs *[]textPair, groups *[]int) bool {
+// array reads a JSON array, with item reading each element, and the space
+// inside it.
+func (d *lexer) array(item func() bool) bool {
 	if !d.next('[') {
 		return false
 	}
 	d.space()
-	closed := d.next(']')
-	for !closed {
-		if !d.next('{') {
+	for closed := d.next(']'); !closed; {
+		var ok bool
+		if !item() {
 			return false
 		}
-		d.space()
-		fieldsClosed, seenEntries, ok := d.next('}'), false, false
-		for !fieldsClosed {
-			if _, ok = d.fieldName(descriptorFields); !ok || seenEntries || !d.entries(pairs) {
-				return false
-			}
-			seenEntries = true
-			if fieldsClosed, ok = d.member('}'); !ok {
-				return false
-			}
-		}
-		*groups = append(*groups, len(*pairs))
 		if closed, ok = d.member(']'); !ok {
 			return false
 		}
@@ -190,50 +155,56 @@ func (d *lexer) descriptors(pairs *[]textPair, groups *[]int) bool {
 	return true
 }
 
-// entries reads an array of entries, objects of the string fields key and
-// value (each "" when absent), appending them to pairs.
-func (d *lexer) entries(pairs *[]textPair) bool {
-	if !d.next('[') {
+// object reads a JSON object whose members are named among fields, each
+// at most once, with value reading each member's value given the index of
+// its name, and the space inside it.
+func (d *lexer) object(fields []string, value func(field int) bool) bool {
+	if !d.next('{') {
 		return false
 	}
 	d.space()
-	closed := d.next(']')
-	for !closed {
-		if !d.next('{') {
+	var seen uint64 // by index in fields, at most 64
+	for closed := d.next('}'); !closed; {
+		field, ok := d.fieldName(fields)
+		if !ok || seen&(1<<field) != 0 || !value(field) {
 			return false
 		}
-		d.space()
-		var (
-			p                textPair
-			seen             [2]bool
-			fieldsClosed, ok bool
-			field            int
-			value            textSpan
-		)
-		fieldsClosed = d.next('}')
-		for !fieldsClosed {
-			if field, ok = d.fieldName(entryFields); !ok || seen[field] {
-				return false
-			}
-			seen[field] = true
-			if value, ok = d.str(); !ok {
-				return false
-			}
-			if field == 0 {
-				p.name = value
-			} else {
-				p.value = value
-			}
-			if fieldsClosed, ok = d.member('}'); !ok {
-				return false
-			}
-		}
-		*pairs = append(*pairs, p)
-		if closed, ok = d.member(']'); !ok {
+		seen |= 1 << field
+		if closed, ok = d.member('}'); !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// descriptors reads an array of descriptors of entries alone, appending
+// their entries to pairs (key as name) and, for each descriptor, the end
+// of its entries in pairs to groups.
+func (d *lexer) descriptors(pairs *[]textPair, groups *[]int) bool {
+	return d.array(func() bool {
+		ok := d.object(descriptorFields, func(int) bool { return d.entries(pairs) })
+		*groups = append(*groups, len(*pairs))
+		return ok
+	})
+}
+
+// entries reads an array of entries, objects of the string fields key and
+// value (each "" when absent), appending them to pairs.
+func (d *lexer) entries(pairs *[]textPair) bool {
+	return d.array(func() bool {
+		var p textPair
+		ok := d.object(entryFields, func(field int) bool {
+			var ok bool
+			if field == 0 {
+				p.name, ok = d.str()
+			} else {
+				p.value, ok = d.str()
+			}
+			return ok
+		})
+		*pairs = append(*pairs, p)
+		return ok
+	})
 }
 
 // uint32 reads a JSON number that is a whole number in uint32's range,

@@ -18,8 +18,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -537,15 +535,7 @@ func referenceEnvoyJSON(s *Server, body []byte) (int, http.Header, []byte) {
 	}
 	out, err := (&envoyService{s: s}).ShouldRateLimit(httptest.NewRequest("POST", "/json", nil).Context(), &req)
 	if err != nil {
-		st := status.Convert(err)
-		p := &httplimit.Problem{Status: http.StatusInternalServerError, Code: "internal", Detail: st.Message()}
-		switch st.Code() {
-		case codes.InvalidArgument:
-			p.Status, p.Code = http.StatusBadRequest, "bad_request"
-		case codes.Unavailable:
-			p.Status, p.Code = http.StatusServiceUnavailable, "unavailable"
-		}
-		p.Write(w)
+		envoyProblem(err).Write(w)
 		return w.Code, w.Header(), w.Body.Bytes()
 	}
 	b, err := protojson.Marshal(out)
