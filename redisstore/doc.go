@@ -125,8 +125,9 @@
 // Config.WaitForReplicas every script call waits (WAIT) until the master's
 // replicas have its writes, and fails with ErrNotReplicated otherwise: no
 // admission a caller saw is lost, and the new master serves as soon as the
-// client follows it. A Redis Cluster's CLUSTER FAILOVER waits for the
-// replica itself.
+// client follows it. A replica that leaves for good stops admissions until
+// it is back, or for Config.ReplicaGrace when set. A Redis Cluster's
+// CLUSTER FAILOVER waits for the replica itself.
 //
 // The store needs Redis 5 or later (scripts that read TIME and then write
 // rely on effect replication).

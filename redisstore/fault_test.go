@@ -631,3 +631,51 @@ func TestClusterBreakerPerMaster(t *testing.T) {
 		t.Errorf("%d of %d decisions of the answering masters' keys degraded; want under 1%%", othersDegraded, others)
 	}
 }
+
+// TestWaitForReplicasGrace stops the master's one replica for good with
+// ReplicaGrace 600 ms: calls are refused while the grace runs, then
+// admitted again, waiting for no replica.
+func TestWaitForReplicasGrace(t *testing.T) {
+	const grace = 600 * time.Millisecond
+	st := redistest.StartSentinel(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
+		MasterName: redistest.SentinelMaster, Prefix: newPrefix(), WaitForReplicas: true, ReplicaGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(1_000_000)
+	attrs := map[string]string{"user": "u"}
+	if d, err := lim.Allow(context.Background(), p, attrs); err != nil || !d.Allowed {
+		t.Fatalf("with the replica up: %+v, %v; want admitted", d, err)
+	}
+	if err := st.Replica().Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var firstRefusal time.Time
+	refusals := 0
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		d, err := lim.Allow(context.Background(), p, attrs)
+		switch {
+		case errors.Is(err, redisstore.ErrNotReplicated):
+			if refusals++; firstRefusal.IsZero() {
+				firstRefusal = time.Now()
+			}
+		case err != nil || !d.Allowed:
+			t.Fatalf("with the replica gone: %+v, %v; want a refusal or an admission", d, err)
+		case refusals > 0:
+			waited := time.Since(firstRefusal)
+			t.Logf("%d calls refused over %v, then admitted without the replica", refusals, waited)
+			// The grace runs from the poll that found the replica missing;
+			// the first refusal comes at the latest just after that poll.
+			if waited < grace-200*time.Millisecond {
+				t.Errorf("admitted %v after the first refusal; the grace is %v", waited, grace)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d refusals and no admission 5 s after the replica left; want admissions after the grace of %v", refusals, grace)
+		}
+	}
+}

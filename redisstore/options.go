@@ -84,12 +84,13 @@ const (
 
 // ParseURL reads a Redis URL into the connection fields of a Config:
 //
-//	redis://[[user]:password@]host:port[/db][?addr=host:port...][&mode=cluster|sentinel][&master=name][&wait_for_replicas=true]
+//	redis://[[user]:password@]host:port[/db][?addr=host:port...][&mode=cluster|sentinel][&master=name][&wait_for_replicas=true[&replica_grace=30s]]
 //
 // "rediss://" connects with TLS (server name from the host). Further
 // addresses are given with addr= (cluster seeds, or sentinels); mode=
 // selects the topology (default standalone) and master= (or master_set=)
-// names a Sentinel master; wait_for_replicas= sets Config.WaitForReplicas.
+// names a Sentinel master; wait_for_replicas= sets Config.WaitForReplicas
+// and replica_grace= Config.ReplicaGrace.
 func ParseURL(s string) (Config, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -137,6 +138,11 @@ func ParseURL(s string) (Config, error) {
 	if w := q.Get("wait_for_replicas"); w != "" {
 		if cfg.WaitForReplicas, err = strconv.ParseBool(w); err != nil {
 			return Config{}, fmt.Errorf("redisstore: URL %q: wait_for_replicas=%q; use true or false", redact(u), w)
+		}
+	}
+	if g := q.Get("replica_grace"); g != "" {
+		if cfg.ReplicaGrace, err = time.ParseDuration(g); err != nil || cfg.ReplicaGrace <= 0 {
+			return Config{}, fmt.Errorf("redisstore: URL %q: replica_grace=%q; use a duration such as 30s", redact(u), g)
 		}
 	}
 	return cfg, nil
@@ -230,5 +236,6 @@ func withURL(cfg Config) (Config, error) {
 	c.Username = cmp.Or(c.Username, u.Username)
 	c.Password = cmp.Or(c.Password, u.Password)
 	c.WaitForReplicas = c.WaitForReplicas || u.WaitForReplicas
+	c.ReplicaGrace = cmp.Or(c.ReplicaGrace, u.ReplicaGrace)
 	return c, nil
 }

@@ -28,6 +28,8 @@ func TestParseURL(t *testing.T) {
 			redisstore.Config{Addrs: []string{"s1:26379"}, Mode: redisstore.Sentinel, MasterName: "main"}, false},
 		{"redis://s1:26379?master=main&wait_for_replicas=true",
 			redisstore.Config{Addrs: []string{"s1:26379"}, Mode: redisstore.Sentinel, MasterName: "main", WaitForReplicas: true}, false},
+		{"redis://s1:26379?master=main&wait_for_replicas=true&replica_grace=30s",
+			redisstore.Config{Addrs: []string{"s1:26379"}, Mode: redisstore.Sentinel, MasterName: "main", WaitForReplicas: true, ReplicaGrace: 30 * time.Second}, false},
 	} {
 		got, err := redisstore.ParseURL(tc.url)
 		if err != nil {
@@ -42,7 +44,7 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("ParseURL(%q) =\n %+v\nwant %+v", tc.url, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"http://h", "redis://h/x", "redis://h?mode=ring", "::", "redis://h?wait_for_replicas=maybe"} {
+	for _, bad := range []string{"http://h", "redis://h/x", "redis://h?mode=ring", "::", "redis://h?wait_for_replicas=maybe", "redis://h?wait_for_replicas=true&replica_grace=soon", "redis://h?replica_grace=-1s"} {
 		if _, err := redisstore.ParseURL(bad); err == nil {
 			t.Errorf("ParseURL(%q): no error", bad)
 		}

@@ -36,7 +36,9 @@ import (
 // keeps its ID and its count; the new one starts from its own replicas.
 // The count never falls under one ID: a replica that leaves for good stops
 // admissions, as Redis's min-replicas-to-write does, until it is back or the
-// process makes a new store, which counts the replicas it finds.
+// process makes a new store, which counts the replicas it finds; or, with
+// Config.ReplicaGrace, until the replica has been missing that long, when
+// the count falls to the replicas online.
 
 // replicaPoll is how often the store reads its master's replication state.
 const replicaPoll = 200 * time.Millisecond
@@ -58,17 +60,21 @@ func (notReplicated) Is(target error) bool { return target == store.ErrRefused }
 // replicaAcks keeps how many replicas a script call waits for.
 type replicaAcks struct {
 	client rueidis.Client
-	want   atomic.Int64 // replicas a call waits for
-	online atomic.Int64 // replicas online at the last poll
-	replid string       // the master's replication ID; the poller's alone
-	stop   chan struct{}
-	done   chan struct{}
+	grace  time.Duration // Config.ReplicaGrace
+	want   atomic.Int64  // replicas a call waits for
+	online atomic.Int64  // replicas online at the last poll
+	// The poller's alone: the master's replication ID, and since when a
+	// replica has been missing (zero: none is).
+	replid  string
+	missing time.Time
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // newReplicaAcks reads the master's replicas once, so that the first calls
 // wait for them, and polls them until close.
-func newReplicaAcks(client rueidis.Client) (*replicaAcks, error) {
-	a := &replicaAcks{client: client, stop: make(chan struct{}), done: make(chan struct{})}
+func newReplicaAcks(client rueidis.Client, grace time.Duration) (*replicaAcks, error) {
+	a := &replicaAcks{client: client, grace: grace, stop: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.poll(ctx); err != nil {
@@ -107,14 +113,25 @@ func (a *replicaAcks) poll(ctx context.Context) error {
 		return err
 	}
 	replid, online := parseReplication(info)
+	a.observe(replid, online, time.Now())
+	return nil
+}
+
+// observe counts online replicas under the master's replication ID replid
+// at now, as the type's comment says.
+func (a *replicaAcks) observe(replid string, online int64, now time.Time) {
 	a.online.Store(online)
-	if replid != a.replid {
-		a.replid = replid
+	switch {
+	case replid != a.replid || online >= a.want.Load():
+		a.replid, a.missing = replid, time.Time{}
 		a.want.Store(online)
-	} else if online > a.want.Load() {
+	case a.grace <= 0:
+	case a.missing.IsZero():
+		a.missing = now
+	case now.Sub(a.missing) >= a.grace:
+		a.missing = time.Time{}
 		a.want.Store(online)
 	}
-	return nil
 }
 
 // parseReplication returns the replication ID and the replicas online in

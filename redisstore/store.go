@@ -76,11 +76,20 @@ type Config struct {
 	// when they are not: a failover that promotes a replica without
 	// waiting for the master (SENTINEL FAILOVER) then loses no reported
 	// admission. It costs a round trip to the replicas per call, and a
-	// replica that leaves for good stops admissions until it is back. For
-	// Standalone and Sentinel over rueidis (New, NewFromClient); a Redis
-	// Cluster's CLUSTER FAILOVER waits for the replica already. See
-	// docs/failure-modes.md.
+	// replica that leaves for good stops admissions until it is back, or
+	// for ReplicaGrace. For Standalone and Sentinel over rueidis (New,
+	// NewFromClient); a Redis Cluster's CLUSTER FAILOVER waits for the
+	// replica already. See docs/failure-modes.md.
 	WaitForReplicas bool
+
+	// ReplicaGrace, with WaitForReplicas, is how long a replica may be
+	// missing from the master before calls stop waiting for it: a replica
+	// taken away for good then stops admissions for this long instead of
+	// until the process makes a new store. A failover after the grace can
+	// lose the admissions made without the missing replica, as without
+	// WaitForReplicas. 0, the default: calls wait for every replica the
+	// master has had, however long one is missing.
+	ReplicaGrace time.Duration
 }
 
 // defaultPrefix is Config.Prefix's default.
@@ -153,7 +162,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if cfg.WaitForReplicas {
-		if ev.acks, err = newReplicaAcks(client); err != nil {
+		if ev.acks, err = newReplicaAcks(client, cfg.ReplicaGrace); err != nil {
 			return nil, err
 		}
 		s.ev, s.acks = ev, ev.acks
@@ -192,6 +201,9 @@ func newStore(ev Evaler, cfg Config) (*Store, error) {
 	}
 	if cfg.Slots > SlotsPerRule {
 		return nil, fmt.Errorf("redisstore: unknown Slots %d", cfg.Slots)
+	}
+	if cfg.ReplicaGrace < 0 || cfg.ReplicaGrace > 0 && !cfg.WaitForReplicas {
+		return nil, fmt.Errorf("redisstore: ReplicaGrace %v; it is a duration above 0 for WaitForReplicas, or 0", cfg.ReplicaGrace)
 	}
 	if cfg.Layout > Layout2 {
 		return nil, fmt.Errorf("redisstore: unknown key layout %d; this version writes layout 1 or 2 (0 for the newest, 2)", cfg.Layout)

@@ -127,7 +127,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	case url != "":
 		var err error
 		if rcfg, err = redisstore.ParseURL(url); err != nil {
-			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name&wait_for_replicas=true]", err)
+			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name&wait_for_replicas=true&replica_grace=30s]", err)
 		}
 		where = fmt.Sprintf("Redis (%s) at %s", rcfg.Mode, strings.Join(rcfg.Addrs, ","))
 	case cfg != nil && cfg.Store != nil && cfg.Store.Redis != nil:
@@ -137,7 +137,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 			return nil, fmt.Errorf("store.redis.mode: %w", err)
 		}
 		rcfg = redisstore.Config{Mode: mode, Addrs: r.Addrs, MasterName: r.MasterName,
-			Username: r.Username, Password: r.Password, DB: r.DB, WaitForReplicas: r.WaitForReplicas}
+			Username: r.Username, Password: r.Password, DB: r.DB, WaitForReplicas: r.WaitForReplicas, ReplicaGrace: r.ReplicaGrace}
 		if r.TLS != nil {
 			if rcfg.TLS, err = tlsConfig(r.TLS); err != nil {
 				return nil, err

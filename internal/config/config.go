@@ -87,6 +87,11 @@ type Redis struct {
 	// failover then loses none. Standalone and sentinel modes.
 	WaitForReplicas bool
 
+	// ReplicaGrace, with WaitForReplicas, is how long a replica may be
+	// missing before admissions stop waiting for it
+	// (redisstore.Config.ReplicaGrace); 0: however long.
+	ReplicaGrace time.Duration
+
 	// TLS, when set, connects with TLS.
 	TLS *TLS
 }

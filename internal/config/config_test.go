@@ -98,6 +98,7 @@ store:
     mode: sentinel
     master_name: mymaster
     wait_for_replicas: true
+    replica_grace: 45s
     tls: {ca: ca.pem, cert: /etc/c.pem, key: k.pem}
 `
 	c, err := Parse("/etc/sluice/sluice.yaml", []byte(file))
@@ -118,8 +119,8 @@ store:
 	if c.Store.OnError != sluice.Allow || c.Store.Prefix != "sluice" {
 		t.Errorf("store = %+v", c.Store)
 	}
-	if !c.Store.Redis.WaitForReplicas {
-		t.Errorf("store.redis = %+v, want WaitForReplicas", c.Store.Redis)
+	if !c.Store.Redis.WaitForReplicas || c.Store.Redis.ReplicaGrace != 45*time.Second {
+		t.Errorf("store.redis = %+v, want WaitForReplicas and ReplicaGrace 45s", c.Store.Redis)
 	}
 	wantTLS := &TLS{CA: "/etc/sluice/ca.pem", Cert: "/etc/c.pem", Key: "/etc/sluice/k.pem"}
 	if !reflect.DeepEqual(c.Store.Redis.TLS, wantTLS) {
@@ -178,6 +179,8 @@ func TestParseErrors(t *testing.T) {
 		{"sentinel master", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: sentinel}\n", 6, "needs master_name"},
 		{"master without sentinel", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], master_name: m}\n", 6, "only used with mode: sentinel"},
 		{"cluster acks", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: cluster, wait_for_replicas: true}\n", 6, "wait_for_replicas is for a standalone or sentinel master"},
+		{"grace without acks", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    replica_grace: 30s\n", 8, "replica_grace is only used with wait_for_replicas: true"},
+		{"zero grace", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], wait_for_replicas: true, replica_grace: 0s}\n", 6, "replica_grace is zero; use a duration longer than zero"},
 		{"tls half", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    tls: {cert: c.pem}\n", 8, "both cert and key"},
 		{"bad prefix", okPolicy + "store:\n  prefix: \"a{b}\"\n", 6, "prefix"},
 		{"timeout", okPolicy + "store:\n  timeout: 5m\n", 6, "longer than a minute"},

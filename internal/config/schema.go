@@ -120,14 +120,15 @@ type storeYAML struct {
 
 // redisYAML is store.redis: a Redis.
 type redisYAML struct {
-	Addrs        node[[]string] `yaml:"addrs" item:"address" form:"address" eg:"[\"10.0.0.1:6379\"]" need:"addrs: a list of host:port, such as [\"127.0.0.1:6379\"]"`
-	Mode         node[string]   `yaml:"mode" form:"mode" eg:"cluster"` // standalone, cluster or sentinel
-	Username     node[string]   `yaml:"username" eg:"sluice"`
-	Password     node[string]   `yaml:"password" eg:"secret"`
-	DB           node[int64]    `yaml:"db" bound:"db" eg:"0"`
-	MasterName   node[string]   `yaml:"master_name" eg:"mymaster"`
-	WaitReplicas node[bool]     `yaml:"wait_for_replicas" eg:"true"` // redisstore.Config.WaitForReplicas
-	TLS          node[*tlsYAML] `yaml:"tls" what:"store.redis.tls"`
+	Addrs        node[[]string]      `yaml:"addrs" item:"address" form:"address" eg:"[\"10.0.0.1:6379\"]" need:"addrs: a list of host:port, such as [\"127.0.0.1:6379\"]"`
+	Mode         node[string]        `yaml:"mode" form:"mode" eg:"cluster"` // standalone, cluster or sentinel
+	Username     node[string]        `yaml:"username" eg:"sluice"`
+	Password     node[string]        `yaml:"password" eg:"secret"`
+	DB           node[int64]         `yaml:"db" bound:"db" eg:"0"`
+	MasterName   node[string]        `yaml:"master_name" eg:"mymaster"`
+	WaitReplicas node[bool]          `yaml:"wait_for_replicas" eg:"true"`          // redisstore.Config.WaitForReplicas
+	ReplicaGrace node[time.Duration] `yaml:"replica_grace" bound:"grace" eg:"30s"` // redisstore.Config.ReplicaGrace
+	TLS          node[*tlsYAML]      `yaml:"tls" what:"store.redis.tls"`
 }
 
 // tlsYAML is store.redis.tls: a TLS.
@@ -198,5 +199,6 @@ var bounds = map[string]struct {
 	"max_queue":      {0, math.MaxInt64, "use 0 for no bound or a positive number"},
 	"db":             {0, 1 << 20, "use a database number such as 0"},
 	"timeout":        {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
+	"grace":          {1, math.MaxInt64, "use a duration longer than zero, such as 30s, or leave it out to wait for a missing replica however long"},
 	"layout":         {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }

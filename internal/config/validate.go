@@ -149,7 +149,7 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 		return nil
 	}
 	r := &Redis{Addrs: f.Addrs.V, Mode: cmp.Or(f.Mode.V, "standalone"), Username: f.Username.V, Password: f.Password.V,
-		DB: int(f.DB.V), MasterName: f.MasterName.V, WaitForReplicas: f.WaitReplicas.V, TLS: d.tls(f.TLS)}
+		DB: int(f.DB.V), MasterName: f.MasterName.V, WaitForReplicas: f.WaitReplicas.V, ReplicaGrace: f.ReplicaGrace.V, TLS: d.tls(f.TLS)}
 	at := func(n *yaml.Node) *yaml.Node { return cmp.Or(n, v.Node) }
 	switch {
 	case f.Addrs.ok && len(r.Addrs) == 0:
@@ -164,6 +164,8 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 		d.errorf(at(f.DB.Node), "db is not supported with mode: cluster (a cluster has only database 0); remove it")
 	case r.Mode == "cluster" && r.WaitForReplicas:
 		d.errorf(f.WaitReplicas.Node, "wait_for_replicas is for a standalone or sentinel master (a cluster's CLUSTER FAILOVER waits for the replica); remove it")
+	case r.ReplicaGrace > 0 && !r.WaitForReplicas:
+		d.errorf(f.ReplicaGrace.Node, "replica_grace is only used with wait_for_replicas: true; remove it or set wait_for_replicas")
 	}
 	return r
 }
