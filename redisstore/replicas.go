@@ -63,46 +63,56 @@ type replicaAcks struct {
 	grace  time.Duration // Config.ReplicaGrace
 	want   atomic.Int64  // replicas a call waits for
 	online atomic.Int64  // replicas online at the last poll
-	// The poller's alone: the master's replication ID, and since when a
+	// The polling goroutine's alone: the master's replication ID, and since when a
 	// replica has been missing (zero: none is).
 	replid  string
 	missing time.Time
-	stop    chan struct{}
-	done    chan struct{}
+	poller  *poller
 }
 
 // newReplicaAcks reads the master's replicas once, so that the first calls
 // wait for them, and polls them until close.
 func newReplicaAcks(client rueidis.Client, grace time.Duration) (*replicaAcks, error) {
-	a := &replicaAcks{client: client, grace: grace, stop: make(chan struct{}), done: make(chan struct{})}
+	a := &replicaAcks{client: client, grace: grace}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.poll(ctx); err != nil {
 		return nil, fmt.Errorf("redisstore: reading the master's replicas (WaitForReplicas): %w", err)
 	}
-	go a.run()
+	a.poller = startPoller(replicaPoll, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = a.poll(ctx) // a master that does not answer keeps its count
+	})
 	return a, nil
 }
 
-func (a *replicaAcks) run() {
-	defer close(a.done)
-	t := time.NewTicker(replicaPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = a.poll(ctx) // a master that does not answer keeps its count
-			cancel()
+func (a *replicaAcks) close() { a.poller.close() }
+
+// poller calls poll every period, on a goroutine of its own, until close.
+type poller struct{ stop, done chan struct{} }
+
+func startPoller(period time.Duration, poll func()) *poller {
+	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				poll()
+			}
 		}
-	}
+	}()
+	return p
 }
 
-func (a *replicaAcks) close() {
-	close(a.stop)
-	<-a.done
+func (p *poller) close() {
+	close(p.stop)
+	<-p.done
 }
 
 // poll reads the master's replication ID and replicas online, and counts

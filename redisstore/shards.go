@@ -67,16 +67,15 @@ func (m *slotMap) master(slot uint16) string {
 type slotReader struct {
 	client rueidis.Client
 	cur    atomic.Pointer[slotMap]
-	stop   chan struct{}
-	done   chan struct{}
+	poller *poller
 }
 
 // newSlotReader reads the Cluster's slots once, so that the first calls
 // have their shards, and polls them until close.
 func newSlotReader(client rueidis.Client) *slotReader {
-	r := &slotReader{client: client, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &slotReader{client: client}
 	r.poll()
-	go r.run()
+	r.poller = startPoller(slotsPoll, r.poll)
 	return r
 }
 
@@ -87,24 +86,9 @@ func (r *slotReader) load() *slotMap {
 	return r.cur.Load()
 }
 
-func (r *slotReader) run() {
-	defer close(r.done)
-	t := time.NewTicker(slotsPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-			r.poll()
-		}
-	}
-}
-
 func (r *slotReader) close() {
 	if r != nil {
-		close(r.stop)
-		<-r.done
+		r.poller.close()
 	}
 }
 

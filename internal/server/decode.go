@@ -42,6 +42,22 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *httpl
 // readBodyInto reads r's body, at most max bytes, appending it to buf; a
 // longer body is a 413 problem.
 func readBodyInto(w http.ResponseWriter, r *http.Request, max int64, buf []byte) ([]byte, *httplimit.Problem) {
+	buf, err := readCapped(w, r, max, buf)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return buf, &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Detail: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
+		}
+		return buf, badRequest("malformed_json", "reading the request body: %v", err)
+	}
+	return buf, nil
+}
+
+// readCapped appends r's body to buf, as io.ReadAll reads it, but for its
+// first max bytes: a longer body fails with an *http.MaxBytesError. Room
+// for a body of a declared length that fits is made at once.
+func readCapped(w http.ResponseWriter, r *http.Request, max int64, buf []byte) ([]byte, error) {
 	if n := r.ContentLength; n > 0 && n <= max {
 		buf = slices.Grow(buf, int(n)+1) // +1: the read that finds the end
 	}
@@ -56,12 +72,7 @@ func readBodyInto(w http.ResponseWriter, r *http.Request, max int64, buf []byte)
 			return buf, nil
 		}
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return buf, &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-					Detail: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
-			}
-			return buf, badRequest("malformed_json", "reading the request body: %v", err)
+			return buf, err
 		}
 	}
 }

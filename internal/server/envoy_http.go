@@ -42,12 +42,8 @@ func (s *Server) envoyRoutes(mux *http.ServeMux) {
 func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 	sc := getDecideScratch()
 	defer putDecideScratch(sc)
-	size := r.ContentLength
-	if size > s.maxBody {
-		size = 0 // no room is made for a body that is too large
-	}
 	var err error
-	if sc.body, err = readAll(http.MaxBytesReader(w, r.Body, s.maxBody), sc.body[:0], size); err != nil {
+	if sc.body, err = readCapped(w, r, s.maxBody, sc.body[:0]); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			s.fail(w, "json", &httplimit.Problem{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",

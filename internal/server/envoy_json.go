@@ -1,9 +1,7 @@
 package server
 
 import (
-	"io"
 	"math"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -373,25 +371,4 @@ func appendDuration(b []byte, d *durationpb.Duration) ([]byte, bool) {
 		}
 	}
 	return append(b, 's', '"'), true
-}
-
-// readAll appends what r reads, up to its end, to buf, as io.ReadAll reads
-// it; size is how much to expect (0: not known).
-func readAll(r io.Reader, buf []byte, size int64) ([]byte, error) {
-	if size > 0 {
-		buf = slices.Grow(buf, int(size)+1) // +1: the read that finds the end
-	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
