@@ -153,6 +153,11 @@ func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.N
 		if k == nil {
 			return
 		}
+		if at := n.Content[i]; k != at { // an alias: report where it is used
+			resolved := *k
+			resolved.Line, resolved.Column = at.Line, at.Column
+			k = &resolved
+		}
 		switch line, dup := first[k.Value]; {
 		case k.Kind != yaml.ScalarNode:
 			d.errorf(k, "%s has a key that is not a plain name; keys are %s names", what, noun)
@@ -167,16 +172,18 @@ func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.N
 }
 
 // attributeMap reads the mapping n of attribute names to strings, such as
-// match or headers, into *m; one with a nonempty tag must not be empty.
+// match or headers, into *m; one with a nonempty tag must not be empty, and
+// the names take the forms of its keys tag, by default name.
 func (d *decoder) attributeMap(n *yaml.Node, m *map[string]string, what string, tag reflect.StructTag) {
 	if _, nonempty := tag.Lookup("nonempty"); n.Kind != yaml.MappingNode || nonempty && len(n.Content) == 0 {
 		d.errorf(n, "%s must map attribute names to values, such as %s", what, tag.Get("eg"))
 		return
 	}
 	*m = map[string]string{}
+	keys := reflect.StructTag(`form:"` + cmp.Or(tag.Get("keys"), "name") + `"`)
 	d.entries(n, what, "attribute", func(k, v *yaml.Node) bool {
 		var a, s string
-		d.scalar(k, &a, "attribute name", `form:"name"`)
+		d.scalar(k, &a, "attribute name", keys)
 		d.value(v, reflect.ValueOf(&s).Elem(), tag.Get("item"), what, tag)
 		(*m)[a] = s
 		return true
@@ -236,8 +243,10 @@ func (d *decoder) scalar(n *yaml.Node, p any, what string, tag reflect.StructTag
 	switch p := p.(type) {
 	case *string:
 		*p = n.Value
-		if f, ok := forms[tag.Get("form")]; ok && !f.ok(n.Value) {
-			err = fmt.Errorf(f.msg, what, n.Value)
+		for _, form := range strings.Split(tag.Get("form"), ",") {
+			if f, ok := forms[form]; ok && err == nil && !f.ok(n.Value) {
+				err = fmt.Errorf(f.msg, what, n.Value)
+			}
 		}
 	case *int64:
 		_, serr := strconv.ParseInt(n.Value, 10, 64)

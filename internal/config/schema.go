@@ -27,8 +27,9 @@ import (
 //   - what: what messages call it, when not its key;
 //   - item: what messages call an item of its list or a value of its map;
 //     for a list of mappings, the kind of item (policy, rule);
-//   - form: the form its strings take, one of forms (below): name, address,
-//     algorithm...; of a map, its values'. Map keys are attribute names;
+//   - form: the forms its strings take, of forms (below), such as name,
+//     address or algorithm, separated by commas; of a map, its values';
+//   - keys: the forms a map's keys take, attribute names: name unless set;
 //   - bound: the bounds of a number or duration, one of bounds (below);
 //   - nonempty: a map that must have at least one entry.
 //
@@ -143,7 +144,7 @@ type tlsYAML struct {
 // forwardAuthYAML is the forward_auth section: a ForwardAuth.
 type forwardAuthYAML struct {
 	TrustedProxies node[[]netip.Prefix]    `yaml:"trusted_proxies" item:"trusted proxy" eg:"[\"10.0.0.0/8\", \"127.0.0.1\"]"`
-	Headers        node[map[string]string] `yaml:"headers" item:"header name" form:"header" eg:"{user: X-User-Id}"` // attribute name: header name
+	Headers        node[map[string]string] `yaml:"headers" item:"header name" form:"header" keys:"name,not built-in" eg:"{user: X-User-Id}"` // attribute name: header name
 }
 
 // What a file may hold at most.
@@ -171,6 +172,8 @@ var forms = map[string]struct {
 	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
 	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
 	"on_error":  {oneOf("deny", "allow"), "%s is %q; use deny (fail closed, the default) or allow (fail open)"},
+	"not built-in": {func(s string) bool { return !slices.Contains(builtinAttrs, s) },
+		"attribute %[2]q is built into forward-auth; pick another name for the header"},
 }
 
 // oneOf returns a test of whether a string is one of valid.

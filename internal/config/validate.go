@@ -17,7 +17,7 @@ import (
 // file has: names, attributes lists, the store section, and a position and a
 // fix in every message.
 func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
-	c := &Config{File: d.file, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth)}
+	c := &Config{File: d.file, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth.V)}
 	first := map[string]int{}
 	for _, n := range f.Policies.V {
 		if p, ok := d.policy(n); ok && d.unique(first, p.Name, n.Node, "policy %q is defined twice (first on line %d); rename one or merge their limits") {
@@ -189,21 +189,10 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	return t
 }
 
-// forwardAuth converts forward_auth, whose headers may not supply a built-in
-// attribute.
-func (d *decoder) forwardAuth(v node[*forwardAuthYAML]) ForwardAuth {
-	if v.V == nil {
+// forwardAuth converts forward_auth.
+func (d *decoder) forwardAuth(f *forwardAuthYAML) ForwardAuth {
+	if f == nil {
 		return ForwardAuth{}
 	}
-	h := v.V.Headers
-	for i := 0; h.Node != nil && h.Kind == yaml.MappingNode && i < len(h.Content); i += 2 {
-		k := h.Content[i]
-		for k.Kind == yaml.AliasNode {
-			k = k.Alias
-		}
-		if slices.Contains(builtinAttrs, k.Value) {
-			d.errorf(h.Content[i], "attribute %q is built into forward-auth; pick another name for the header", k.Value)
-		}
-	}
-	return ForwardAuth{TrustedProxies: v.V.TrustedProxies.V, Headers: h.V}
+	return ForwardAuth{TrustedProxies: f.TrustedProxies.V, Headers: f.Headers.V}
 }
