@@ -95,7 +95,9 @@ func (b *breaker) state(now time.Time) string {
 
 // maxShards bounds the breakers a Limiter keeps per shard; the shards past
 // it share the store's one breaker. A Cluster has a few dozen masters at
-// most, and a master that leaves keeps its breaker.
+// most, a policy's requests need a few sets of them (the notifier's caps:
+// the global cap's master with each of the others), and a master that
+// leaves keeps its breaker.
 const maxShards = 1024
 
 // breakers are a Limiter's circuit breakers: one for the store, and for a

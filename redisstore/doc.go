@@ -112,10 +112,11 @@
 //
 // Config.Mode selects a standalone server, a Redis Cluster or a master found
 // through Redis Sentinel; ParseURL reads the same from a URL. Over a Cluster
-// the Store is a store.Sharded: it names the master of each request's
+// the Store is a store.Sharded: it names the masters of each request's
 // windows (read from CLUSTER SLOTS every second), and the Limiter keeps a
-// circuit breaker per master, so one master's outage degrades only the
-// keys it keeps.
+// circuit breaker per master, or per set of masters for a request whose
+// rules lie on several, so one master's outage degrades only the requests
+// that need it.
 //
 // # Failovers
 //

@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"math/bits"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,8 +16,9 @@ import (
 )
 
 // Shards. Over a Redis Cluster the Store is a store.Sharded: it names the
-// master that keeps a request's windows, so that the Limiter keeps a
-// circuit breaker per master. With one breaker for the store, one frozen
+// masters that keep a request's windows, so that the Limiter keeps a
+// circuit breaker per master (per set of masters, for a request whose
+// windows span several). With one breaker for the store, one frozen
 // master of three opened the circuit for every key: its calls time out
 // together and fill the failure count, and 94 – 99% of the decisions for
 // the keys of the two that answered were degraded
@@ -27,16 +31,33 @@ const slotsPoll = time.Second
 
 var _ store.Sharded = (*Store)(nil)
 
-// Shard names the master that keeps req's windows (the first check's) by
-// its node ID: "" when the store is not over a Cluster or has not read its
-// slots yet.
+// Shard names the masters that keep req's windows by their node IDs: one
+// master's ID, or with per-rule slots (SlotsPerRule) the IDs of several
+// joined by "+", in order; "" when the store is not over a Cluster or has
+// not read its slots yet. A request whose windows span masters then has a
+// circuit of its own: the notifier's per-category cap on a master that
+// fails opens the circuit for its category, not for every category that
+// shares the global cap's master.
 func (s *Store) Shard(req *store.Request) string {
 	m := s.slots.load()
 	if m == nil || len(req.Checks) == 0 {
 		return ""
 	}
 	var room [128]byte
-	return m.master(clusterSlot(s.names.appendTag(room[:0], req, &req.Checks[0])))
+	var on uint64 // bit i: masters[i] keeps one of req's windows
+	for i := range req.Checks {
+		j := m.of[clusterSlot(s.names.appendTag(room[:0], req, &req.Checks[i]))]
+		switch {
+		case j == 0: // a slot no master is known to serve
+			return ""
+		case j > 64: // past the mask (over 64 masters): this check's alone
+			return m.masters[j-1]
+		}
+		if on |= 1 << (j - 1); !s.names.perRule {
+			break // every check has the first one's tag
+		}
+	}
+	return m.shard(on)
 }
 
 // QueueShard names the master that keeps queue q, as Shard does.
@@ -53,6 +74,20 @@ func (s *Store) QueueShard(q store.Queue) string {
 type slotMap struct {
 	masters []string             // node IDs (host:port when a node has none)
 	of      [clusterSlots]uint16 // index in masters + 1; 0: no master known
+}
+
+// shard names the masters whose bits are on, in the order of their IDs.
+func (m *slotMap) shard(on uint64) string {
+	if on&(on-1) == 0 {
+		return m.masters[bits.TrailingZeros64(on)]
+	}
+	var room [8]string
+	ids := room[:0]
+	for ; on != 0; on &= on - 1 {
+		ids = append(ids, m.masters[bits.TrailingZeros64(on)])
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, "+")
 }
 
 func (m *slotMap) master(slot uint16) string {

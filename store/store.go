@@ -52,10 +52,9 @@ type Local interface {
 type Sharded interface {
 	Store
 
-	// Shard names the server that keeps req's windows (the first check's,
-	// when they lie on several); "" when it is not known, such as before
-	// the store has read the Cluster's slots. The request is resolved but
-	// not yet sent.
+	// Shard names the servers that keep req's windows, one name for each
+	// set of servers; "" when it is not known, such as before the store has
+	// read the Cluster's slots. The request is resolved but not yet sent.
 	Shard(req *Request) string
 
 	// QueueShard names the server that keeps q, as Shard does.
