@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 needs=(
 	"redis-server|redis-server|make test: the Redis store's tests start standalone, Sentinel and Cluster servers|redis-server --version"
 	"redis-cli|redis-tools|make test: the test harness forms the Redis Cluster|redis-cli --version"
-	"caddy|caddy|make test: the forward-auth test puts Caddy in front of sluice serve|caddy version"
+	"caddy|caddy|make test: the forward-auth tests put Caddy in front of sluice serve|caddy version"
+	"nginx|nginx|make test: the forward-auth tests put nginx (auth_request) in front of sluice serve|nginx -v"
 	"protoc|protobuf-compiler|make test: checks that the generated gRPC code is current (make proto)|protoc --version"
 	"promtool|prometheus|make test: checks the alert rules in deploy/ (promtool check rules)|promtool --version"
 	"chromium|chromium|make test: the admin page's test drives a headless browser against sluice serve|chromium --version"
@@ -90,7 +91,7 @@ install() {
 	# The tests start their own servers on free loopback ports: keep the
 	# packages' own services from running beside them.
 	if command -v systemctl >/dev/null 2>&1; then
-		for svc in redis-server caddy prometheus prometheus-node-exporter; do
+		for svc in redis-server caddy nginx prometheus prometheus-node-exporter; do
 			if systemctl is-active --quiet "$svc" 2>/dev/null; then
 				systemctl stop "$svc" || true
 			fi
