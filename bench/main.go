@@ -3,7 +3,7 @@
 // 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
 // (docs/benchmarks.md holds a run's output) and progress on stderr.
 //
-//	go run . [-d 4s] [-rounds 3] [-sections redis,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http]
+//	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http]
 //
 // The Redis contenders run round-robin, -rounds times each, on a flushed
 // server; the tables report the median round. On a machine shared with
@@ -28,7 +28,7 @@ func main() {
 		rounds     = flag.Int("rounds", 3, "rounds of the Redis comparison; the median is reported")
 		goroutines = flag.Int("goroutines", 64, "goroutines deciding at once")
 		keys       = flag.Int("keys", 10_000, "distinct keys")
-		sections   = flag.String("sections", "redis,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http", "sections to run, comma-separated")
+		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http", "sections to run, comma-separated")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
@@ -69,6 +69,9 @@ func main() {
 	b.header()
 	if want["redis"] {
 		b.redisTable(*rounds)
+	}
+	if want["retry"] {
+		b.retryTable()
 	}
 	if want["memory"] {
 		b.memoryTable()
@@ -186,7 +189,16 @@ func (b *bench) measure(c contender, w workload) (redisRow, error) {
 		b.adm.resetStats()
 	}
 	cpu0 := b.adm.cpu()
-	o := run(w, inst.worker, progress(c.name))
+	var o outcome
+	if inst.run != nil {
+		progress(c.name)(0)
+		if o, err = inst.run(w); err != nil {
+			doneProgress()
+			return redisRow{}, err
+		}
+	} else {
+		o = run(w, inst.worker, progress(c.name))
+	}
 	cpu1 := b.adm.cpu()
 	doneProgress()
 	if b.cmdStats && o.ops > 0 {
@@ -263,9 +275,13 @@ func (b *bench) redisTable(rounds int) {
 		if m.perEvent > 0 {
 			entry = fmt.Sprintf("%.1f", m.perEvent)
 		}
-		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %.0f%% | %.1f | %.1f | %.1f | %.0f | %s |\n",
+		allocs := "–" // another process's
+		if m.o.allocsPerOp >= 0 {
+			allocs = fmt.Sprintf("%.1f", m.o.allocsPerOp)
+		}
+		fmt.Printf("| %s | %.0f | %.2f× | %s | %s | %.0f%% | %s | %.1f | %.1f | %.0f | %s |\n",
 			c.name, rate, base/rate, fmtDur(m.o.p50), fmtDur(m.o.p99), 100*float64(m.o.allowed)/float64(max(1, m.o.ops)),
-			m.o.allocsPerOp, m.o.clientCPU, m.redisCPU, m.perKey, entry)
+			allocs, m.o.clientCPU, m.redisCPU, m.perKey, entry)
 	}
 	fmt.Println()
 	fmt.Println("Every round of every contender:")

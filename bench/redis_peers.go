@@ -28,6 +28,9 @@ const (
 type instance struct {
 	// worker returns the decider of one goroutine.
 	worker func() decideFunc
+	// run, when set, runs the workload itself instead of worker: a
+	// contender in another process (rolling-rate-limiter on Node.js).
+	run func(w workload) (outcome, error)
 	// redisKey names the Redis key that holds key i's state, for MEMORY
 	// USAGE; nil when the contender keeps nothing in Redis.
 	redisKey func(i int) string
@@ -266,6 +269,7 @@ func redisContenders() []contender {
 		{"throttled/throttled v2", "GCRA, goredisstore.v9", openThrottled},
 		{"naive Lua log (rueidis)", "textbook ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", openNaiveRueidis},
 		{"naive Lua log (go-redis)", "the same script through go-redis", openNaiveGoRedis},
+		{"rolling-rate-limiter 0.4.2 (Node.js)", "sliding log: MULTI of ZREMRANGEBYSCORE/ZADD/ZRANGE/EXPIRE over ioredis, a uuid per attempt", openRolling},
 	}
 }
 
