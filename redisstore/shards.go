@@ -32,8 +32,8 @@ const slotsPoll = time.Second
 var _ store.Sharded = (*Store)(nil)
 
 // Shard names the masters that keep req's windows by their node IDs: one
-// master's ID, or with per-rule slots (SlotsPerRule) the IDs of several
-// joined by "+", in order; "" when the store is not over a Cluster or has
+// master's ID, or with per-rule slots (SlotsPerRule, a Cluster's default)
+// the IDs of several joined by "+", in order; "" when the store is not over a Cluster or has
 // not read its slots yet. A request whose windows span masters then has a
 // circuit of its own: the notifier's per-category cap on a master that
 // fails opens the circuit for its category, not for every category that
