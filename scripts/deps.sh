@@ -26,6 +26,10 @@ want_go=$(awk '$1 == "go" { print $2; exit }' go.mod)
 
 field() { local IFS='|'; set -f; local parts=($1); set +f; echo "${parts[$2]}"; }
 
+# have reports whether the command is installed: on PATH, or in /usr/sbin,
+# where Debian puts nginx and which a user's PATH may lack.
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+
 doctor() {
 	local missing=() line cmd pkg why ver
 	printf '%-14s %-10s %s\n' "what" "state" "version or how to install"
@@ -43,7 +47,7 @@ doctor() {
 	fi
 	for line in "${needs[@]}"; do
 		cmd=$(field "$line" 0); pkg=$(field "$line" 1); why=$(field "$line" 2)
-		if command -v "$cmd" >/dev/null 2>&1; then
+		if have "$cmd"; then
 			ver=$($(field "$line" 3) 2>/dev/null | head -n1 || true)
 			printf '%-14s %-10s %s\n' "$cmd" ok "${ver:-present}"
 		else
@@ -71,7 +75,7 @@ doctor() {
 install() {
 	local missing=() line
 	for line in "${needs[@]}"; do
-		command -v "$(field "$line" 0)" >/dev/null 2>&1 || missing+=("$(field "$line" 1)")
+		have "$(field "$line" 0)" || missing+=("$(field "$line" 1)")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		local sudo=""
@@ -82,7 +86,7 @@ install() {
 			exit 1
 		fi
 		for line in "${needs[@]}"; do
-			if ! command -v "$(field "$line" 0)" >/dev/null 2>&1; then
+			if ! have "$(field "$line" 0)"; then
 				echo "deps: $(field "$line" 0) is still missing after installing $(field "$line" 1)" >&2
 				exit 1
 			fi

@@ -24,13 +24,15 @@ import (
 // sluice's Retry-After and RateLimit.
 
 // requireTool returns the path of the command name, from the Debian package
-// pkg. When it is missing the test is skipped, except under CI, where make
+// pkg: on PATH, or in /usr/sbin (Debian's nginx), which a user's PATH may
+// lack. When it is missing the test is skipped, except under CI, where make
 // deps must have installed it.
 func requireTool(t *testing.T, name, pkg string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
+	for _, p := range []string{name, "/usr/sbin/" + name} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
 	}
 	if os.Getenv("CI") != "" {
 		t.Fatalf("%s is not installed and CI is set; make deps installs it (apt-get install -y %s)", name, pkg)
