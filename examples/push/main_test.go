@@ -43,6 +43,12 @@ func (r *recorder) count() int {
 	return len(r.sent)
 }
 
+// testLimiterConfig gives a store call 10 s instead of the default 50 ms:
+// the first call to a Redis that the tests just started loads its scripts,
+// and on a machine running every package's tests at once it took longer
+// than 50 ms. The decisions are under test, not the latency.
+var testLimiterConfig = sluice.Config{Timeout: 10 * time.Second}
+
 type fixture struct {
 	srv   *httptest.Server
 	clock *storetest.Clock
@@ -54,7 +60,7 @@ func startWith(t *testing.T, store store.Store, clock *storetest.Clock) *fixture
 	t.Helper()
 	t.Cleanup(func() { _ = store.Close() })
 	sent := &recorder{}
-	h, err := newServer(sluice.NewLimiter(store, sluice.Config{}), sent, nil)
+	h, err := newServer(sluice.NewLimiter(store, testLimiterConfig), sent, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +181,7 @@ func TestOpenStoreRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	d, err := sluice.NewLimiter(store, sluice.Config{}).Allow(context.Background(), &pushPolicy, map[string]string{"user": "ann"})
+	d, err := sluice.NewLimiter(store, testLimiterConfig).Allow(context.Background(), &pushPolicy, map[string]string{"user": "ann"})
 	if err != nil || !d.Allowed {
 		t.Errorf("first notification through Redis: %+v, %v", d, err)
 	}
