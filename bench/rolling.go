@@ -53,14 +53,16 @@ type rollingRun struct {
 }
 
 // runRolling runs rolling-rate-limiter on the Redis at addr with w, limit
-// events per window per key, its keys named namespace + "k" + i.
-func runRolling(addr string, w workload, limit int64, window time.Duration, namespace string) (outcome, error) {
+// events per window per key and at least gap between them, its keys named
+// namespace + "k" + i.
+func runRolling(addr string, w workload, limit int64, window, gap time.Duration, namespace string) (outcome, error) {
 	if err := rollingReady(); err != nil {
 		return outcome{}, err
 	}
 	cmd := exec.Command("node", "run.js", "--addr", addr, "--namespace", namespace,
 		"--keys", strconv.Itoa(w.keys), "--concurrency", strconv.Itoa(w.goroutines),
 		"--limit", strconv.FormatInt(limit, 10), "--window-ms", strconv.FormatInt(window.Milliseconds(), 10),
+		"--min-difference-ms", strconv.FormatInt(gap.Milliseconds(), 10),
 		"--duration-ms", strconv.FormatInt(w.duration.Milliseconds(), 10))
 	cmd.Dir = rollingDir
 	var stderr bytes.Buffer
@@ -93,7 +95,7 @@ func openRolling(addr string, names []string) (*instance, error) {
 	}
 	return &instance{
 		run: func(w workload) (outcome, error) {
-			return runRolling(addr, w, perKeyLimit, window, "rrl:")
+			return runRolling(addr, w, perKeyLimit, window, 0, "rrl:")
 		},
 		redisKey: func(i int) string { return "rrl:" + names[i] },
 		zset:     true,
@@ -102,58 +104,57 @@ func openRolling(addr string, names []string) (*instance, error) {
 }
 
 // retryTable measures what a client that retries at once when denied is
-// admitted: one key, 10 per second, one caller deciding back to back. A
-// log that records denied attempts (rolling-rate-limiter, and sluice's
-// penalize policies, by choice) keeps the window full while the client
-// retries and admits it nothing after the first window.
+// admitted, one caller deciding back to back on one key: under a limit of
+// 10 per second, and under a minimum gap of 100 ms (the push
+// notifications' gap). A log that records denied attempts
+// (rolling-rate-limiter, and sluice's penalize policies, by choice) keeps
+// the window full, or the gap from the latest attempt, while the client
+// retries, and admits it nothing more.
 func (b *bench) retryTable() {
-	const limit = 10
 	w := workload{goroutines: 1, keys: 1, duration: b.w.duration}
-	policy := func(penalize bool) *sluice.Policy {
-		return &sluice.Policy{Name: "retry", Penalize: penalize, Rules: []sluice.Rule{
-			{Name: "per-key", Limit: limit, Window: time.Second, By: []string{"key"}},
-		}}
-	}
-	type row struct {
-		name, note string
-		o          outcome
-		entries    int64
-	}
-	var rows []row
 	for _, c := range []struct {
-		name, note string
-		p          *sluice.Policy
+		title string
+		rule  sluice.Rule // rolling-rate-limiter: Limit per Window, MinGap between
 	}{
-		{"sluice", "records admissions only", policy(false)},
-		{"sluice, penalize: true", "records denied attempts too, by choice", policy(true)},
+		{"10 per second", sluice.Rule{Limit: 10, Window: time.Second}},
+		{"a minimum gap of 100 ms", sluice.Rule{Limit: 1 << 20, Window: time.Second, MinGap: 100 * time.Millisecond}},
 	} {
-		b.adm.flush()
-		inst, err := openSluice(c.p, benchLimiterConfig)(b.addr, keyNames(1))
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", c.name, err)
-			continue
+		fmt.Printf("### A client that retries at once: one key, %s, one caller back to back for %v\n\n", c.title, w.duration)
+		fmt.Println("| contender | attempts | admitted | admitted per second | events in the key at the end | |")
+		fmt.Println("|---|---:|---:|---:|---:|---|")
+		for _, penalize := range []bool{false, true} {
+			name, note := "sluice", "records admissions only"
+			if penalize {
+				name, note = "sluice, penalize: true", "records denied attempts too, by choice"
+			}
+			r := c.rule
+			r.Name, r.By = "per-key", []string{"key"}
+			b.adm.flush()
+			inst, err := openSluice(&sluice.Policy{Name: "retry", Penalize: penalize, Rules: []sluice.Rule{r}}, benchLimiterConfig)(b.addr, keyNames(1))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", name, err)
+				continue
+			}
+			o := run(w, inst.worker, progress(name))
+			doneProgress()
+			b.retryRow(name, note, o, inst.redisKey(0))
+			inst.close()
 		}
-		o := run(w, inst.worker, progress(c.name))
+		b.adm.flush()
+		progress("rolling-rate-limiter")(0)
+		o, err := runRolling(b.addr, w, c.rule.Limit, c.rule.Window, c.rule.MinGap, "retry:")
 		doneProgress()
-		_, entries, _ := b.adm.memoryUsage(inst.redisKey(0), true)
-		inst.close()
-		rows = append(rows, row{c.name, c.note, o, entries})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: rolling-rate-limiter: %v\n", err)
+		} else {
+			b.retryRow("rolling-rate-limiter 0.4.2", "records every attempt", o, "retry:k0")
+		}
+		fmt.Println()
 	}
-	b.adm.flush()
-	progress("rolling-rate-limiter")(0)
-	o, err := runRolling(b.addr, w, limit, time.Second, "retry:")
-	doneProgress()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: rolling-rate-limiter: %v\n", err)
-	} else {
-		_, entries, _ := b.adm.memoryUsage("retry:k0", true)
-		rows = append(rows, row{"rolling-rate-limiter 0.4.2", "records every attempt", o, entries})
-	}
-	fmt.Printf("### A client that retries at once: one key, %d per second, one caller back to back for %v\n\n", limit, w.duration)
-	fmt.Println("| contender | attempts | admitted | admitted per second | events in the key at the end | |")
-	fmt.Println("|---|---:|---:|---:|---:|---|")
-	for _, r := range rows {
-		fmt.Printf("| %s | %d | %d | %.1f | %d | %s |\n", r.name, r.o.ops, r.o.allowed, float64(r.o.allowed)/r.o.elapsed.Seconds(), r.entries, r.note)
-	}
-	fmt.Println()
+}
+
+// retryRow prints a row of retryTable: o, and the events key holds.
+func (b *bench) retryRow(name, note string, o outcome, key string) {
+	_, events, _ := b.adm.memoryUsage(key, true)
+	fmt.Printf("| %s | %d | %d | %.1f | %d | %s |\n", name, o.ops, o.allowed, float64(o.allowed)/o.elapsed.Seconds(), events, note)
 }

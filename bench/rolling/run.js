@@ -3,7 +3,7 @@
 // run measured. bench/rolling.go starts it; by hand:
 //
 //   node run.js --addr 127.0.0.1:6379 --keys 10000 --concurrency 64 \
-//     --limit 100 --window-ms 60000 --duration-ms 4000 --namespace rrl:
+//     --limit 100 --window-ms 60000 --min-difference-ms 0 --duration-ms 4000 --namespace rrl:
 //
 // Each of the concurrent loops walks the keys k0..k(keys-1) from its own
 // offset, as the Go contenders' goroutines do; ioredis pipelines the loops'
@@ -14,7 +14,7 @@ const { RedisRateLimiter } = require('rolling-rate-limiter');
 const Redis = require('ioredis');
 
 function flags(argv) {
-  const f = { addr: '127.0.0.1:6379', keys: 10000, concurrency: 64, limit: 100, windowMs: 60000, durationMs: 4000, namespace: 'rrl:' };
+  const f = { addr: '127.0.0.1:6379', keys: 10000, concurrency: 64, limit: 100, windowMs: 60000, minDifferenceMs: 0, durationMs: 4000, namespace: 'rrl:' };
   for (let i = 0; i + 1 < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '').replace(/-(\w)/g, (_, c) => c.toUpperCase());
     if (!(name in f)) throw new Error(`unknown flag ${argv[i]}`);
@@ -32,7 +32,7 @@ async function main() {
   const [host, port] = [f.addr.slice(0, f.addr.lastIndexOf(':')), Number(f.addr.slice(f.addr.lastIndexOf(':') + 1))];
   const client = new Redis({ host, port, lazyConnect: true, maxRetriesPerRequest: 0 });
   await client.connect();
-  const limiter = new RedisRateLimiter({ client, namespace: f.namespace, interval: f.windowMs, maxInInterval: f.limit, minDifference: 0 });
+  const limiter = new RedisRateLimiter({ client, namespace: f.namespace, interval: f.windowMs, maxInInterval: f.limit, minDifference: f.minDifferenceMs });
   const names = Array.from({ length: f.keys }, (_, i) => 'k' + i);
   let ops = 0, allowed = 0, errors = 0, firstError = '';
   const latencies = []; // µs
