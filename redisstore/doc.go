@@ -127,8 +127,10 @@
 // replicas have its writes, and fails with ErrNotReplicated otherwise: no
 // admission a caller saw is lost, and the new master serves as soon as the
 // client follows it. A replica that leaves for good stops admissions until
-// it is back, or for Config.ReplicaGrace when set. A Redis Cluster's
-// CLUSTER FAILOVER waits for the replica itself.
+// it is back, or for Config.ReplicaGrace when set. Over a Redis Cluster each
+// master's replicas are counted for its own slots: CLUSTER FAILOVER waits
+// for the replica itself, but CLUSTER FAILOVER TAKEOVER and FORCE, and a
+// failover after a master stops answering, do not.
 //
 // The store needs Redis 5 or later (scripts that read TIME and then write
 // rely on effect replication).

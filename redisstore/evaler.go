@@ -113,8 +113,8 @@ func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []str
 func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
 	var msg rueidis.RedisMessage
 	var err error
-	if want := e.wantReplicas(); want > 0 {
-		msg, err = e.acks.do(ctx, cmd, want)
+	if e.acks != nil {
+		msg, err = e.acks.do(ctx, cmd)
 	} else {
 		msg, err = e.client.Do(ctx, cmd).ToMessage()
 	}
@@ -125,15 +125,6 @@ func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.
 		return msg, err
 	}
 	return msg, nil
-}
-
-// wantReplicas returns how many replicas a call waits for: 0 without
-// replica acknowledgements.
-func (e rueidisEvaler) wantReplicas() int64 {
-	if e.acks == nil {
-		return 0
-	}
-	return e.acks.want.Load()
 }
 
 // arrayBySHA and arrayBySource are EvalSHA and Eval returning the reply as

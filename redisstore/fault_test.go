@@ -79,7 +79,8 @@ func loadFor(lim *sluice.Limiter, p *sluice.Policy, users, goroutines int, lead,
 type tally struct {
 	total, errs, noscript int
 	admitted              map[string]int
-	firstErr, lastErr     time.Time
+	firstErr, lastErr     time.Time // the start of the first failed call, the end of the last
+	firstErrEnd           time.Time // the earliest end of a failed call
 	sample                error
 }
 
@@ -95,6 +96,9 @@ func count(out []outcome) tally {
 			if t.firstErr.IsZero() {
 				t.firstErr = o.start
 				t.sample = o.err
+			}
+			if end := o.start.Add(o.latency); t.firstErrEnd.IsZero() || end.Before(t.firstErrEnd) {
+				t.firstErrEnd = end
 			}
 			t.lastErr = o.start.Add(o.latency)
 			continue
@@ -244,8 +248,8 @@ func failoverFigures(t *testing.T, f failover, out []outcome, stored func(user s
 	}
 	back := time.Duration(0)
 	if tl.errs > 0 {
-		if tl.firstErr.Before(start) {
-			t.Errorf("an error at %v, before the failover started at %v: %v", tl.firstErr, start, tl.sample)
+		if tl.firstErrEnd.Before(start) { // a call in flight when it started may fail
+			t.Errorf("a call failed at %v, before the failover started at %v: %v", tl.firstErrEnd, start, tl.sample)
 		}
 		back = max(0, tl.lastErr.Sub(newMaster))
 		if back > 2*time.Second {
@@ -299,6 +303,121 @@ func TestFaultClusterFailover(t *testing.T) {
 		return units(entries(t, rc, ks[0]))
 	})
 	checkStored(t, c.Nodes(), prefix, failoverLimit)
+}
+
+// TestFaultClusterTakeover promotes a replica with CLUSTER FAILOVER
+// TAKEOVER, which does not wait for its master, while goroutines decide:
+// the old master answers writes until it learns of the promotion, and what
+// it answered is lost: reported, not failed on.
+func TestFaultClusterTakeover(t *testing.T) {
+	clusterTakeover(t, false)
+}
+
+// TestFaultClusterTakeoverWaitForReplicas is the takeover with
+// WaitForReplicas: no admission a caller saw is lost.
+func TestFaultClusterTakeoverWaitForReplicas(t *testing.T) {
+	clusterTakeover(t, true)
+}
+
+func clusterTakeover(t *testing.T, wait bool) {
+	c := sharedCluster(t)
+	prefix := newPrefix()
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: prefix, WaitForReplicas: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(failoverLimit)
+	ks := s.Keys(request(t, p, map[string]string{"user": "u0"}, 1))
+	_, replica, err := c.MasterOf(ks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, newMaster time.Time
+	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
+		start = time.Now()
+		if newMaster, err = c.Failover(replica, "TAKEOVER"); err != nil {
+			t.Error(err)
+		}
+	})
+	what := "CLUSTER FAILOVER TAKEOVER under load"
+	if wait {
+		what += ", WaitForReplicas"
+	}
+	rc := clusterClient(t, c)
+	lost := failoverFigures(t, failover{what: what, start: start, newMaster: newMaster}, out, func(u string) int {
+		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
+		return units(entries(t, rc, ks[0]))
+	})
+	if wait && lost > 0 {
+		t.Errorf("WaitForReplicas: %d admissions the callers saw are not on the new masters, want 0", lost)
+	}
+	checkStored(t, c.Nodes(), prefix, failoverLimit)
+}
+
+// TestClusterWaitForReplicas freezes the replica of one master of a
+// Cluster under a store with WaitForReplicas: the keys of that master are
+// refused (ErrNotReplicated) and the others' admitted, each call waiting
+// for its own master's replica; once the replica answers again, every key
+// is admitted.
+func TestClusterWaitForReplicas(t *testing.T) {
+	c := sharedCluster(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: newPrefix(), WaitForReplicas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 400 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(1_000_000)
+	masterOf := map[string]string{}
+	var frozen *redistest.Server
+	for i := range 30 {
+		u := fmt.Sprintf("u%d", i)
+		m, r, err := c.MasterOf(s.Keys(request(t, p, map[string]string{"user": u}, 1))[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if masterOf[u] = m.Addr(); frozen == nil {
+			frozen = r
+		}
+	}
+	allow := func(u string) (sluice.Decision, error) {
+		return lim.Allow(context.Background(), p, map[string]string{"user": u})
+	}
+	for u := range masterOf {
+		if d, err := allow(u); err != nil || !d.Allowed {
+			t.Fatalf("%s with every replica up: %+v, %v; want admitted", u, d, err)
+		}
+	}
+	if err := frozen.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	refused, admitted := 0, 0
+	for u, m := range masterOf {
+		d, err := allow(u)
+		switch onFrozen := m == masterOf["u0"]; {
+		case onFrozen && errors.Is(err, redisstore.ErrNotReplicated):
+			refused++
+		case !onFrozen && err == nil && d.Allowed:
+			admitted++
+		default:
+			t.Errorf("%s (on the frozen replica's master: %v): %+v, %v", u, onFrozen, d, err)
+		}
+	}
+	if err := frozen.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the replica of %s frozen: %d calls refused, %d of the other masters' admitted", masterOf["u0"], refused, admitted)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		d, err := allow("u0")
+		if err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the replica answered again: %+v, %v; want admitted", d, err)
+		}
+	}
 }
 
 // TestFaultSentinelFailover fails the master over with SENTINEL FAILOVER

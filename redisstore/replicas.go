@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -57,27 +60,43 @@ func (notReplicated) Error() string { return "redisstore: the write did not reac
 
 func (notReplicated) Is(target error) bool { return target == store.ErrRefused }
 
-// replicaAcks keeps how many replicas a script call waits for.
+// replicaAcks keeps, for each master, how many replicas a script call
+// waits for: the one master of a standalone or Sentinel store, or each
+// master of a Cluster, which it reads from the store's slots. Over a
+// Cluster a call goes to the master the store's slots name for its slot,
+// over that node's own client, so that it waits for that master's replicas
+// and no other's; a call the node redirects (MOVED or ASK: the slots moved)
+// is refused, and the store reads the slots again at once.
 type replicaAcks struct {
-	client rueidis.Client
-	grace  time.Duration // Config.ReplicaGrace
-	want   atomic.Int64  // replicas a call waits for
-	online atomic.Int64  // replicas online at the last poll
+	client  rueidis.Client
+	grace   time.Duration                          // Config.ReplicaGrace
+	slots   *slotReader                            // over a Cluster: the master of each slot; else nil
+	masters atomic.Pointer[map[string]*masterAcks] // by node ID; "": the one master
+	poller  *poller
+}
+
+// masterAcks is one master's count, as replicaAcks's comment says.
+type masterAcks struct {
+	client rueidis.Client // the master's: a Cluster node's, or the store's
+	grace  time.Duration
+	want   atomic.Int64 // replicas a call waits for
+	online atomic.Int64 // replicas online at the last poll
 	// The polling goroutine's alone: the master's replication ID, and since when a
 	// replica has been missing (zero: none is).
 	replid  string
 	missing time.Time
-	poller  *poller
 }
 
-// newReplicaAcks reads the master's replicas once, so that the first calls
-// wait for them, and polls them until close.
-func newReplicaAcks(client rueidis.Client, grace time.Duration) (*replicaAcks, error) {
-	a := &replicaAcks{client: client, grace: grace}
+// newReplicaAcks reads the replicas of the masters once, so that the first
+// calls wait for them, and polls them until close; slots is nil unless the
+// store is over a Cluster.
+func newReplicaAcks(client rueidis.Client, slots *slotReader, grace time.Duration) (*replicaAcks, error) {
+	a := &replicaAcks{client: client, slots: slots, grace: grace}
+	a.masters.Store(&map[string]*masterAcks{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.poll(ctx); err != nil {
-		return nil, fmt.Errorf("redisstore: reading the master's replicas (WaitForReplicas): %w", err)
+		return nil, fmt.Errorf("redisstore: reading the masters' replicas (WaitForReplicas): %w", err)
 	}
 	a.poller = startPoller(replicaPoll, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -89,11 +108,12 @@ func newReplicaAcks(client rueidis.Client, grace time.Duration) (*replicaAcks, e
 
 func (a *replicaAcks) close() { a.poller.close() }
 
-// poller calls poll every period, on a goroutine of its own, until close.
-type poller struct{ stop, done chan struct{} }
+// poller calls poll every period, and when kicked, on a goroutine of its
+// own, until close.
+type poller struct{ stop, done, now chan struct{} }
 
 func startPoller(period time.Duration, poll func()) *poller {
-	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
+	p := &poller{stop: make(chan struct{}), done: make(chan struct{}), now: make(chan struct{}, 1)}
 	go func() {
 		defer close(p.done)
 		t := time.NewTicker(period)
@@ -104,10 +124,20 @@ func startPoller(period time.Duration, poll func()) *poller {
 				return
 			case <-t.C:
 				poll()
+			case <-p.now:
+				poll()
 			}
 		}
 	}()
 	return p
+}
+
+// kick asks for a poll now, unless one is asked for already.
+func (p *poller) kick() {
+	select {
+	case p.now <- struct{}{}:
+	default:
+	}
 }
 
 func (p *poller) close() {
@@ -115,32 +145,95 @@ func (p *poller) close() {
 	<-p.done
 }
 
-// poll reads the master's replication ID and replicas online, and counts
-// them as the type's comment says.
+// poll reads each master's replication ID and replicas online, and counts
+// them as replicaAcks's comment says. Over a Cluster the masters are the
+// slots' as last read; a master that leaves is forgotten, and one that
+// comes is counted from its first poll. It fails when no master answered.
 func (a *replicaAcks) poll(ctx context.Context) error {
-	info, err := a.client.Do(ctx, a.client.B().Info().Section("replication").Build()).ToString()
+	old := *a.masters.Load()
+	masters := map[string]*masterAcks{}
+	nodes := map[string]string{"": ""} // by ID, the address; "": the store's client
+	sm := a.slots.load()
+	if a.slots != nil {
+		nodes = map[string]string{}
+		for i, id := range sm.masterIDs() {
+			nodes[id] = sm.addrs[i]
+		}
+	}
+	var firstErr error
+	answered := 0
+	for id, addr := range nodes {
+		m := old[id]
+		if m == nil {
+			m = &masterAcks{client: a.client, grace: a.grace}
+			if addr != "" {
+				if m.client = a.client.Nodes()[addr]; m.client == nil {
+					a.introduce(ctx, sm, id)
+				}
+				if m.client = a.client.Nodes()[addr]; m.client == nil {
+					continue // counted from a poll once the client knows it
+				}
+			}
+		}
+		if err := m.poll(ctx); err != nil {
+			firstErr = cmp.Or(firstErr, fmt.Errorf("%s: %w", cmp.Or(addr, "master"), err))
+			if old[id] != nil {
+				masters[id] = m // keeps its count
+			}
+			continue
+		}
+		masters[id] = m
+		answered++
+	}
+	a.masters.Store(&masters)
+	if answered == 0 {
+		return cmp.Or(firstErr, errors.New("no master is known (CLUSTER SLOTS)"))
+	}
+	return nil
+}
+
+// introduce makes the store's Cluster client meet the master id, a
+// replica promoted since the client last read the Cluster's slots: the
+// client learns of it from the MOVED reply of its old master to a read of a
+// key of one of its slots (the store's own calls with WaitForReplicas go to
+// the nodes' clients, which never see a MOVED the Cluster client follows).
+func (a *replicaAcks) introduce(ctx context.Context, sm *slotMap, id string) {
+	var room [16]byte
+	for n := range 1 << 16 {
+		key := strconv.AppendInt(append(room[:0], '{'), int64(n), 10)
+		key = append(key, '}')
+		if i := sm.of[clusterSlot(key[1:len(key)-1])]; i > 0 && sm.masters[i-1] == id {
+			a.client.Do(ctx, a.client.B().Exists().Key(string(key)).Build())
+			return
+		}
+	}
+}
+
+// poll reads the master's replication state.
+func (m *masterAcks) poll(ctx context.Context) error {
+	info, err := m.client.Do(ctx, m.client.B().Info().Section("replication").Build()).ToString()
 	if err != nil {
 		return err
 	}
 	replid, online := parseReplication(info)
-	a.observe(replid, online, time.Now())
+	m.observe(replid, online, time.Now())
 	return nil
 }
 
 // observe counts online replicas under the master's replication ID replid
-// at now, as the type's comment says.
-func (a *replicaAcks) observe(replid string, online int64, now time.Time) {
-	a.online.Store(online)
+// at now, as replicaAcks's comment says.
+func (m *masterAcks) observe(replid string, online int64, now time.Time) {
+	m.online.Store(online)
 	switch {
-	case replid != a.replid || online >= a.want.Load():
-		a.replid, a.missing = replid, time.Time{}
-		a.want.Store(online)
-	case a.grace <= 0:
-	case a.missing.IsZero():
-		a.missing = now
-	case now.Sub(a.missing) >= a.grace:
-		a.missing = time.Time{}
-		a.want.Store(online)
+	case replid != m.replid || online >= m.want.Load():
+		m.replid, m.missing = replid, time.Time{}
+		m.want.Store(online)
+	case m.grace <= 0:
+	case m.missing.IsZero():
+		m.missing = now
+	case now.Sub(m.missing) >= m.grace:
+		m.missing = time.Time{}
+		m.want.Store(online)
 	}
 }
 
@@ -159,11 +252,38 @@ func parseReplication(info string) (replid string, online int64) {
 	return replid, online
 }
 
-// do sends cmd followed by WAIT for the replicas, on one connection, and
-// returns cmd's reply; ErrNotReplicated when fewer replicas acknowledged
-// than the call waits for. WAIT waits half of what is left of ctx.
-func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed, want int64) (rueidis.RedisMessage, error) {
-	if online := a.online.Load(); online < want {
+// master returns the count of the master that serves slot, with the
+// client that reaches it; nil when it is not known.
+func (a *replicaAcks) master(slot uint16) *masterAcks {
+	masters := *a.masters.Load()
+	if a.slots == nil {
+		return masters[""]
+	}
+	if m := a.slots.load(); m != nil {
+		if i := m.of[slot]; i > 0 {
+			return masters[m.masters[i-1]]
+		}
+	}
+	return nil
+}
+
+// do sends cmd to its master followed by WAIT for the master's replicas, on
+// one connection, and returns cmd's reply; ErrNotReplicated when fewer
+// replicas acknowledged than the call waits for, or the master is not
+// known or redirected the call. WAIT waits half of what is left of ctx.
+func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
+	m := a.master(cmd.Slot())
+	if m == nil {
+		a.slots.refresh()
+		a.poller.kick()
+		return rueidis.RedisMessage{}, fmt.Errorf("%w: the replicas of the master of slot %d are not known yet (a failover or a resharding?); the store reads the Cluster's slots again",
+			ErrNotReplicated, cmd.Slot())
+	}
+	want := m.want.Load()
+	if want == 0 {
+		return a.redirected(m.client.Do(ctx, cmd).ToMessage())
+	}
+	if online := m.online.Load(); online < want {
 		// The last poll found replicas missing: refuse without waiting for
 		// them, until a poll finds them back or finds a new master.
 		return rueidis.RedisMessage{}, fmt.Errorf("%w: %d of %d online at the master; the master may be being failed over, or a replica is down (docs/failure-modes.md)",
@@ -175,18 +295,34 @@ func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed, want int64)
 	}
 	// WAIT blocks its connection: rueidis sends the pair over a connection
 	// of its own, where WAIT covers cmd's writes.
-	rs := a.client.DoMulti(ctx, cmd, a.client.B().Wait().Numreplicas(want).Timeout(wait.Milliseconds()).Build())
-	msg, err := rs[0].ToMessage()
+	rs := m.client.DoMulti(ctx, cmd, m.client.B().Wait().Numreplicas(want).Timeout(wait.Milliseconds()).Build())
+	msg, err := a.redirected(rs[0].ToMessage())
 	if err != nil {
 		return msg, err
 	}
 	got, err := rs[1].AsInt64()
-	if err != nil {
-		return msg, fmt.Errorf("redisstore: WAIT for %d replicas: %w", want, err)
+	if err != nil { // such as a master turned replica, which unblocks WAIT
+		return msg, fmt.Errorf("%w: WAIT for %d replicas: %v", ErrNotReplicated, want, err)
 	}
 	if got < want {
 		return msg, fmt.Errorf("%w: %d of %d acknowledged within %v; the master may be being failed over, or a replica is down or behind (docs/failure-modes.md)",
 			ErrNotReplicated, got, want, wait)
 	}
 	return msg, nil
+}
+
+// redirected returns a MOVED or ASK reply, from a Cluster node that does
+// not serve the call's slot (any more, or for now), as ErrNotReplicated,
+// and on MOVED reads the slots again; other replies as they are.
+func (a *replicaAcks) redirected(msg rueidis.RedisMessage, err error) (rueidis.RedisMessage, error) {
+	if rerr, ok := rueidis.IsRedisErr(err); ok && a.slots != nil {
+		if _, moved := rerr.IsMoved(); moved {
+			a.slots.refresh()
+			return msg, fmt.Errorf("%w: %v; the store reads the Cluster's slots again", ErrNotReplicated, err)
+		}
+		if _, ask := rerr.IsAsk(); ask {
+			return msg, fmt.Errorf("%w: %v (the slot is being migrated)", ErrNotReplicated, err)
+		}
+	}
+	return msg, err
 }

@@ -10,7 +10,7 @@ import (
 func TestReplicaGrace(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	a := &replicaAcks{grace: 30 * time.Second}
+	a := &masterAcks{grace: 30 * time.Second}
 	steps := []struct {
 		when   int
 		replid string
@@ -36,7 +36,7 @@ func TestReplicaGrace(t *testing.T) {
 	}
 
 	// Without a grace a missing replica is waited for however long.
-	a = &replicaAcks{}
+	a = &masterAcks{}
 	a.observe("m1", 1, at(0))
 	a.observe("m1", 0, at(1))
 	a.observe("m1", 0, at(100_000))

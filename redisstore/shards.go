@@ -73,6 +73,7 @@ func (s *Store) QueueShard(q store.Queue) string {
 // slotMap is the Cluster's slots as read: the master of each.
 type slotMap struct {
 	masters []string             // node IDs (host:port when a node has none)
+	addrs   []string             // the masters' host:port
 	of      [clusterSlots]uint16 // index in masters + 1; 0: no master known
 }
 
@@ -88,6 +89,14 @@ func (m *slotMap) shard(on uint64) string {
 	}
 	slices.Sort(ids)
 	return strings.Join(ids, "+")
+}
+
+// masterIDs returns the masters' node IDs; none for a nil map.
+func (m *slotMap) masterIDs() []string {
+	if m == nil {
+		return nil
+	}
+	return m.masters
 }
 
 func (m *slotMap) master(slot uint16) string {
@@ -119,6 +128,13 @@ func (r *slotReader) load() *slotMap {
 		return nil
 	}
 	return r.cur.Load()
+}
+
+// refresh reads the slots again now; a nil reader does nothing.
+func (r *slotReader) refresh() {
+	if r != nil {
+		r.poller.kick()
+	}
 }
 
 func (r *slotReader) close() {
@@ -160,7 +176,8 @@ func parseSlots(ranges []rueidis.RedisMessage) *slotMap {
 		}
 		host, _ := node[0].ToString()
 		port, _ := node[1].AsInt64()
-		name := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		name := addr
 		if len(node) > 2 {
 			if id, err := node[2].ToString(); err == nil && id != "" {
 				name = id
@@ -169,6 +186,7 @@ func parseSlots(ranges []rueidis.RedisMessage) *slotMap {
 		i, ok := index[name]
 		if !ok {
 			m.masters = append(m.masters, name)
+			m.addrs = append(m.addrs, addr)
 			i = uint16(len(m.masters))
 			index[name] = i
 		}

@@ -71,15 +71,16 @@ type Config struct {
 	Layout Layout
 
 	// WaitForReplicas makes every script call wait until its writes are on
-	// every replica the master has had since it became master (WAIT), and
+	// every replica its master has had since it became master (WAIT), and
 	// fail with ErrNotReplicated, decided by the Limiter's failure policy,
 	// when they are not: a failover that promotes a replica without
-	// waiting for the master (SENTINEL FAILOVER) then loses no reported
-	// admission. It costs a round trip to the replicas per call, and a
-	// replica that leaves for good stops admissions until it is back, or
-	// for ReplicaGrace. For Standalone and Sentinel over rueidis (New,
-	// NewFromClient); a Redis Cluster's CLUSTER FAILOVER waits for the
-	// replica already. See docs/failure-modes.md.
+	// waiting for the master (SENTINEL FAILOVER, a Cluster's CLUSTER
+	// FAILOVER TAKEOVER or FORCE) then loses no reported admission. It
+	// costs a round trip to the replicas per call, and a replica that
+	// leaves for good stops admissions until it is back, or for
+	// ReplicaGrace. Over a Cluster each master's replicas count for its own
+	// slots, and a call goes to the master the store's slot map names. Over
+	// rueidis (New, NewFromClient). See docs/failure-modes.md.
 	WaitForReplicas bool
 
 	// ReplicaGrace, with WaitForReplicas, is how long a replica may be
@@ -153,24 +154,24 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	if cfg.WaitForReplicas && client.Mode() == rueidis.ClientModeCluster {
-		return nil, errors.New("redisstore: WaitForReplicas is for a standalone or Sentinel master; a Redis Cluster's CLUSTER FAILOVER waits for the replica")
-	}
 	ev := rueidisEvaler{client: client}
 	s, err := newStore(ev, cfg)
 	if err != nil {
 		return nil, err
 	}
+	s.client = client
+	if client.Mode() == rueidis.ClientModeCluster {
+		s.slots = newSlotReader(client)
+	}
 	if cfg.WaitForReplicas {
-		if ev.acks, err = newReplicaAcks(client, cfg.ReplicaGrace); err != nil {
+		if ev.acks, err = newReplicaAcks(client, s.slots, cfg.ReplicaGrace); err != nil {
+			s.slots.close()
 			return nil, err
 		}
 		s.ev, s.acks = ev, ev.acks
 	}
-	s.client = client
-	if client.Mode() == rueidis.ClientModeCluster {
+	if s.slots != nil {
 		s.decider = &slotBatchers{ev: ev}
-		s.slots = newSlotReader(client)
 	} else {
 		s.decider = newBatcher(ev)
 	}

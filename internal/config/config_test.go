@@ -178,7 +178,6 @@ func TestParseErrors(t *testing.T) {
 		{"standalone seeds", okPolicy + "store:\n  redis: {addrs: [\"a:1\", \"b:2\"]}\n", 6, "mode standalone takes one address"},
 		{"sentinel master", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: sentinel}\n", 6, "needs master_name"},
 		{"master without sentinel", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], master_name: m}\n", 6, "only used with mode: sentinel"},
-		{"cluster acks", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], mode: cluster, wait_for_replicas: true}\n", 6, "wait_for_replicas is for a standalone or sentinel master"},
 		{"grace without acks", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    replica_grace: 30s\n", 8, "replica_grace is only used with wait_for_replicas: true"},
 		{"zero grace", okPolicy + "store:\n  redis: {addrs: [\"a:1\"], wait_for_replicas: true, replica_grace: 0s}\n", 6, "replica_grace is zero; use a duration longer than zero"},
 		{"tls half", okPolicy + "store:\n  redis:\n    addrs: [\"a:1\"]\n    tls: {cert: c.pem}\n", 8, "both cert and key"},

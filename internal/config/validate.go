@@ -162,8 +162,6 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 		d.errorf(at(f.Addrs.Node), "mode standalone takes one address, got %d; set mode: cluster for cluster seeds or mode: sentinel for sentinels", len(r.Addrs))
 	case r.Mode == "cluster" && r.DB != 0:
 		d.errorf(at(f.DB.Node), "db is not supported with mode: cluster (a cluster has only database 0); remove it")
-	case r.Mode == "cluster" && r.WaitForReplicas:
-		d.errorf(f.WaitReplicas.Node, "wait_for_replicas is for a standalone or sentinel master (a cluster's CLUSTER FAILOVER waits for the replica); remove it")
 	case r.ReplicaGrace > 0 && !r.WaitForReplicas:
 		d.errorf(f.ReplicaGrace.Node, "replica_grace is only used with wait_for_replicas: true; remove it or set wait_for_replicas")
 	}

@@ -244,8 +244,8 @@ func (c *Cluster) MasterOf(key string) (master, replica *Server, err error) {
 // Failover runs CLUSTER FAILOVER on replica, which promotes it after it has
 // caught up with its master, and waits until it serves as master. It
 // returns the time at which the new master answered ROLE as master.
-func (c *Cluster) Failover(replica *Server) (time.Time, error) {
-	if _, err := replica.Do("CLUSTER", "FAILOVER"); err != nil {
+func (c *Cluster) Failover(replica *Server, option ...string) (time.Time, error) {
+	if _, err := replica.Do(append([]string{"CLUSTER", "FAILOVER"}, option...)...); err != nil {
 		return time.Time{}, err
 	}
 	var at time.Time
