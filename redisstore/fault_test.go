@@ -276,33 +276,7 @@ const failoverLimit = 1_000_000
 // TestFaultClusterFailover promotes a replica with CLUSTER FAILOVER while
 // goroutines decide a per-user policy spread over every master.
 func TestFaultClusterFailover(t *testing.T) {
-	c := sharedCluster(t)
-	prefix := newPrefix()
-	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
-	p := perUserPolicy(failoverLimit)
-	ks := s.Keys(request(t, p, map[string]string{"user": "u0"}, 1))
-	_, replica, err := c.MasterOf(ks[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var start, newMaster time.Time
-	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
-		start = time.Now()
-		if newMaster, err = c.Failover(replica); err != nil {
-			t.Error(err)
-		}
-	})
-	rc := clusterClient(t, c)
-	failoverFigures(t, failover{what: "CLUSTER FAILOVER under load", start: start, newMaster: newMaster}, out, func(u string) int {
-		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
-		return units(entries(t, rc, ks[0]))
-	})
-	checkStored(t, c.Nodes(), prefix, failoverLimit)
+	clusterFailover(t, false, false)
 }
 
 // TestFaultClusterTakeover promotes a replica with CLUSTER FAILOVER
@@ -310,16 +284,19 @@ func TestFaultClusterFailover(t *testing.T) {
 // the old master answers writes until it learns of the promotion, and what
 // it answered is lost: reported, not failed on.
 func TestFaultClusterTakeover(t *testing.T) {
-	clusterTakeover(t, false)
+	clusterFailover(t, true, false)
 }
 
 // TestFaultClusterTakeoverWaitForReplicas is the takeover with
 // WaitForReplicas: no admission a caller saw is lost.
 func TestFaultClusterTakeoverWaitForReplicas(t *testing.T) {
-	clusterTakeover(t, true)
+	clusterFailover(t, true, true)
 }
 
-func clusterTakeover(t *testing.T, wait bool) {
+// clusterFailover promotes the replica of the master of user u0's window,
+// with TAKEOVER or not, while 16 goroutines decide for 30 users, on a store
+// with WaitForReplicas or not, and reports what it cost.
+func clusterFailover(t *testing.T, takeover, wait bool) {
 	c := sharedCluster(t)
 	prefix := newPrefix()
 	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: prefix, WaitForReplicas: wait})
@@ -334,17 +311,20 @@ func clusterTakeover(t *testing.T, wait bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var start, newMaster time.Time
-	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
-		start = time.Now()
-		if newMaster, err = c.Failover(replica, "TAKEOVER"); err != nil {
-			t.Error(err)
-		}
-	})
-	what := "CLUSTER FAILOVER TAKEOVER under load"
+	what, option := "CLUSTER FAILOVER under load", []string(nil)
+	if takeover {
+		what, option = "CLUSTER FAILOVER TAKEOVER under load", []string{"TAKEOVER"}
+	}
 	if wait {
 		what += ", WaitForReplicas"
 	}
+	var start, newMaster time.Time
+	out := loadFor(lim, p, 30, 16, 500*time.Millisecond, 2500*time.Millisecond, func() {
+		start = time.Now()
+		if newMaster, err = c.Failover(replica, option...); err != nil {
+			t.Error(err)
+		}
+	})
 	rc := clusterClient(t, c)
 	lost := failoverFigures(t, failover{what: what, start: start, newMaster: newMaster}, out, func(u string) int {
 		ks := s.Keys(request(t, p, map[string]string{"user": u}, 1))
