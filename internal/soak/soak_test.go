@@ -41,9 +41,10 @@ const (
 // decisions a second (default 4000) from 8 worker processes of 32
 // goroutines, each call with a deadline of SOAKTIMEOUT (default 1s), on the
 // topologies SOAKTOPOLOGIES names (default standalone,cluster,sentinel-acks;
-// also sentinel and sentinel2). SOAKLOSSY=1 adds the faults that lose
-// admissions or refuse service by design (a restart without persistence, a
-// Sentinel failover without WaitForReplicas or with min-replicas-to-write),
+// also cluster-acks, sentinel and sentinel2). SOAKLOSSY=1 adds the faults
+// that lose admissions or refuse service by design (a restart without
+// persistence, a Cluster takeover or a Sentinel failover without
+// WaitForReplicas, a Sentinel failover with min-replicas-to-write),
 // to measure what they cost; without it every fault must lose nothing and
 // recover within 2 s. SOAKOUT, when set, is a file the result tables are
 // written to; SOAKTRACE one that gets, per 100 ms, the decisions, errors and
@@ -64,16 +65,17 @@ func TestSoak(t *testing.T) {
 	timeout := envDuration(t, "SOAKTIMEOUT", time.Second)
 	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel-acks"), ",")
 	lossy := os.Getenv("SOAKLOSSY") != ""
-	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "sentinel": Sentinel,
-		"sentinel2": Sentinel2, "sentinel-acks": SentinelAcks}
+	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "cluster-acks": ClusterAcks,
+		"sentinel": Sentinel, "sentinel2": Sentinel2, "sentinel-acks": SentinelAcks}
 	// How many faults each topology has beyond the common ones: those that
 	// must lose nothing, and those that lose admissions or refuse service
 	// by design (run with SOAKLOSSY).
-	own := map[string]struct{ exact, lossy int }{"standalone": {0, 1}, "cluster": {1, 0}, "sentinel": {0, 2}, "sentinel2": {0, 1}, "sentinel-acks": {1, 0}}
+	own := map[string]struct{ exact, lossy int }{"standalone": {0, 1}, "cluster": {1, 1}, "cluster-acks": {2, 0},
+		"sentinel": {0, 2}, "sentinel2": {0, 1}, "sentinel-acks": {1, 0}}
 	phases := 0
 	for _, n := range names {
 		if starts[n] == nil {
-			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, sentinel-acks, sentinel or sentinel2", n)
+			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, cluster-acks, sentinel-acks, sentinel or sentinel2", n)
 		}
 		phases += 1 + len(CommonFaults()) + own[n].exact
 		if lossy {

@@ -129,6 +129,21 @@ func Standalone(tb testing.TB) *Topology {
 
 // Cluster is a Redis Cluster of three masters with one replica each.
 func Cluster(tb testing.TB) *Topology {
+	return clusterTopology(tb, "cluster", false)
+}
+
+// ClusterAcks is Cluster with the store run with WaitForReplicas: a
+// takeover, which promotes a replica without waiting for its master, loses
+// no admission either.
+func ClusterAcks(tb testing.TB) *Topology {
+	top := clusterTopology(tb, "cluster-acks", true)
+	top.Config.WaitForReplicas = true
+	return top
+}
+
+// clusterTopology starts a Cluster; with acks, its takeover is a fault that
+// must lose nothing, else one that loses by design.
+func clusterTopology(tb testing.TB, name string, acks bool) *Topology {
 	c := redistest.StartCluster(tb)
 	configure := func(n *redistest.Server) error {
 		if err := persist(n); err != nil {
@@ -144,8 +159,19 @@ func Cluster(tb testing.TB) *Topology {
 			tb.Fatal(err)
 		}
 	}
+	failover := func(option ...string) faultFunc {
+		return func(t *Topology, key string) (time.Time, time.Time, string, error) {
+			_, replica, err := c.MasterOf(key)
+			if err != nil {
+				return time.Time{}, time.Time{}, "", err
+			}
+			start := time.Now()
+			end, err := c.Failover(replica, option...)
+			return start, end, "", err
+		}
+	}
 	return &Topology{
-		Name:      "cluster",
+		Name:      name,
 		Configure: configure,
 		Config:    redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs()},
 		Data:      c.Nodes,
@@ -165,18 +191,12 @@ func Cluster(tb testing.TB) *Topology {
 				time.Sleep(10 * time.Millisecond)
 			}
 		},
-		Faults: []Fault{{
-			Name: "CLUSTER FAILOVER",
-			Run: func(t *Topology, key string) (time.Time, time.Time, string, error) {
-				_, replica, err := c.MasterOf(key)
-				if err != nil {
-					return time.Time{}, time.Time{}, "", err
-				}
-				start := time.Now()
-				end, err := c.Failover(replica)
-				return start, end, "", err
-			},
-		}},
+		Faults: []Fault{
+			{Name: "CLUSTER FAILOVER", Run: failover()},
+			// The replica is promoted without waiting for its master,
+			// which answers writes until it learns of the promotion.
+			{Name: "CLUSTER FAILOVER TAKEOVER", Run: failover("TAKEOVER"), Lossy: !acks},
+		},
 	}
 }
 
