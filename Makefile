@@ -62,7 +62,7 @@ bench:
 ## decide a mix of policies on a standalone server, a Cluster and a Sentinel setup (WaitForReplicas) while
 ## their masters are flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice
 ## counts what each fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer:
-## SOAKTOPOLOGIES=cluster (of standalone,cluster,sentinel-acks, and sentinel, sentinel2); SOAKLOSSY=1 adds
+## SOAKTOPOLOGIES=cluster (of standalone,cluster,sentinel-acks, and cluster-acks, sentinel, sentinel2); SOAKLOSSY=1 adds
 ## the faults that lose admissions or refuse service by design, to measure them;
 ## SOAKRATE (decisions/s, 4000), SOAKTIMEOUT (per call, 1s), SOAKOUT (the table), SOAKTRACE (per 100 ms).
 ## Then a fresh deployment of three servers on a Cluster, five times: none of their first second's
