@@ -772,7 +772,11 @@ func TestWaitForReplicasGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	// A call may take a second: WAIT gets half of it, and under make test's
+	// parallel packages 200 ms left the script call after a 100 ms WAIT
+	// too little time once (context deadline exceeded, neither a refusal
+	// nor an admission).
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
 	p := perUserPolicy(1_000_000)
 	attrs := map[string]string{"user": "u"}
 	if d, err := lim.Allow(context.Background(), p, attrs); err != nil || !d.Allowed {
@@ -784,19 +788,22 @@ func TestWaitForReplicasGrace(t *testing.T) {
 	var firstRefusal time.Time
 	refusals := 0
 	for deadline := time.Now().Add(5 * time.Second); ; {
+		start := time.Now()
 		d, err := lim.Allow(context.Background(), p, attrs)
 		switch {
 		case errors.Is(err, redisstore.ErrNotReplicated):
+			// From the call's start: a call that waited out its WAIT
+			// started before the poll that found the replica missing.
 			if refusals++; firstRefusal.IsZero() {
-				firstRefusal = time.Now()
+				firstRefusal = start
 			}
 		case err != nil || !d.Allowed:
 			t.Fatalf("with the replica gone: %+v, %v; want a refusal or an admission", d, err)
 		case refusals > 0:
-			waited := time.Since(firstRefusal)
+			waited := start.Sub(firstRefusal)
 			t.Logf("%d calls refused over %v, then admitted without the replica", refusals, waited)
 			// The grace runs from the poll that found the replica missing;
-			// the first refusal comes at the latest just after that poll.
+			// the first refused call starts at the latest just after it.
 			if waited < grace-200*time.Millisecond {
 				t.Errorf("admitted %v after the first refusal; the grace is %v", waited, grace)
 			}
