@@ -348,7 +348,7 @@ func TestClusterWaitForReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 400 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}}) // WAIT gets half
 	p := perUserPolicy(1_000_000)
 	masterOf := map[string]string{}
 	var frozen *redistest.Server
