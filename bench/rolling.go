@@ -90,9 +90,6 @@ func runRolling(addr string, w workload, limit int64, window, gap time.Duration,
 // openRolling is rolling-rate-limiter as a contender of the Redis table:
 // 100 per minute per key, its keys "rrl:k<i>".
 func openRolling(addr string, names []string) (*instance, error) {
-	if err := rollingReady(); err != nil {
-		return nil, err
-	}
 	return &instance{
 		run: func(w workload) (outcome, error) {
 			return runRolling(addr, w, perKeyLimit, window, 0, "rrl:")

@@ -152,11 +152,13 @@ func (p *poller) close() {
 func (a *replicaAcks) poll(ctx context.Context) error {
 	old := *a.masters.Load()
 	masters := map[string]*masterAcks{}
-	nodes := map[string]string{"": ""} // by ID, the address; "": the store's client
+	nodes := map[string]string{} // by ID, the address; "": the store's client
 	sm := a.slots.load()
-	if a.slots != nil {
-		nodes = map[string]string{}
-		for i, id := range sm.masterIDs() {
+	switch {
+	case a.slots == nil:
+		nodes[""] = ""
+	case sm != nil:
+		for i, id := range sm.masters {
 			nodes[id] = sm.addrs[i]
 		}
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"maps"
 	"math/bits"
 	"net"
 	"slices"
@@ -75,28 +76,42 @@ type slotMap struct {
 	masters []string             // node IDs (host:port when a node has none)
 	addrs   []string             // the masters' host:port
 	of      [clusterSlots]uint16 // index in masters + 1; 0: no master known
+	// The names of the sets of masters named so far, by shard's bits:
+	// replaced, never changed, so that a lookup takes no lock.
+	sets atomic.Pointer[map[uint64]string]
 }
 
-// shard names the masters whose bits are on, in the order of their IDs.
+// maxSets bounds the names a slotMap keeps; past it a set's name is made
+// for each call.
+const maxSets = 1024
+
+// shard names the masters whose bits are on, in the order of their IDs. A
+// set of several is named once per slotMap, not once per request.
 func (m *slotMap) shard(on uint64) string {
 	if on&(on-1) == 0 {
 		return m.masters[bits.TrailingZeros64(on)]
 	}
+	sets := m.sets.Load()
+	if sets != nil {
+		if name, ok := (*sets)[on]; ok {
+			return name
+		}
+	}
 	var room [8]string
 	ids := room[:0]
-	for ; on != 0; on &= on - 1 {
-		ids = append(ids, m.masters[bits.TrailingZeros64(on)])
+	for bit := on; bit != 0; bit &= bit - 1 {
+		ids = append(ids, m.masters[bits.TrailingZeros64(bit)])
 	}
 	slices.Sort(ids)
-	return strings.Join(ids, "+")
-}
-
-// masterIDs returns the masters' node IDs; none for a nil map.
-func (m *slotMap) masterIDs() []string {
-	if m == nil {
-		return nil
+	name := strings.Join(ids, "+")
+	if sets == nil || len(*sets) < maxSets {
+		next := map[uint64]string{on: name}
+		if sets != nil {
+			maps.Copy(next, *sets)
+		}
+		m.sets.CompareAndSwap(sets, &next) // a lost race names the set again
 	}
-	return m.masters
+	return name
 }
 
 func (m *slotMap) master(slot uint16) string {

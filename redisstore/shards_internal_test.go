@@ -20,4 +20,8 @@ func TestSlotMapShard(t *testing.T) {
 			t.Errorf("shard(%03b) = %q; want %q", tt.on, got, tt.want)
 		}
 	}
+	// A set named before is not named again: no allocation per request.
+	if allocs := testing.AllocsPerRun(100, func() { m.shard(0b101) }); allocs != 0 {
+		t.Errorf("shard of a set named before: %v allocations, want 0", allocs)
+	}
 }
