@@ -159,7 +159,12 @@ func (s *Server) inspect(ctx context.Context, st *state, req *inspectRequest) (i
 		return inspectJSON{}, badRequest("bad_request", "%v", err)
 	}
 	out := inspectJSON{Policy: p.Name, Store: s.storeKind(), Now: s.view.clock.Now().UTC(), Windows: []inspectWindowJSON{}}
-	d, err := st.lim.Peek(ctx, p, req.Attributes, 1)
+	// The store's figures, not the deny cache's: a cached denial keeps the
+	// figures the store gave when it denied, and the inspector shows the
+	// windows as the store holds them now.
+	storeOnly := *p
+	storeOnly.CacheDenials = false
+	d, err := st.lim.Peek(ctx, &storeOnly, req.Attributes, 1)
 	if err != nil {
 		if pr := inputProblem(err); pr != nil {
 			return inspectJSON{}, pr
