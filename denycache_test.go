@@ -472,7 +472,9 @@ func TestDenyCacheReload(t *testing.T) {
 
 func TestDenyCacheConcurrent(t *testing.T) {
 	t.Parallel()
-	e := newCacheEnv(t, 64)
+	// Room for every user's request: once the global cap is full, each
+	// user's denial is an entry of its own (its per-user figures differ).
+	e := newCacheEnv(t, 128)
 	p := &sluice.Policy{Name: "flood", CacheDenials: true, Rules: []sluice.Rule{
 		{Name: "global", Limit: 50, Window: time.Minute},
 		{Name: "per-user", Limit: 2, Window: time.Minute, By: []string{"user"}},
