@@ -1,7 +1,6 @@
 package sluice
 
 import (
-	"math"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -84,7 +83,7 @@ type Decision struct {
 
 	// Unlimited reports that no rule of the policy applied to the request
 	// (or every one that did exempts it): it was admitted with no limit,
-	// recorded nowhere, and Remaining is math.MaxInt64.
+	// recorded nowhere, and Remaining is UnlimitedRemaining.
 	Unlimited bool
 
 	// Degraded reports that the store failed and this decision was made by
@@ -109,6 +108,14 @@ type Decision struct {
 	// the failure policy made alone (FailedClosed).
 	Limits []LimitStatus
 }
+
+// UnlimitedRemaining is Decision.Remaining when no rule limits the request
+// (Decision.Unlimited): 2^53-1, 9007199254740991, the largest integer that
+// a float64, and so a JSON number read by JavaScript, holds exactly along
+// with every integer below it. A client reads the figure sluice sent, in
+// any language; to tell an unlimited decision, test Unlimited (or, over
+// HTTP, an empty limits list), not the figure.
+const UnlimitedRemaining = 1<<53 - 1
 
 // Cause says why a rule did not fit a request.
 type Cause string
@@ -186,7 +193,7 @@ type LimitStatus struct {
 // the same way.
 func newDecision(req *store.Request) Decision {
 	if len(req.Checks) == 0 {
-		return Decision{Allowed: true, Unlimited: true, Remaining: math.MaxInt64}
+		return Decision{Allowed: true, Unlimited: true, Remaining: UnlimitedRemaining}
 	}
 	d := Decision{Allowed: true, Limits: make([]LimitStatus, len(req.Checks))}
 	var shadowRetry time.Duration

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
@@ -147,6 +148,14 @@ policies:
     limits:
       - {name: global, limit: 100, window: 30m}
       - {name: per-user, by: [user], limit: 1, window: 30m, shadow: true}
+  - name: tenants
+    limits:
+      - name: per-user
+        by: [user]
+        limit: 10
+        window: 1m
+        overrides:
+          - {match: {tenant: acme}, unlimited: true}
 `)
 	cached := startServe(t, file, "--admin", "127.0.0.1:0")
 	direct := startServe(t, file, "--deny-cache", "0")
@@ -343,5 +352,15 @@ policies:
 	}
 	if gd := fromProto(g); !gd.Allowed || !gd.Shadowed || gd.DeniedBy != "per-user" || len(gd.Limits) != 2 || gd.Limits[1].Used != 3 {
 		t.Errorf("gRPC shadow denial: %+v", gd)
+	}
+
+	// An unlimited override: no limits, and a remaining that a JavaScript
+	// client (whose numbers are float64) reads exactly.
+	r := cached.do("POST", "/v1/decide", `{"policy":"tenants","attributes":{"user":"ada","tenant":"acme"}}`)
+	var js map[string]any
+	r.JSON(t, &js)
+	if f, ok := js["remaining"].(float64); !ok || f != float64(sluice.UnlimitedRemaining) || int64(f) != sluice.UnlimitedRemaining ||
+		!strings.Contains(string(r.Body), `"remaining":9007199254740991`) || !strings.Contains(string(r.Body), `"limits":[]`) {
+		t.Errorf("unlimited: %s", r.Body)
 	}
 }

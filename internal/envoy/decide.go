@@ -317,7 +317,7 @@ func (c *Config) Decide(ctx context.Context, lim *sluice.Limiter, req *rlsv3.Rat
 		main.DryRun = true
 	}
 
-	res.Decision = sluice.Decision{Allowed: true, Unlimited: true, Remaining: math.MaxInt64}
+	res.Decision = sluice.Decision{Allowed: true, Unlimited: true, Remaining: sluice.UnlimitedRemaining}
 	if len(main.Checks) > 0 {
 		d, err := lim.Decide(ctx, &main)
 		if err != nil && !d.Degraded {
