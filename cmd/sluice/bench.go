@@ -49,7 +49,8 @@ offset, for --duration. The store is the in-memory store, or Redis at
 --redis, deciding a policy of --rules rules of --limit per --window, each by
 the key. With --server, requests go to URL/v1/decide for the configured
 --policy, the key in attribute --attr. A progress bar goes to stderr; the
-throughput and a latency histogram to stdout.
+decisions per second, a latency histogram of the decisions, and the calls
+that failed (errors, never counted as decisions) to stdout.
 
 flags:`)
 		fs.PrintDefaults()
@@ -212,17 +213,23 @@ func redactURL(u string) string {
 	return scheme + "://***@" + rest[at+1:]
 }
 
-// benchResult is what a run measured.
+// benchResult is what a run measured: ops decisions (allowed of them
+// admitted) and, apart, errors, calls that failed.
 type benchResult struct {
 	ops, allowed, errors int64
 	elapsed              time.Duration
 	firstErr             error
-	hist                 latencies
+	hist                 latencies // the decisions' latencies
 }
 
-// drive runs the workload and draws a progress bar on stderr.
+// drive runs the workload and draws a progress bar on stderr. A call that
+// fails is an error, never a decision; one that fails as the run ends (the
+// run's deadline passed during or before it, whether or not the context
+// says so yet) is neither.
 func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, stderr io.Writer) benchResult {
-	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	start := time.Now()
+	deadline := start.Add(o.duration)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var (
 		ops, allowed, errs atomic.Int64
@@ -230,7 +237,6 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 		wg                 sync.WaitGroup
 		hists              = make([]latencies, o.goroutines)
 	)
-	start := time.Now()
 	for g := range o.goroutines {
 		decide := newDecide()
 		wg.Add(1)
@@ -241,17 +247,21 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				ok, err := decide(ctx, i)
-				if ctx.Err() != nil && err != nil {
-					break // the run ended during the call: not a failure
-				}
-				h.add(time.Since(t0))
-				ops.Add(1)
-				switch {
-				case err != nil:
+				t1 := time.Now()
+				if err != nil {
+					// A client may see the deadline pass before the
+					// context's timer fires: the run has ended then too.
+					if ctx.Err() != nil || !t1.Before(deadline) {
+						break
+					}
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, errBox{err})
-				case ok:
-					allowed.Add(1)
+				} else {
+					h.add(t1.Sub(t0))
+					ops.Add(1)
+					if ok {
+						allowed.Add(1)
+					}
 				}
 				if i++; i == o.keys {
 					i = 0
@@ -298,7 +308,7 @@ func drawProgress(w io.Writer, f float64, ops int64, rate float64, errs int64) {
 
 func (r benchResult) print(w io.Writer) {
 	secs := r.elapsed.Seconds()
-	fmt.Fprintf(w, "%d decisions in %v: %.0f decisions/s, %.1f%% allowed, %d errors\n",
+	fmt.Fprintf(w, "%d decisions in %v: %.0f decisions/s, %.1f%% allowed, %d errors (not counted as decisions)\n",
 		r.ops, r.elapsed.Round(time.Millisecond), float64(r.ops)/secs, 100*float64(r.allowed)/float64(max(r.ops, 1)), r.errors)
 	if r.firstErr != nil {
 		fmt.Fprintf(w, "first error: %v\n", r.firstErr)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,5 +87,37 @@ func TestLatencyBuckets(t *testing.T) {
 	h.draw(&buf)
 	if n := strings.Count(buf.String(), "\n"); n < 5 {
 		t.Errorf("histogram of five spread latencies has %d lines:\n%s", n, buf.String())
+	}
+}
+
+// TestBenchErrorsAreNotDecisions: a failed call counts as an error and not
+// as a decision, and a call that fails because the run's deadline passed
+// counts as neither, even before the run's context says it is done (a
+// Redis client checks the deadline itself and fails at once; before, such
+// calls were counted as decisions in a tight loop, doubling decisions/s).
+func TestBenchErrorsAreNotDecisions(t *testing.T) {
+	o := benchOptions{goroutines: 4, keys: 10, duration: 100 * time.Millisecond}
+	var calls, failed atomic.Int64
+	newDecide := func() benchDecide {
+		return func(ctx context.Context, i int) (bool, error) {
+			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+				return false, context.DeadlineExceeded // as rueidis does, timer or not
+			}
+			if calls.Add(1)%4 == 0 {
+				failed.Add(1)
+				return false, errors.New("store failed")
+			}
+			time.Sleep(100 * time.Microsecond)
+			return i%2 == 0, nil
+		}
+	}
+	var stderr bytes.Buffer
+	r := drive(context.Background(), o, newDecide, &stderr)
+	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() || r.ops == 0 {
+		t.Errorf("%d decisions, %d errors; want %d decisions and %d errors (the store's failures alone)",
+			r.ops, r.errors, calls.Load()-failed.Load(), failed.Load())
+	}
+	if r.hist.n != r.ops || r.allowed > r.ops {
+		t.Errorf("%d latencies and %d allowed for %d decisions", r.hist.n, r.allowed, r.ops)
 	}
 }
