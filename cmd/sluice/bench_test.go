@@ -91,17 +91,21 @@ func TestLatencyBuckets(t *testing.T) {
 }
 
 // TestBenchErrorsAreNotDecisions: a failed call counts as an error and not
-// as a decision, and a call that fails because the run's deadline passed
-// counts as neither, even before the run's context says it is done (a
-// Redis client checks the deadline itself and fails at once; before, such
-// calls were counted as decisions in a tight loop, doubling decisions/s).
+// as a decision, and the run's end fails no call: the calls carry the
+// command's context, with no deadline of the run's (a Redis client checks a
+// deadline itself and fails at once, and such calls were once counted as
+// decisions in a tight loop at the run's end, doubling decisions/s). A call
+// failed by an interruption is neither.
 func TestBenchErrorsAreNotDecisions(t *testing.T) {
 	o := benchOptions{goroutines: 4, keys: 10, duration: 100 * time.Millisecond}
-	var calls, failed atomic.Int64
+	var calls, failed, deadlines atomic.Int64
 	newDecide := func() benchDecide {
 		return func(ctx context.Context, i int) (bool, error) {
-			if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-				return false, context.DeadlineExceeded // as rueidis does, timer or not
+			if _, ok := ctx.Deadline(); ok {
+				deadlines.Add(1)
+			}
+			if err := ctx.Err(); err != nil {
+				return false, err
 			}
 			if calls.Add(1)%4 == 0 {
 				failed.Add(1)
@@ -113,11 +117,22 @@ func TestBenchErrorsAreNotDecisions(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	r := drive(context.Background(), o, newDecide, &stderr)
-	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() || r.ops == 0 {
-		t.Errorf("%d decisions, %d errors; want %d decisions and %d errors (the store's failures alone)",
-			r.ops, r.errors, calls.Load()-failed.Load(), failed.Load())
+	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() || r.ops == 0 || deadlines.Load() != 0 {
+		t.Errorf("%d decisions, %d errors, %d calls with a deadline; want %d decisions and %d errors (the store's failures alone), none",
+			r.ops, r.errors, deadlines.Load(), calls.Load()-failed.Load(), failed.Load())
 	}
 	if r.hist.n != r.ops || r.allowed > r.ops {
 		t.Errorf("%d latencies and %d allowed for %d decisions", r.hist.n, r.allowed, r.ops)
+	}
+
+	// Interrupted half way: the calls that fail for it count for nothing.
+	calls.Store(0)
+	failed.Store(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	o.duration = time.Minute
+	r = drive(ctx, o, newDecide, &stderr)
+	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() {
+		t.Errorf("interrupted: %d decisions, %d errors; want %d and %d", r.ops, r.errors, calls.Load()-failed.Load(), failed.Load())
 	}
 }
