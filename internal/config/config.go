@@ -188,16 +188,22 @@ func Load(path string) (*Config, error) {
 	if _, err := f.ReadAt(data, 0); err != nil && int64(len(data)) != st.Size() {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	return parse(path, data, true)
 }
 
 // Parse parses data, the contents of the file name. An invalid file returns
 // an ErrorList holding every problem found.
 func Parse(name string, data []byte) (*Config, error) {
+	return parse(name, data, false)
+}
+
+// parse parses data, the contents of the file name; with disk, name is a
+// file on disk, and the files it names (store.redis.tls) must be readable.
+func parse(name string, data []byte, disk bool) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, ErrorList{{File: name, Msg: fmt.Sprintf("the file is %d bytes; a configuration file is at most %d", len(data), MaxFileSize)}}
 	}
-	d := &decoder{file: name}
+	d := &decoder{file: name, disk: disk}
 	c := d.decode(data)
 	if len(d.errs) > 0 {
 		return nil, d.errs

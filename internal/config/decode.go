@@ -25,6 +25,7 @@ type decoder struct {
 	file  string
 	errs  ErrorList
 	nodes int
+	disk  bool // the file is on disk: the files it names must be readable
 }
 
 // decode reads data into a Config; d.errs holds the problems, in file order.

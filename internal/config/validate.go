@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,7 +170,8 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 }
 
 // tls converts store.redis.tls, resolving relative paths from the file's
-// directory.
+// directory; for a file on disk (Load), each file it names must open, so
+// that a missing one is reported where it is named.
 func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	f := v.V
 	if f == nil {
@@ -179,9 +181,24 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	if (t.Cert == "") != (t.Key == "") {
 		d.errorf(v.Node, "store.redis.tls needs both cert and key for a client certificate, or neither")
 	}
-	for _, p := range []*string{&t.CA, &t.Cert, &t.Key} {
-		if *p != "" && !filepath.IsAbs(*p) {
+	for _, file := range []struct {
+		name string
+		path *string
+		node *yaml.Node
+	}{{"ca", &t.CA, f.CA.Node}, {"cert", &t.Cert, f.Cert.Node}, {"key", &t.Key, f.Key.Node}} {
+		p := file.path
+		if *p == "" {
+			continue
+		}
+		if !filepath.IsAbs(*p) {
 			*p = filepath.Join(filepath.Dir(d.file), *p)
+		}
+		if d.disk {
+			if r, err := os.Open(*p); err != nil {
+				d.errorf(file.node, "store.redis.tls.%s: %v; give a PEM file's path, absolute or relative to this file's directory, or remove %s", file.name, err, file.name)
+			} else {
+				r.Close()
+			}
 		}
 	}
 	return t
