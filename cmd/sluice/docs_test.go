@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,11 @@ import (
 // A `sluice serve` line runs in the background until the page's commands
 // have run (a later `sluice serve` stops it first) and the next command
 // starts once its /readyz answers.
+//
+// A skipped block is still checked where that is cheap: the benchmark or
+// fuzz target of a `go test -bench X ./pkg` or `go test -fuzz X ./pkg` line
+// must exist in that package (go test -list), so that a renamed or moved
+// benchmark fails the test rather than the reader.
 //
 // Only addresses change (docAddresses): a Redis address becomes a throwaway
 // redis-server the test starts, the HTTP, gRPC and admin ports free
@@ -209,7 +215,7 @@ type docSession struct {
 	ports   map[string]string // kind: loopback address
 	redis   *redistest.Server
 	servers []*docServer
-	logs    []*bytes.Buffer
+	logs    []*lockedBuffer
 	fail    func(format string, args ...any)
 }
 
@@ -327,7 +333,7 @@ func (s *docSession) serve(b docBlock, c docCommand) bool {
 	cmd := exec.Command("bash", "-c", "exec "+line)
 	cmd.Dir, cmd.Env = s.dir, s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	log := new(bytes.Buffer)
+	log := new(lockedBuffer)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -373,6 +379,25 @@ func (s *docSession) stopServers() {
 		}
 	}
 	s.servers = nil
+}
+
+// lockedBuffer is a bytes.Buffer that a process writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // serverLogs returns what the session's servers printed.
@@ -425,6 +450,16 @@ func TestDocs(t *testing.T) {
 	}
 	if t.Failed() {
 		return
+	}
+
+	for _, page := range pages {
+		for _, b := range parsed[page] {
+			if b.action == "skip" {
+				for _, e := range checkGoTestTargets(root, b) {
+					t.Error(e)
+				}
+			}
+		}
 	}
 
 	bin := t.TempDir()
@@ -501,8 +536,12 @@ func writeCurlrc(t *testing.T) string {
 	return dir
 }
 
-// docModule is the module the pages install.
-const docModule = "github.com/sluicerate/sluice"
+// docModule is the module the pages install, and docVersionPrefix the
+// start of the versions the test gives it.
+const (
+	docModule        = "github.com/sluicerate/sluice"
+	docVersionPrefix = "v0.0.0-20000101000000-"
+)
 
 // copyRepo copies the repository's files as a fresh clone has them (those
 // git tracks, and new ones it does not ignore, with their modes) into a
@@ -544,11 +583,11 @@ func docModuleProxy(t *testing.T, root string) string {
 	t.Helper()
 	src := copyRepo(t, root)
 	var zip bytes.Buffer
-	if err := modzip.CreateFromDir(&zip, module.Version{Path: docModule, Version: "v0.0.0-20000101000000-000000000000"}, src); err != nil {
+	if err := modzip.CreateFromDir(&zip, module.Version{Path: docModule, Version: docVersionPrefix + "000000000000"}, src); err != nil {
 		t.Fatalf("zipping the module: %v", err)
 	}
 	sum := sha256.Sum256(zip.Bytes())
-	version := "v0.0.0-20000101000000-" + hex.EncodeToString(sum[:6])
+	version := docVersionPrefix + hex.EncodeToString(sum[:6])
 	zip.Reset()
 	if err := modzip.CreateFromDir(&zip, module.Version{Path: docModule, Version: version}, src); err != nil {
 		t.Fatalf("zipping the module: %v", err)
@@ -593,6 +632,21 @@ func removeFromModCache(t *testing.T, version string) {
 	paths := []string{filepath.Join(cache, escaped+"@"+version)}
 	downloads, _ := filepath.Glob(filepath.Join(cache, "cache", "download", escaped, "@v", version+".*"))
 	paths = append(paths, downloads...)
+	// The versions go listed: drop this test's.
+	list := filepath.Join(cache, "cache", "download", escaped, "@v", "list")
+	if data, err := os.ReadFile(list); err == nil {
+		var keep []string
+		for _, v := range strings.Fields(string(data)) {
+			if !strings.HasPrefix(v, docVersionPrefix) {
+				keep = append(keep, v)
+			}
+		}
+		if len(keep) == 0 {
+			paths = append(paths, list)
+		} else {
+			_ = os.WriteFile(list, []byte(strings.Join(keep, "\n")+"\n"), 0o644)
+		}
+	}
 	for _, p := range paths {
 		// The module cache makes its directories read-only.
 		_ = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
@@ -659,6 +713,18 @@ func TestDocsFailures(t *testing.T) {
 		})
 	}
 
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := parseDoc("page.md", []byte("<!-- docs-test: skip a measurement -->\n```sh\n"+
+		"go test -run '^$' -bench BenchmarkMiddleware -count 10 ./httplimit/\n"+
+		"go test -run '^$' -bench 'BenchmarkGone/one' -count 10 ./httplimit/\n```\n"))
+	if problems := checkGoTestTargets(root, blocks[0]); len(problems) != 1 || !strings.Contains(problems[0], `page.md:4: `) ||
+		!strings.Contains(problems[0], `no benchmark or fuzz target "BenchmarkGone/one" in ./httplimit/`) {
+		t.Errorf("a skipped block's missing benchmark: %q", problems)
+	}
+
 	for _, tc := range []struct{ page, want string }{
 		{"```sh\nsluice demo\n```\n", "page.md:1: a sh block without a marker"},
 		{"<!-- docs-test: skip -->\n```sh\nsluice demo\n```\n", "page.md:2: docs-test: skip needs a reason"},
@@ -697,4 +763,35 @@ func TestReadmeListsDeps(t *testing.T) {
 			t.Errorf("README.md does not name `%s`, which make deps installs (scripts/deps.sh) for %s", pkg, m[1])
 		}
 	}
+}
+
+// goTestTarget is a `go test` command line's benchmark or fuzz pattern and
+// package.
+var goTestTarget = regexp.MustCompile(`^go test\b.*\s-(?:bench|fuzz)\s+'?([^'\s]+)'?.*\s(\./\S*)\s*(?:#.*)?$`)
+
+// checkGoTestTargets returns the benchmarks and fuzz targets that b's go
+// test lines name and their packages lack.
+func checkGoTestTargets(root string, b docBlock) []string {
+	var problems []string
+	for _, c := range b.commands() {
+		m := goTestTarget.FindStringSubmatch(c.text)
+		if m == nil {
+			continue
+		}
+		pattern, _, _ := strings.Cut(m[1], "/") // -list matches top-level names
+		cmd := exec.Command("go", "test", "-list", pattern, m[2])
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		found := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "Fuzz") {
+				found = true
+			}
+		}
+		if err != nil || !found {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s: no benchmark or fuzz target %q in %s (go test -list: %v)\n%s",
+				b.file, c.line, c.text, m[1], m[2], err, out))
+		}
+	}
+	return problems
 }
