@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/internal/server"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
@@ -66,33 +67,13 @@ policies:
 }
 
 // wireDecision is a decision as the HTTP API and the gRPC service carry it.
-type wireDecision struct {
-	Allowed      bool        `json:"allowed"`
-	Remaining    int64       `json:"remaining"`
-	RetryAfterMS int64       `json:"retry_after_ms"`
-	ResetAfterMS int64       `json:"reset_after_ms"`
-	DeniedBy     string      `json:"denied_by"`
-	Cause        string      `json:"cause"`
-	Shadowed     bool        `json:"shadowed"`
-	Degraded     bool        `json:"degraded"`
-	Limits       []wireLimit `json:"limits"`
-}
-
-type wireLimit struct {
-	Name         string `json:"name"`
-	Limit        int64  `json:"limit"`
-	Used         int64  `json:"used"`
-	Remaining    int64  `json:"remaining"`
-	WindowMS     int64  `json:"window_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	Cause        string `json:"cause"`
-}
+type wireDecision = server.DecisionJSON
 
 func fromProto(d *sluicev1.Decision) wireDecision {
 	w := wireDecision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfterMS: d.RetryAfterMs, ResetAfterMS: d.ResetAfterMs,
-		DeniedBy: d.DeniedBy, Cause: d.Cause, Shadowed: d.Shadowed, Degraded: d.Degraded}
+		DeniedBy: d.DeniedBy, Cause: d.Cause, Shadowed: d.Shadowed, Degraded: d.Degraded, Limits: []server.LimitJSON{}}
 	for _, l := range d.Limits {
-		w.Limits = append(w.Limits, wireLimit{Name: l.Name, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
+		w.Limits = append(w.Limits, server.LimitJSON{Name: l.Name, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMS: l.WindowMs, RetryAfterMS: l.RetryAfterMs, Cause: l.Cause})
 	}
 	return w
