@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -465,7 +466,7 @@ func TestDocs(t *testing.T) {
 	bin := t.TempDir()
 	env := docEnv(bin, writeCurlrc(t), docModuleProxy(t, root))
 	for _, page := range pages {
-		if !slicesContainsRun(parsed[page]) {
+		if !slices.ContainsFunc(parsed[page], func(b docBlock) bool { return b.action == "run" }) {
 			continue
 		}
 		t.Run(page, func(t *testing.T) {
@@ -482,15 +483,6 @@ func TestDocs(t *testing.T) {
 			s.run(parsed[page])
 		})
 	}
-}
-
-func slicesContainsRun(blocks []docBlock) bool {
-	for _, b := range blocks {
-		if b.action == "run" {
-			return true
-		}
-	}
-	return false
 }
 
 // docEnv is the commands' environment: the test's, with bin as GOBIN and
