@@ -31,7 +31,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -172,12 +171,10 @@ type Edge[R any] struct {
 	maps     sync.Pool // map[string]string, reused between requests
 }
 
-// policy is one policy compiled: the attributes its rules name (keyed by,
-// or read by their conditions), each once, in the rules' order, and those
-// a request may need: the By attributes of rules that are not Optional.
+// policy is one policy compiled, with the attributes a request may need:
+// the By attributes of rules that are not Optional.
 type policy struct {
 	p        *sluice.Policy
-	attrs    []string
 	required []string
 }
 
@@ -227,9 +224,6 @@ func New[R any](cfg Config[R]) (*Edge[R], error) {
 				pol.required = append(pol.required, r.By...)
 			}
 			for _, a := range ruleAttributes(r) {
-				if !slices.Contains(pol.attrs, a) {
-					pol.attrs = append(pol.attrs, a)
-				}
 				if slices.Contains(e.attrs, a) {
 					continue
 				}
@@ -331,7 +325,7 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 		pol := &e.policies[i]
 		d, err := e.call(ctx, pol.p, attrs, c)
 		if err != nil && !d.Degraded {
-			return e.rejected(ctx, c, pol, attrs, absent, err)
+			return e.rejected(ctx, c, pol, absent, err)
 		}
 		switch {
 		case err != nil && e.log.StoreFailed != "":
@@ -377,7 +371,7 @@ func (e *Edge[R]) precheck(ctx context.Context, attrs map[string]string, absent 
 			continue
 		}
 		if d, err := e.lim.Peek(ctx, pol.p, attrs, c.Cost); err != nil && !d.Degraded {
-			return e.rejected(ctx, c, pol, attrs, absent, err), true
+			return e.rejected(ctx, c, pol, absent, err), true
 		}
 	}
 	return Outcome{}, false
@@ -397,15 +391,16 @@ func (e *Edge[R]) call(ctx context.Context, p *sluice.Policy, attrs map[string]s
 // rejected is the outcome of a policy the Limiter decided nothing for:
 // bad input when Classify knows the error, naming the missing attribute and
 // its key's error when one is missing, and Failed otherwise.
-func (e *Edge[R]) rejected(ctx context.Context, c Call, pol *policy, attrs map[string]string, absent []absence, err error) Outcome {
+func (e *Edge[R]) rejected(ctx context.Context, c Call, pol *policy, absent []absence, err error) Outcome {
 	if _, ok := Classify(err); !ok {
 		e.logAttrs(ctx, slog.LevelError, e.log.Failed, c.Tag, slog.String("policy", pol.p.Name), slog.Any("err", err))
 		return Outcome{Kind: Failed, Policy: pol.p, Err: err}
 	}
-	if !errors.Is(err, sluice.ErrMissingAttribute) {
+	var missing *sluice.MissingAttributeError
+	if !errors.As(err, &missing) {
 		return Outcome{Kind: BadInput, Policy: pol.p, Err: err}
 	}
-	a := pol.missing(attrs, err)
+	a := missing.Attribute
 	var kerr error
 	for _, ab := range absent {
 		if ab.name == a {
@@ -423,25 +418,6 @@ func (e *Edge[R]) badAttribute(ctx context.Context, c Call, p *sluice.Policy, a 
 	}
 	e.logAttrs(ctx, slog.LevelDebug, e.log.KeyFailed, c.Tag, slog.String("attribute", a), slog.Any("err", logged))
 	return Outcome{Kind: BadInput, Policy: p, Attribute: a, Err: err, KeyErr: kerr}
-}
-
-// missing returns the attribute the Limiter's err reports missing from
-// attrs: the absent attribute it quotes (sluice's errors name it only in
-// their text), else the first absent one the rules name.
-func (pol *policy) missing(attrs map[string]string, err error) string {
-	msg, first := err.Error(), ""
-	for _, a := range pol.attrs {
-		if _, ok := attrs[a]; ok {
-			continue
-		}
-		if strings.Contains(msg, "attribute "+strconv.Quote(a)) {
-			return a
-		}
-		if first == "" {
-			first = a
-		}
-	}
-	return first
 }
 
 // newReporter returns the outage reporter of an Edge or Set whose Log
