@@ -2,13 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"sort"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/outage"
+	"github.com/sluicerate/sluice/internal/yamlfile"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -114,43 +111,12 @@ func (s *Server) ReloadEnvoyConfig() error {
 // on each value from reload, until ctx ends: as envoyproxy/ratelimit
 // follows its runtime directory, Kubernetes config maps included.
 func (s *Server) WatchEnvoyConfig(ctx context.Context, interval time.Duration, reload <-chan os.Signal) {
-	watchChanges(ctx, interval, reload, func() []byte { return dirSum(s.envoy.dir) }, func(signalled bool) {
+	watchChanges(ctx, interval, reload, func() []byte { return yamlfile.Sum(s.envoy.dir) }, func(signalled bool) {
 		if !signalled {
 			s.log.Info("the Envoy configuration changed; reloading", slog.String("dir", s.envoy.dir))
 		}
 		_ = s.ReloadEnvoyConfig()
 	})
-}
-
-// dirSum is a SHA-256 over the names and contents of the YAML files in dir,
-// or nil when dir cannot be read.
-func dirSum(dir string) []byte {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ext := filepath.Ext(path); !d.IsDir() && (ext == ".yaml" || ext == ".yml") {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil
-	}
-	sort.Strings(files)
-	h := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil
-		}
-		h.Write([]byte(f))
-		h.Write([]byte{0})
-		sum := sha256.Sum256(b)
-		h.Write(sum[:])
-	}
-	return h.Sum(nil)
 }
 
 // envoyDomain reports whether a request for domain is the Envoy model's:
