@@ -3,22 +3,17 @@ package server
 import (
 	"context"
 	"math"
-	"net/http"
 	"slices"
-	"strings"
-	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/envoy"
 )
 
 // envoyService implements Envoy's envoy.service.ratelimit.v3.RateLimitService.
@@ -59,116 +54,92 @@ func (e *envoyService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimit
 	if cfg, ok := e.s.envoyDomain(st, req.GetDomain()); ok {
 		return e.s.decideEnvoy(ctx, st, cfg, req)
 	}
-	if req.GetDomain() == "" {
-		return nil, status.Error(codes.InvalidArgument, "the request has no domain; the domain names the sluice policy")
-	}
-	descs := req.GetDescriptors()
-	if len(descs) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "the request has no descriptors")
-	}
-	attrs := make(map[string]string)
-	cost := int64(req.GetHitsAddend())
-	if cost == 0 {
-		cost = 1
-	}
-	op := edge.OpDecide
-	var override *uint64
-	for i, d := range descs {
-		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
-		}
-		if h := d.GetHitsAddend(); h != nil {
-			v := h.GetValue()
-			if override != nil && *override != v {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptors set different hits_addend (%d and %d); a request is one decision with one cost", *override, v)
-			}
-			override = &v
-		}
-		for _, en := range d.GetEntries() {
-			if old, ok := attrs[en.GetKey()]; ok && old != en.GetValue() {
-				return nil, status.Errorf(codes.InvalidArgument, "entry %q has two values, %q and %q; a request's descriptors give each attribute one value",
-					en.GetKey(), old, en.GetValue())
-			}
-			attrs[en.GetKey()] = en.GetValue()
-		}
-	}
-	if override != nil {
-		if *override == 0 {
-			op, cost = edge.OpPeek, 1
-		} else if *override > math.MaxInt64 {
-			return nil, status.Error(codes.InvalidArgument, "hits_addend is too large")
-		} else {
-			cost = int64(*override)
-		}
+	attrs, op, cost, err := policyRequest(req)
+	if err != nil {
+		return nil, err
 	}
 	o := st.policies.DecideAttrs(ctx, req.GetDomain(), attrs, call("envoy", op, cost))
 	e.s.counted(op, &o)
 	if p := outcomeProblem(&o); p != nil {
 		return nil, grpcError(p)
 	}
-	pol, d := o.Policy, o.Decision()
-	out = &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	if !d.Allowed {
-		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-	}
-	for _, desc := range descs {
-		out.Statuses = append(out.Statuses, descriptorStatus(pol, desc.GetEntries(), &d))
-	}
-	h := http.Header{}
-	httplimit.WriteHeaders(h, d, httplimit.HeaderOptions{})
-	for k, vs := range h {
-		for _, v := range vs {
-			// Envoy speaks HTTP/2 upstream, where header names are lower case.
-			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(k), Value: v})
-		}
-	}
-	slices.SortFunc(out.ResponseHeadersToAdd, func(a, b *corev3.HeaderValue) int {
-		switch {
-		case a.Key < b.Key:
-			return -1
-		case a.Key > b.Key:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	d := o.Decision()
+	return policyResponse(o.Policy, req.GetDescriptors(), &d), nil
 }
 
-// descriptorStatus reports the rules of pol keyed by the descriptor's
-// entries.
-func descriptorStatus(pol *sluice.Policy, entries []*ratelimitv3.RateLimitDescriptor_Entry, d *sluice.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
-	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-	if d.Degraded && len(d.Limits) == 0 {
-		if !d.Allowed {
-			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		return ds
+// policyRequest reads a request of sluice's own model: the attributes of
+// all its descriptors together, what deciding does and its cost.
+func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int64, error) {
+	if req.GetDomain() == "" {
+		return nil, 0, 0, status.Error(codes.InvalidArgument, "the request has no domain; the domain names the sluice policy")
 	}
-	var tightest *sluice.LimitStatus
-	for i := range d.Limits {
-		l := &d.Limits[i]
-		// The statuses are those of the rules that applied, in order.
-		j := slices.IndexFunc(pol.Rules, func(r sluice.Rule) bool { return r.Name == l.Rule })
-		if j < 0 || !keyedBy(pol.Rules[j].By, entries) {
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, 0, 0, status.Error(codes.InvalidArgument, "the request has no descriptors")
+	}
+	attrs := make(map[string]string)
+	cost := int64(max(req.GetHitsAddend(), 1))
+	var override *uint64
+	for i, d := range descs {
+		if d.GetIsNegativeHits() {
+			return nil, 0, 0, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			v := h.GetValue()
+			if override != nil && *override != v {
+				return nil, 0, 0, status.Errorf(codes.InvalidArgument, "descriptors set different hits_addend (%d and %d); a request is one decision with one cost", *override, v)
+			}
+			override = &v
+		}
+		for _, en := range d.GetEntries() {
+			if old, ok := attrs[en.GetKey()]; ok && old != en.GetValue() {
+				return nil, 0, 0, status.Errorf(codes.InvalidArgument, "entry %q has two values, %q and %q; a request's descriptors give each attribute one value",
+					en.GetKey(), old, en.GetValue())
+			}
+			attrs[en.GetKey()] = en.GetValue()
+		}
+	}
+	switch {
+	case override == nil:
+		return attrs, edge.OpDecide, cost, nil
+	case *override == 0:
+		return attrs, edge.OpPeek, 1, nil
+	case *override > math.MaxInt64:
+		return nil, 0, 0, status.Error(codes.InvalidArgument, "hits_addend is too large")
+	}
+	return attrs, edge.OpDecide, int64(*override), nil
+}
+
+// policyResponse answers the descriptors with the decision d of pol, in
+// Envoy's one builder (envoy.Status, envoy.Respond): each descriptor
+// reports the rules keyed by attributes it carries (a rule without
+// attributes belongs to every descriptor); the overall code is OVER_LIMIT
+// when d denies; the RateLimit headers are d's.
+func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor, d *sluice.Decision) *rlsv3.RateLimitResponse {
+	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))
+	var ws []envoy.Window
+	for i, desc := range descs {
+		if d.Degraded && len(d.Limits) == 0 {
+			// The failure policy decided: nothing is known of the rules.
+			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			if !d.Allowed {
+				statuses[i].Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
 			continue
 		}
-		if !l.Fits && !d.Shadowed {
-			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		ws = ws[:0]
+		for j := range d.Limits {
+			l := &d.Limits[j]
+			// The statuses are those of the rules that applied, in order.
+			r := slices.IndexFunc(pol.Rules, func(r sluice.Rule) bool { return r.Name == l.Rule })
+			if r >= 0 && keyedBy(pol.Rules[r].By, desc.GetEntries()) {
+				ws = append(ws, envoy.Window{Limit: envoy.RuleLimit(l), Known: true, Fits: l.Fits, Remaining: l.Remaining,
+					Retry: l.RetryAfter, Reset: l.ResetAfter})
+			}
 		}
-		if tightest == nil || l.Remaining < tightest.Remaining {
-			tightest = l
-		}
+		statuses[i], _, _ = envoy.Status(ws, d.Shadowed)
 	}
-	if tightest != nil {
-		ds.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-			Name:            tightest.Rule,
-			RequestsPerUnit: clampUint32(tightest.Limit),
-			Unit:            unitOf(tightest.Window),
-		}
-		ds.LimitRemaining = clampUint32(tightest.Remaining)
-		ds.DurationUntilReset = durationpb.New(tightest.ResetAfter)
-	}
-	return ds
+	return envoy.Respond(statuses, !d.Allowed, d, envoy.Options{Headers: envoy.Headers{RateLimit: true}})
 }
 
 // keyedBy reports whether every attribute in by is a key of entries.
@@ -179,27 +150,4 @@ func keyedBy(by []string, entries []*ratelimitv3.RateLimitDescriptor_Entry) bool
 		}
 	}
 	return true
-}
-
-func clampUint32(v int64) uint32 {
-	return uint32(min(max(v, 0), math.MaxUint32))
-}
-
-// unitOf is Envoy's unit for a window of exactly one second, minute, hour,
-// day or week, and UNKNOWN for any other window (the rule's name and
-// duration_until_reset still say what it is).
-func unitOf(w time.Duration) rlsv3.RateLimitResponse_RateLimit_Unit {
-	switch w {
-	case time.Second:
-		return rlsv3.RateLimitResponse_RateLimit_SECOND
-	case time.Minute:
-		return rlsv3.RateLimitResponse_RateLimit_MINUTE
-	case time.Hour:
-		return rlsv3.RateLimitResponse_RateLimit_HOUR
-	case 24 * time.Hour:
-		return rlsv3.RateLimitResponse_RateLimit_DAY
-	case 7 * 24 * time.Hour:
-		return rlsv3.RateLimitResponse_RateLimit_WEEK
-	}
-	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }
