@@ -118,7 +118,7 @@ func (f *Front) Answered(api, code string) {
 
 // Fail answers a request of api with p, counting it.
 func (f *Front) Fail(w http.ResponseWriter, api string, p *httplimit.Problem) {
-	f.Answered(api, statusCode(p.Status))
+	f.Answered(api, StatusCode(p.Status))
 	p.Write(w)
 }
 

@@ -89,5 +89,5 @@ func StatusProblem(err error) *httplimit.Problem {
 	return p
 }
 
-// statusCode is an HTTP status as the metrics' code label.
-func statusCode(s int) string { return strconv.Itoa(s) }
+// StatusCode is an HTTP status as Answered's code.
+func StatusCode(status int) string { return strconv.Itoa(status) }

@@ -74,7 +74,7 @@ func (a *API) handleDecide(op edge.Op) http.HandlerFunc {
 
 // fail answers a request of api with p, encoded in sc's buffer.
 func (a *API) fail(w http.ResponseWriter, api string, p *httplimit.Problem, sc *wire.Scratch) {
-	a.f.Answered(api, statusCode(p.Status))
+	a.f.Answered(api, front.StatusCode(p.Status))
 	sc.Out = append(wire.AppendProblem(sc.Out[:0], p), '\n')
 	wire.WriteProblem(w, p, sc.Out)
 }

@@ -40,7 +40,7 @@ func (a *API) decideBatch(w http.ResponseWriter, r *http.Request, st *front.Stat
 			p = front.OutcomeProblem(&o)
 		}
 		if p != nil {
-			a.f.Answered(api, statusCode(p.Status))
+			a.f.Answered(api, front.StatusCode(p.Status))
 			out = append(out, `{"status":`...)
 			out = strconv.AppendInt(out, int64(p.Status), 10)
 			out = append(out, `,"problem":`...)
@@ -56,6 +56,3 @@ func (a *API) decideBatch(w http.ResponseWriter, r *http.Request, st *front.Stat
 	sc.Out = append(out, "]\n"...)
 	wire.WriteDecision(w, sc.Out)
 }
-
-// statusCode is an HTTP status as the metrics' code label.
-func statusCode(s int) string { return strconv.Itoa(s) }

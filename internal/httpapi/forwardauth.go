@@ -70,7 +70,7 @@ func (a *API) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 		a.f.Answered(api, "503")
 		httplimit.Unavailable().Write(w)
 	default:
-		a.f.Answered(api, statusCode(denyStatus))
+		a.f.Answered(api, front.StatusCode(denyStatus))
 		p := httplimit.QuotaExceeded(o.Decision())
 		p.Status = denyStatus
 		p.Write(w)
