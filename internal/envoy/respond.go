@@ -1,7 +1,6 @@
 package envoy
 
 import (
-	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -125,11 +124,13 @@ func Respond(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, over bool, d 
 	if opts.Headers.XRateLimit {
 		xRateLimitHeaders(h, out, opts.Headers)
 	}
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[k] {
+	for k, vs := range h {
+		for _, v := range vs {
 			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: strings.ToLower(k), Value: v})
 		}
 	}
+	// Sorted by name; a name's values stay in their order.
+	slices.SortStableFunc(out.ResponseHeadersToAdd, func(a, b *corev3.HeaderValue) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
@@ -170,7 +171,8 @@ func (p *plan) respond(d decided, opts Options) Result {
 	res := Result{Decision: d.main, Descriptors: p.results, StoreErr: d.storeErr}
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.items))
 	over := false
-	var ws []Window
+	var buf [4]Window
+	ws := buf[:0]
 	for i, it := range p.items {
 		dr := &res.Descriptors[i]
 		switch {

@@ -36,17 +36,20 @@ func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int
 	}
 	attrs := make(map[string]string)
 	cost := int64(max(req.GetHitsAddend(), 1))
-	var override *uint64
+	var (
+		override    uint64 // the descriptors' hits_addend, when hasOverride
+		hasOverride bool
+	)
 	for i, d := range descs {
 		if d.GetIsNegativeHits() {
 			return nil, 0, 0, status.Errorf(codes.InvalidArgument, "descriptor %d: negative hits are not supported", i)
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			v := h.GetValue()
-			if override != nil && *override != v {
-				return nil, 0, 0, status.Errorf(codes.InvalidArgument, "descriptors set different hits_addend (%d and %d); a request is one decision with one cost", *override, v)
+			if hasOverride && override != v {
+				return nil, 0, 0, status.Errorf(codes.InvalidArgument, "descriptors set different hits_addend (%d and %d); a request is one decision with one cost", override, v)
 			}
-			override = &v
+			override, hasOverride = v, true
 		}
 		for _, en := range d.GetEntries() {
 			if old, ok := attrs[en.GetKey()]; ok && old != en.GetValue() {
@@ -57,14 +60,14 @@ func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int
 		}
 	}
 	switch {
-	case override == nil:
+	case !hasOverride:
 		return attrs, edge.OpDecide, cost, nil
-	case *override == 0:
+	case override == 0:
 		return attrs, edge.OpPeek, 1, nil
-	case *override > math.MaxInt64:
+	case override > math.MaxInt64:
 		return nil, 0, 0, status.Error(codes.InvalidArgument, "hits_addend is too large")
 	}
-	return attrs, edge.OpDecide, int64(*override), nil
+	return attrs, edge.OpDecide, int64(override), nil
 }
 
 // policyResponse answers the descriptors with the decision d of pol, in
@@ -74,7 +77,8 @@ func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int
 // when d denies; the RateLimit headers are d's.
 func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor, d *sluice.Decision) *rlsv3.RateLimitResponse {
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))
-	var ws []envoy.Window
+	var buf [4]envoy.Window
+	ws := buf[:0]
 	for i, desc := range descs {
 		if d.Degraded && len(d.Limits) == 0 {
 			// The failure policy decided: nothing is known of the rules.
