@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/internal/wire"
 )
 
 // checkOutput is what `sluice check --json` prints: the decision as the
@@ -17,7 +17,7 @@ import (
 type checkOutput struct {
 	Policy string `json:"policy"`
 	Store  string `json:"store"`
-	server.DecisionJSON
+	wire.DecisionJSON
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -91,7 +91,7 @@ flags:`)
 	if err != nil {
 		return fail("%v", err)
 	}
-	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: server.NewDecisionJSON(&d)}
+	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: wire.NewDecisionJSON(&d)}
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return exitUsage

@@ -122,7 +122,7 @@ flags:`)
 	}
 	defer store.Close()
 	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Queues: store.queueReader()})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Inspector: store.inspector()})
 	if err != nil {
 		return fail("%v", err)
 	}

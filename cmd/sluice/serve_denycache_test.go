@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
-	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/internal/wire"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
@@ -67,13 +67,13 @@ policies:
 }
 
 // wireDecision is a decision as the HTTP API and the gRPC service carry it.
-type wireDecision = server.DecisionJSON
+type wireDecision = wire.DecisionJSON
 
 func fromProto(d *sluicev1.Decision) wireDecision {
 	w := wireDecision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfterMS: d.RetryAfterMs, ResetAfterMS: d.ResetAfterMs,
-		DeniedBy: d.DeniedBy, Cause: d.Cause, Shadowed: d.Shadowed, Degraded: d.Degraded, Limits: []server.LimitJSON{}}
+		DeniedBy: d.DeniedBy, Cause: d.Cause, Shadowed: d.Shadowed, Degraded: d.Degraded, Limits: []wire.LimitJSON{}}
 	for _, l := range d.Limits {
-		w.Limits = append(w.Limits, server.LimitJSON{Name: l.Name, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
+		w.Limits = append(w.Limits, wire.LimitJSON{Name: l.Name, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMS: l.WindowMs, RetryAfterMS: l.RetryAfterMs, Cause: l.Cause})
 	}
 	return w

@@ -209,6 +209,11 @@ func TestLoadErrors(t *testing.T) {
 		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "a.yaml:4:29: an unlimited rate_limit"},
 		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n", "a.yaml:4:22: share_threshold needs a wildcard value"},
 		{"syntax", "domain: d\ndescriptors: [\n", "a.yaml:"},
+		{"window of days with a negative rest", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 2d-3h, requests_per_unit: 1}\n",
+			`a.yaml:4:26: window: duration "2d-3h" is not valid`},
+		{"window under 1µs", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 0s, requests_per_unit: 1}\n",
+			`a.yaml:4:26: window: duration "0s" is shorter than 1µs`},
+		{"too large", "domain: d\n#" + strings.Repeat("x", 4<<20) + "\n", "a.yaml: the file is 4194316 bytes; a configuration file is at most 4194304"},
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n", `replaces itself`},
 	}
 	for _, tt := range tests {
