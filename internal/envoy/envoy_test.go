@@ -250,3 +250,23 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestUnlimited: a request no limit applies to (an unlimited descriptor, a
+// domain not configured) is OK, and its decision is Unlimited with
+// sluice.UnlimitedRemaining, a figure every wire format carries exactly.
+func TestUnlimited(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: free\n    rate_limit: {unlimited: true}\n")
+	lim, _ := setup(t)
+	for _, r := range []*rlsv3.RateLimitRequest{req("d", 0, [][2]string{{"free", "x"}}), req("other", 0, [][2]string{{"k", "v"}})} {
+		res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := res.Decision; !d.Allowed || !d.Unlimited || d.Remaining != sluice.UnlimitedRemaining || len(d.Limits) != 0 {
+			t.Errorf("%s: decision %+v, want allowed, unlimited, remaining %d, no limits", r.GetDomain(), d, int64(sluice.UnlimitedRemaining))
+		}
+		if res.Response.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Errorf("%s: %v, want OK", r.GetDomain(), res.Response)
+		}
+	}
+}
