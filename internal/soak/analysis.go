@@ -23,8 +23,8 @@ type Phase struct {
 	End                  int64
 	// Note says what else the fault caused (a failover it triggered).
 	Note string
-	// Lossy and Outage are the fault's (see Fault).
-	Lossy, Outage bool
+	// Lossy, Outage and Control are the fault's (see Fault).
+	Lossy, Outage, Control bool
 }
 
 // Result is what a phase cost.

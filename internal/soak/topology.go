@@ -44,8 +44,10 @@ type Fault struct {
 	Name string
 	// Lossy says the fault loses admissions by design (the soak reports
 	// its over-admissions and does not fail on them); Outage that it
-	// refuses service for longer than a recovery by design.
-	Lossy, Outage bool
+	// refuses service for longer than a recovery by design; Control that
+	// it injects nothing and measures the load itself (its recovery is
+	// reported, not failed on).
+	Lossy, Outage, Control bool
 	// Run injects the fault into t, striking key's master where it
 	// strikes one master, and returns when it began and ended (when the
 	// servers could serve again) and a note on what happened meanwhile.
