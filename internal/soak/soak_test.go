@@ -138,10 +138,11 @@ func TestSoak(t *testing.T) {
 		}
 		switch {
 		case r.Recovery < 0:
-			failures = append(failures, fmt.Sprintf("%s: service not normal within the phase (%v after the fault), want within %v",
-				p, secs(time.Duration(r.Phase.End-r.Phase.FaultEnd)), maxRecovery))
+			failures = append(failures, fmt.Sprintf("%s: service not normal within the phase (%v after the fault), want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, secs(time.Duration(r.Phase.End-r.Phase.FaultEnd)), maxRecovery, r.Others))
 		case r.Recovery > maxRecovery:
-			failures = append(failures, fmt.Sprintf("%s: service normal %v after the fault, want within %v", p, r.Recovery, maxRecovery))
+			failures = append(failures, fmt.Sprintf("%s: service normal %v after the fault, want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, r.Recovery, maxRecovery, r.Others))
 		}
 	}
 	if total >= 10*time.Minute && decisions < minDecisions {
@@ -257,6 +258,21 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	loadc := make(chan []float64)
 	go func() { loadc <- sampleLoad(stopLoad) }()
 
+	stopCPU := make(chan struct{})
+	cpuc := make(chan []CPUSample, 1)
+	go func() {
+		cpuc <- SampleCPU(func() []int {
+			pids := []int{os.Getpid()}
+			for _, p := range procs {
+				pids = append(pids, p.cmd.Process.Pid)
+			}
+			for _, s := range top.Servers() {
+				pids = append(pids, s.Pid())
+			}
+			return pids
+		}, time.Duration(bucket), stopCPU)
+	}()
+
 	// With a trace, the servers' side of each fault too.
 	tracePath := os.Getenv("SOAKTRACE")
 	stopProbe := make(chan struct{})
@@ -367,14 +383,17 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	loads := <-loadc
 	close(stopProbe)
 	samples := <-probec
+	close(stopCPU)
+	cpu := <-cpuc
 	wall := stop.Sub(start)
 	var mean, peak float64
 	for _, l := range loads {
 		mean += l / float64(len(loads))
 		peak = max(peak, l)
 	}
-	t.Logf("%s: the workers used %.2f cores, the Redis servers at least %.2f (INFO cpu; a restart resets a server's); load average %.1f on average, %.1f at most (2 cores)",
-		top.Name, workerCPU.Seconds()/wall.Seconds(), redisCPU.Seconds()/wall.Seconds(), mean, peak)
+	othersMean, othersPeak := OthersUse(cpu, time.Duration(bucket), start.UnixNano(), stop.UnixNano())
+	t.Logf("%s: the workers used %.2f cores, the Redis servers at least %.2f (INFO cpu; a restart resets a server's), other processes %.2f (%.2f at most over a second); load average %.1f on average, %.1f at most (2 cores)",
+		top.Name, workerCPU.Seconds()/wall.Seconds(), redisCPU.Seconds()/wall.Seconds(), othersMean, othersPeak, mean, peak)
 
 	// A normal second: no degraded decision, and a p99 within twice the
 	// baseline's (at least the baseline's + 5 ms), measured after the
@@ -409,15 +428,21 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			}
 		}
 		fmt.Fprintf(f, "%s baseline\n", top.Name)
-		Timeline(f, recs, phases[0].Start, phases[0].End, phases[0].Start)
+		Timeline(f, recs, cpu, phases[0].Start, phases[0].End, phases[0].Start)
 		for _, p := range phases[1:] {
 			fmt.Fprintf(f, "%s %s: fault from 0 to %v; times from its end\n", top.Name, p.Name, time.Duration(p.FaultEnd-p.FaultStart))
-			Timeline(f, recs, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
+			Timeline(f, recs, cpu, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
 			fmt.Fprintf(f, "%s %s: the servers, per 100 ms (changes of role, replicas online; script calls, CLUSTER SLOTS reads, error replies)\n", top.Name, p.Name)
 			ServerTimeline(f, samples, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
 		}
 	}
-	return Analyze(mix, phases, recs, looks, threshold)
+	res := Analyze(mix, phases, recs, looks, threshold)
+	for i := range res {
+		if p := res[i].Phase; p.FaultStart != 0 {
+			_, res[i].Others = OthersUse(cpu, time.Duration(bucket), p.FaultEnd-int64(time.Second), p.FaultEnd+int64(3*time.Second))
+		}
+	}
+	return res
 }
 
 // sampleLoad reads the 1-minute load average every second until stop is
