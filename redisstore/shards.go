@@ -39,7 +39,7 @@ import (
 // first MOVED makes the store read the map again, at once, from the node
 // that redirected (it knows the new master: it named it), and the command,
 // which did not run, is sent where the redirect points. In the chaos soak's
-// CLUSTER FAILOVER the MOVED replies fell from about 1,600 in 0.9 s, while
+// CLUSTER FAILOVER the MOVED replies fell from about 1,800 in 0.9 s, while
 // the p99 latency was 2 to 3 times the second before's, to 96 in 0.2 s
 // (docs/failure-modes.md).
 
