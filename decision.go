@@ -129,6 +129,11 @@ const (
 	// CauseGap: the request comes sooner than the rule's MinGap after the
 	// last event. A client waits for the gap, usually a short time.
 	CauseGap Cause = "gap"
+
+	// CauseConcurrency: a concurrency rule's leases are all taken. The
+	// wait is until the earliest live lease expires: the latest moment a
+	// slot is certainly free, sooner when a holder releases its lease.
+	CauseConcurrency Cause = "concurrency"
 )
 
 // FailedClosed reports whether d is a denial made by the failure policy
@@ -241,4 +246,4 @@ func newDecision(req *store.Request) Decision {
 }
 
 // causes maps a store's causes to a Decision's.
-var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap}
+var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap, store.CauseConcurrency: CauseConcurrency}

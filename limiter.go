@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -228,6 +229,10 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	if len(s.req.Checks) == 0 {
 		return newDecision(&s.req), nil // no rule applies: no limit, and no store call
 	}
+	if i := s.concurrency(); i >= 0 && !dry {
+		return Decision{}, fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
+			ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
+	}
 	s.req.Mode, s.req.DryRun = mode, dry
 	d, err := l.decideCached(ctx, p, s)
 	if p.Shadow && !d.Allowed {
@@ -243,7 +248,9 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 // the store, falling over a spread rule's sub-windows; a denial by the
 // store is then remembered.
 func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch) (Decision, error) {
-	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow
+	// A lease released early frees room before a cached denial's wait
+	// ends: a peek at a concurrency rule always asks the store.
+	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow && s.concurrency() < 0
 	if cache {
 		s.sent = l.sendTime()
 		if d, ok := l.denials.lookup(s, s.sent); ok {

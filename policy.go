@@ -68,6 +68,10 @@ func (p *Policy) Validate() error {
 			if p.Rules[j].Name == r.Name {
 				return fmt.Errorf("%w: policy %q has two rules named %q", ErrInvalidPolicy, p.Name, r.Name)
 			}
+			if q := &p.Rules[j]; q.concurrent() && r.concurrent() && q.Lease != r.Lease {
+				return fmt.Errorf("%w: policy %q: concurrency rules %q and %q have leases of %v and %v; the concurrency rules of a policy share one lease",
+					ErrInvalidPolicy, p.Name, q.Name, r.Name, q.Lease, r.Lease)
+			}
 		}
 	}
 	return nil

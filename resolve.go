@@ -76,6 +76,8 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		}
 		spread := int64(max(1, r.Spread))
 		switch {
+		case r.concurrent():
+			// A lease takes one slot whatever its cost.
 		case limit > 0 && r.Algorithm != GCRA && cost > limit/spread:
 			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
 				ErrCostExceedsLimit, p.Name, r.Name, limit, spreadNote(spread, limit), cost)
@@ -103,6 +105,9 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		}
 		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
 			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: burst}
+		if r.concurrent() {
+			c.Algorithm, c.Window, c.Cost = store.Concurrency, r.Lease, 1
+		}
 		if r.Spread > 1 {
 			c.Part, c.Parts = s.spread[len(s.spread)-1].at, r.Spread
 		}
@@ -119,6 +124,17 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 	}
 	req.Shared = s.values[from:len(s.values):len(s.values)]
 	return nil
+}
+
+// concurrency returns the index of the request's first concurrency check,
+// or -1.
+func (s *scratch) concurrency() int {
+	for i := range s.req.Checks {
+		if s.req.Checks[i].Algorithm == store.Concurrency {
+			return i
+		}
+	}
+	return -1
 }
 
 // Hot keys. A spread rule's window is Rule.Spread sub-windows: the check

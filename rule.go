@@ -101,7 +101,30 @@ type Rule struct {
 	// sub-window (a client id, say, so that one client's requests go to
 	// one shard). Optional; Spread rules only.
 	SpreadBy string
+
+	// Concurrency, when above 0, makes the rule a concurrency rule: at
+	// most Concurrency leases (Limiter.Acquire) of its key alive at once,
+	// instead of a limit of cost over a window. A lease takes one slot
+	// whatever its cost, and frees it when released, settled, or Lease
+	// after it was taken (or last extended), so that a holder that dies
+	// does not hold its slot for ever. A concurrency rule has no Limit,
+	// Window, MinGap, Algorithm, Burst or Spread; its Overrides' Limit is
+	// the number of leases. Only Acquire takes a slot: AllowN and Record
+	// on a policy with a concurrency rule that applies are errors, and
+	// Peek reports whether a lease would be granted.
+	Concurrency int64
+
+	// Lease is how long a lease of a concurrency rule lives unless
+	// released or extended. Required with Concurrency, at least 1ms; the
+	// concurrency rules of one policy share one Lease.
+	Lease time.Duration
 }
+
+// MinLease is the shortest Rule.Lease.
+const MinLease = time.Millisecond
+
+// concurrent reports whether r is a concurrency rule.
+func (r *Rule) concurrent() bool { return r.Concurrency > 0 }
 
 // maxSpread is the most sub-windows a rule may spread a window over.
 const maxSpread = 64
@@ -124,9 +147,16 @@ func (r *Rule) validate() error {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: rule %q: %s", ErrInvalidPolicy, r.Name, fmt.Sprintf(format, args...))
 	}
-	switch {
-	case r.Name == "":
+	if r.Name == "" {
 		return fmt.Errorf("%w: a rule has no name; give every rule a name such as \"global\" or \"per-user\"", ErrInvalidPolicy)
+	}
+	if r.Concurrency != 0 || r.Lease != 0 {
+		if err := r.validateConcurrency(); err != nil {
+			return invalid("%v", err)
+		}
+		return r.validateConditions(invalid)
+	}
+	switch {
 	case r.Limit < 0:
 		return invalid("limit %d is negative; use 0 to block, or a positive limit", r.Limit)
 	case r.Window < time.Microsecond:
@@ -154,6 +184,34 @@ func (r *Rule) validate() error {
 	case r.SpreadBy != "" && r.Spread < 2:
 		return invalid("spread_by %q without a spread of 2 or more", r.SpreadBy)
 	}
+	return r.validateConditions(invalid)
+}
+
+// validateConcurrency reports why a rule with a Concurrency or a Lease is
+// not a valid concurrency rule, or nil.
+func (r *Rule) validateConcurrency() error {
+	switch {
+	case r.Concurrency < 0:
+		return fmt.Errorf("concurrency %d is negative; give the most leases alive at once, at least 1", r.Concurrency)
+	case r.Concurrency == 0:
+		return fmt.Errorf("a lease of %v without a concurrency; give concurrency: N, the most leases alive at once", r.Lease)
+	case r.Lease == 0:
+		return fmt.Errorf("concurrency %d without a lease; give lease: D, how long a lease lives unless released (such as 30s)", r.Concurrency)
+	case r.Lease < MinLease:
+		return fmt.Errorf("lease %v is shorter than %v", r.Lease, MinLease)
+	case r.Limit != 0 || r.Window != 0:
+		return fmt.Errorf("a concurrency rule counts leases alive, not cost over a window: it takes no limit or window; put the rate in a rule of its own beside it")
+	case r.MinGap != 0 || r.Algorithm != Log || r.Burst != 0:
+		return fmt.Errorf("a concurrency rule takes no min gap, algorithm or burst")
+	case r.Spread != 0 || r.SpreadBy != "":
+		return fmt.Errorf("a concurrency rule cannot be spread")
+	}
+	return nil
+}
+
+// validateConditions reports why r's attributes, conditions or overrides
+// cannot hold, or nil.
+func (r *Rule) validateConditions(invalid func(format string, args ...any) error) error {
 	if err := checkNames("By", r.By); err != nil {
 		return invalid("%v", err)
 	}
@@ -256,6 +314,9 @@ func (r *Rule) limitFor(attrs map[string]string) (limit int64, unlimited bool) {
 		if o := &r.Overrides[i]; matches(o.Match, attrs) {
 			return o.Limit, o.Unlimited
 		}
+	}
+	if r.concurrent() {
+		return r.Concurrency, false
 	}
 	return r.Limit, false
 }

@@ -43,6 +43,7 @@ type Store struct {
 	mask   uint64
 	closed atomic.Bool
 	queues queues // the schedules' queues (see reserve.go)
+	leases leases // the leases' records (see lease.go)
 }
 
 var _ store.Local = (*Store)(nil)
@@ -134,6 +135,15 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		s.decideOne(req)
 		return nil
 	}
+	s.decide(req, nil)
+	return nil
+}
+
+// decide decides req under the locks of its windows' shards and returns
+// the time it decided at. With a lease (Acquire), an admitted request also
+// holds the lease's token in its concurrency windows, and lease.receipts
+// notes what it recorded in the others.
+func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 	checks := req.Checks
 	var (
 		keysBuf   [maxInlineRules]key
@@ -144,17 +154,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		slotBuf   [maxInlineRules]int
 	)
 	keys, hashes, shardIdx, wins, slots := keysBuf[:0], hashBuf[:0], shardsBuf[:0], winBuf[:0], slotBuf[:0]
-	for i := range checks {
-		k := key{policy: req.Policy, rule: checks[i].Rule, values: encodeValues(checks[i].Values)}
-		h := k.hash(s.seed)
-		keys = append(keys, k)
-		hashes = append(hashes, h)
-		shardIdx = append(shardIdx, int(h&s.mask))
-	}
-	locked := lockOrder(lockBuf[:0], shardIdx)
-	for _, i := range locked {
-		s.shards[i].mu.Lock()
-	}
+	keys, hashes, shardIdx = s.keysOf(req.Policy, checks, keys, hashes, shardIdx)
+	locked := s.lock(lockBuf[:0], shardIdx)
 
 	now := s.micros()
 	results := req.ResultsBuffer()
@@ -178,15 +179,22 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	}
 
 	if record && !req.DryRun {
+		var token int64
+		if lease != nil {
+			token = lease.token
+		}
 		for i := range checks {
 			sh := &s.shards[shardIdx[i]]
 			j := slots[i]
 			if moved && wins[i] != nil {
 				j = sh.index(wins[i])
 			}
-			slots[i] = sh.record(j, hashes[i], &keys[i], &checks[i], now)
+			slots[i] = sh.record(j, hashes[i], &keys[i], &checks[i], now, token)
 			moved = moved || j < 0 // an insertion may move or grow the table
 			wins[i] = sh.slots[slots[i]]
+			if lease != nil {
+				lease.receipts[i] = receiptOf(&checks[i], wins[i])
+			}
 		}
 		for i := range checks {
 			report(&results[i], &checks[i], wins[i], now)
@@ -203,10 +211,40 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 			}
 		}
 	}
+	s.unlock(locked)
+	if lease != nil {
+		lease.granted = record && !req.DryRun
+	}
+	return now
+}
+
+// keysOf appends to keys, hashes and shardIdx the key of each check of
+// policy, its hash and its shard.
+func (s *Store) keysOf(policy string, checks []store.Check, keys []key, hashes []uint64, shardIdx []int) ([]key, []uint64, []int) {
+	for i := range checks {
+		k := key{policy: policy, rule: checks[i].Rule, values: encodeValues(checks[i].Values)}
+		h := k.hash(s.seed)
+		keys = append(keys, k)
+		hashes = append(hashes, h)
+		shardIdx = append(shardIdx, int(h&s.mask))
+	}
+	return keys, hashes, shardIdx
+}
+
+// lock locks the distinct shards of shardIdx in ascending order and
+// returns them, appended to dst, for unlock.
+func (s *Store) lock(dst, shardIdx []int) []int {
+	locked := lockOrder(dst, shardIdx)
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	return locked
+}
+
+func (s *Store) unlock(locked []int) {
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
-	return nil
 }
 
 // decideOne is Decide for a request of one check: one key, one shard.
@@ -226,7 +264,7 @@ func (s *Store) decideOne(req *store.Request) {
 		retry(res, c, w, record, now)
 	}
 	if record && !req.DryRun {
-		w = sh.slots[sh.record(j, h, &k, c, now)]
+		w = sh.slots[sh.record(j, h, &k, c, now, 0)]
 	}
 	if record && req.DryRun {
 		pretend(res, c, w, now)
@@ -257,6 +295,8 @@ func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, remov
 		}
 	case store.SlidingCounter:
 		counterRoll(w, c, now)
+	case store.Concurrency:
+		concPrune(w, now)
 	}
 	if w.expires <= now {
 		sh.remove(w)
@@ -287,6 +327,8 @@ func check(res *store.Result, c *store.Check, w *window, now int64) {
 		gcraCheck(res, c, w, now)
 	case store.SlidingCounter:
 		counterCheck(res, c, w, now)
+	case store.Concurrency:
+		concCheck(res, c, w)
 	default:
 		logCheck(res, c, w, now)
 	}
@@ -299,6 +341,8 @@ func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64
 		wait = gcraWait(c, w, pending, now)
 	case store.SlidingCounter:
 		wait = counterWait(c, w, pending, now)
+	case store.Concurrency:
+		wait = concWait(c, w, pending, now)
 	default:
 		limit, gap := logWaits(c, w, pending, now)
 		wait = max(limit, gap)
@@ -306,13 +350,16 @@ func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64
 	res.RetryAfter = time.Duration(wait) * time.Microsecond
 }
 
-// add records c's cost in w at now and sets its expiry.
-func add(w *window, c *store.Check, now int64) {
+// add records c's cost in w at now and sets its expiry; for a concurrency
+// check, it holds the lease of token.
+func add(w *window, c *store.Check, now, token int64) {
 	switch c.Algorithm {
 	case store.GCRA:
 		gcraAdd(w, c, now)
 	case store.SlidingCounter:
 		counterAdd(w, c, now)
+	case store.Concurrency:
+		concAdd(w, c, now, token)
 	default:
 		w.add(now, c.Cost, c.TTL().Microseconds(), c.Limit)
 	}
@@ -324,6 +371,8 @@ func report(res *store.Result, c *store.Check, w *window, now int64) {
 		gcraReport(res, c, gcraTAT(w, now), now)
 	case store.SlidingCounter:
 		counterReport(res, c, w, 0, now)
+	case store.Concurrency:
+		concReport(res, c, w, 0, now)
 	default:
 		logReport(res, c, w, now)
 	}
@@ -335,21 +384,24 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 		gcraReport(res, c, gcraTAT(w, now)+c.Cost*gcraInterval(c), now)
 	case store.SlidingCounter:
 		counterReport(res, c, w, c.Cost, now)
+	case store.Concurrency:
+		concReport(res, c, w, c.Cost, now)
 	default:
 		logPretend(res, c, w, now)
 	}
 }
 
-// record adds c's cost at now to the window of k, whose hash is h, in slot
-// j, or to a new window when j is -1, and returns the window's slot.
-func (sh *shard) record(j int, h uint64, k *key, c *store.Check, now int64) int {
+// record adds c's cost at now (a concurrency check: the lease of token)
+// to the window of k, whose hash is h, in slot j, or to a new window when j
+// is -1, and returns the window's slot.
+func (sh *shard) record(j int, h uint64, k *key, c *store.Check, now, token int64) int {
 	if j < 0 {
 		w := &window{h: h}
-		add(w, c, now)
+		add(w, c, now, token)
 		sh.enqueue(w, expiryClass(c))
 		return sh.insert(k, w)
 	}
-	add(sh.slots[j], c, now)
+	add(sh.slots[j], c, now, token)
 	return j
 }
 

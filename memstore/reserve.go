@@ -45,7 +45,7 @@ type qkey struct {
 type queueShard struct {
 	mu     sync.Mutex
 	queues map[qkey]*queue
-	expiry expiryHeap
+	expiry expiryHeap[queueRef]
 	_      [64]byte // keep shards on separate cache lines
 }
 
@@ -158,7 +158,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.R
 	if q == nil {
 		q = &queue{}
 		sh.queues[k] = q
-		heap.Push(&sh.expiry, expiring{k: k, q: q, at: end})
+		heap.Push(&sh.expiry, expiring[queueRef]{item: queueRef{k: k, q: q}, at: end})
 	}
 	q.res = append(q.res, reservation{id: id, slot: slot, end: end})
 	q.expires = end
@@ -214,16 +214,16 @@ func (sh *queueShard) evict(now int64) {
 		if len(sh.expiry) == 0 || sh.expiry[0].at > now {
 			return
 		}
-		e := heap.Pop(&sh.expiry).(expiring)
+		e := heap.Pop(&sh.expiry).(expiring[queueRef])
 		switch {
-		case sh.queues[e.k] != e.q:
+		case sh.queues[e.item.k] != e.item.q:
 			// Dropped already, perhaps replaced by a queue with its own entry.
-		case e.q.expires > now:
+		case e.item.q.expires > now:
 			// Written since: wait for its new expiry.
-			e.at = e.q.expires
+			e.at = e.item.q.expires
 			heap.Push(&sh.expiry, e)
 		default:
-			delete(sh.queues, e.k)
+			delete(sh.queues, e.item.k)
 		}
 	}
 }
@@ -242,25 +242,8 @@ func (s *Store) queueCount() int {
 	return n
 }
 
-// expiring is a queue in a shard's expiry heap, at the expiry it had when
-// pushed.
-type expiring struct {
-	k  qkey
-	q  *queue
-	at int64
-}
-
-// expiryHeap is a min-heap of queues by expiry (container/heap).
-type expiryHeap []expiring
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiring)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = expiring{}
-	*h = old[:len(old)-1]
-	return e
+// queueRef is a queue in a shard's expiry heap.
+type queueRef struct {
+	k qkey
+	q *queue
 }

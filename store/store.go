@@ -208,6 +208,9 @@ const (
 
 	// CauseGap: the request comes sooner than MinGap after the last event.
 	CauseGap
+
+	// CauseConcurrency: a Concurrency check's Limit leases are live.
+	CauseConcurrency
 )
 
 // Algorithm is how a window counts.
@@ -234,6 +237,13 @@ const (
 	// previous window's events came late in it (up to twice Limit in the
 	// worst case).
 	SlidingCounter
+
+	// Concurrency counts leases alive at once instead of cost over time:
+	// the check's Limit is the most leases alive, its Window the time a
+	// lease lives unless extended, and its Cost 1. Only Leaser.Acquire
+	// records in such a window, and Decide sees one only in a dry run (a
+	// peek at whether a lease would be granted). See Leaser.
+	Concurrency
 )
 
 // String returns the algorithm's name in the configuration file: log, gcra
@@ -246,6 +256,8 @@ func (a Algorithm) String() string {
 		return "gcra"
 	case SlidingCounter:
 		return "sliding-counter"
+	case Concurrency:
+		return "concurrency"
 	}
 	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
 }

@@ -77,7 +77,7 @@ func Run(t *testing.T, opener Opener) {
 
 func run(t *testing.T, opener Opener, cache *cacheTally) {
 	t.Helper()
-	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(append(conditionalCases, algorithmCases...), spreadCases...), scheduleCases...), propertyCases...)...) {
+	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(append(append(conditionalCases, algorithmCases...), spreadCases...), scheduleCases...), propertyCases...), leaseCases...)...) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener, cache))
 		})

@@ -1,0 +1,368 @@
+package sluice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// ErrInvalidLease reports a lease id that is not one sluice made, or is
+// given with a policy other than its own. An id that sluice made but that
+// is unknown to the store (released, settled, expired) is no error: the
+// lease's methods report it not held.
+var ErrInvalidLease = errors.New("sluice: invalid lease id")
+
+// MaxSettleCost is the largest real cost Lease.Settle records: 2^53, the
+// largest count a Redis double holds exactly with every integer below it.
+const MaxSettleCost = 1 << 53
+
+// Lease is an admitted request that stays open until its holder releases
+// or settles it, or it expires: a slot in each concurrency rule of its
+// policy (Rule.Concurrency), and the estimate it recorded in the rate
+// rules, which Settle replaces with the real cost.
+//
+// A Lease is safe for concurrent use. Release and Settle end it: the
+// second of them, or either after the lease expired, reports it not held
+// and changes nothing. A Lease that holds nothing (its policy limited
+// nothing, or the store failed and the failure policy admitted the
+// request) has an empty ID, and its methods report it not held.
+type Lease struct {
+	l       *Limiter
+	id      string
+	ttl     time.Duration
+	finish  store.FinishRequest // Op, Cost and TTL set per call
+	expires time.Time
+	gone    bool // its rules are no longer the policy's: never held
+}
+
+// ID returns the lease's id: opaque, unguessable, and naming the policy
+// and the windows the lease holds, so that another process with the same
+// configuration can end it (Limiter.ResumeLease). Empty for a lease that
+// holds nothing.
+func (x *Lease) ID() string { return x.id }
+
+// Expires returns when the lease expires unless released or extended, on
+// the store's clock (Redis TIME for the Redis store); the zero time for a
+// lease that holds nothing or was resumed from an id.
+func (x *Lease) Expires() time.Time { return x.expires }
+
+// Release frees the lease's slots and ends it, keeping the estimate
+// recorded in the rate rules, and reports whether the lease was held.
+func (x *Lease) Release(ctx context.Context) (bool, error) {
+	st, err := x.do(ctx, store.LeaseRelease, 0)
+	return st.Held, err
+}
+
+// Settle records cost, the request's real cost, in the policy's rate rules
+// in place of the estimate it was acquired with, frees its slots and ends
+// the lease, and reports whether the lease was held. More than the
+// estimate is recorded even over a limit, since the work happened; less is
+// refunded. Cost is at least 0 and at most MaxSettleCost. See store.Leaser
+// for what each algorithm makes of it.
+func (x *Lease) Settle(ctx context.Context, cost int64) (bool, error) {
+	if cost < 0 || cost > MaxSettleCost {
+		return false, fmt.Errorf("%w: settling lease of policy %q with cost %d; give the real cost, 0 to %d",
+			ErrInvalidCost, x.finish.Policy, cost, int64(MaxSettleCost))
+	}
+	st, err := x.do(ctx, store.LeaseSettle, cost)
+	return st.Held, err
+}
+
+// Extend keeps the lease and its slots for another lease time from now,
+// for work that lasts longer than one, and reports whether the lease was
+// held (an expired lease cannot be extended).
+func (x *Lease) Extend(ctx context.Context) (bool, error) {
+	st, err := x.do(ctx, store.LeaseExtend, 0)
+	if st.Held {
+		x.expires = st.Expires
+	}
+	return st.Held, err
+}
+
+func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.LeaseState, error) {
+	if x == nil || x.id == "" || x.gone {
+		return store.LeaseState{}, nil
+	}
+	lr, err := x.l.leaser()
+	if err != nil {
+		return store.LeaseState{}, err
+	}
+	req := x.finish
+	req.Op, req.Cost, req.TTL = op, cost, x.ttl
+	b := x.l.breakerOf(&store.Request{Policy: req.Policy, Shared: req.Shared, Checks: req.Checks})
+	return guard(ctx, x.l, b, func(ctx context.Context) (store.LeaseState, error) {
+		return lr.Finish(ctx, &req)
+	}, func(context.Context, error) store.LeaseState { return store.LeaseState{} })
+}
+
+// Acquire decides cost units against every rule of p that applies to attrs,
+// as AllowN does, and when they fit holds a lease: a slot in each
+// concurrency rule (Rule.Concurrency) until the lease is released, settled
+// or expires, and cost recorded in each rate rule as an estimate that
+// Lease.Settle replaces with the real cost. Rate and concurrency rules are
+// decided together, all or nothing: a denied request holds no slot and
+// records nothing. A concurrency rule that denies reports
+// CauseConcurrency, with RetryAfter the time until its earliest live lease
+// expires.
+//
+// The lease is not nil when the decision is allowed: release or settle it
+// when the work is done (a deferred Release after a Settle does nothing).
+// A request no rule applies to is allowed with a lease that holds nothing.
+//
+// Bad input returns an error as AllowN does, and so does a Penalize policy
+// or one with a spread rule, which cannot be leased. A store failure
+// returns the error with a Degraded decision made by Config.OnError (the
+// fallback store keeps no leases) and a lease that holds nothing. A Shadow
+// policy's would-be denial is allowed with a lease that holds nothing. The
+// deny cache is not used.
+func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
+	if err := leasable(p); err != nil {
+		return nil, Decision{}, err
+	}
+	s := getScratch()
+	defer putScratch(s)
+	if err := s.resolve(p, attrs, cost); err != nil {
+		return nil, Decision{}, err
+	}
+	x := &Lease{l: l}
+	if len(s.req.Checks) == 0 {
+		return x, newDecision(&s.req), nil
+	}
+	lr, err := l.leaser()
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	s.req.Mode, s.req.DryRun = store.ModeAllow, false
+	grant := store.LeaseGrant{ID: newLeaseID(p.Name, s.req.Checks), TTL: leaseTTL(p)}
+	d, err := guard(ctx, l, l.breakerOf(&s.req), func(ctx context.Context) (Decision, error) {
+		if err := lr.Acquire(ctx, &s.req, &grant); err != nil {
+			return Decision{}, err
+		}
+		return newDecision(&s.req), nil
+	}, func(context.Context, error) Decision {
+		return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}
+	})
+	if p.Shadow && !d.Allowed {
+		d.Allowed = true
+		d.Shadowed = d.DeniedBy != ""
+	}
+	if err != nil || grant.Expires.IsZero() {
+		if !d.Allowed {
+			x = nil
+		}
+		return x, d, err
+	}
+	x.id, x.ttl, x.expires = grant.ID, grant.TTL, grant.Expires
+	x.finish = finishOf(&s.req, grant.ID)
+	return x, d, nil
+}
+
+// ResumeLease returns the lease of p whose ID is id, taken by this or
+// another process with the same configuration (a server handing out lease
+// ids), to release, settle or extend it. An id that is not one of p's
+// returns ErrInvalidLease. A lease that names rules p no longer has (its
+// configuration changed) is returned, and reports itself not held.
+func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
+	if err := leasable(p); err != nil {
+		return nil, err
+	}
+	policy, windows, err := parseLeaseID(id)
+	if err != nil {
+		return nil, err
+	}
+	if policy != p.Name {
+		return nil, fmt.Errorf("%w: the lease is policy %q's, not %q's", ErrInvalidLease, policy, p.Name)
+	}
+	x := &Lease{l: l, id: id, ttl: leaseTTL(p)}
+	req := store.Request{Policy: p.Name}
+	for _, w := range windows {
+		i := slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == w.rule })
+		if i < 0 || len(p.Rules[i].By) != len(w.values) {
+			x.gone = true
+			return x, nil
+		}
+		r := &p.Rules[i]
+		c := store.Check{Rule: r.Name, Values: w.values, Limit: r.Limit, Window: r.Window, Algorithm: r.Algorithm, Cost: 1}
+		if r.concurrent() {
+			c.Algorithm, c.Window, c.Limit = store.Concurrency, r.Lease, r.Concurrency
+		}
+		if r.Algorithm == GCRA {
+			c.Burst = r.burst(r.Limit)
+		}
+		req.Checks = append(req.Checks, c)
+	}
+	if len(req.Checks) > 0 {
+		first := &p.Rules[slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == req.Checks[0].Rule })]
+		for k, a := range first.By {
+			if p.Shares(a) {
+				req.Shared = append(req.Shared, req.Checks[0].Values[k])
+			}
+		}
+	}
+	x.finish = finishOf(&req, id)
+	return x, nil
+}
+
+// LeasePolicy returns the name of the policy of the lease whose ID is id,
+// for a server that looks the policy up before ResumeLease; an error
+// wrapping ErrInvalidLease when id is not a lease id.
+func LeasePolicy(id string) (string, error) {
+	policy, _, err := parseLeaseID(id)
+	return policy, err
+}
+
+// leasable reports why leases of p cannot be taken, or nil.
+func leasable(p *Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.Penalize {
+		return fmt.Errorf("%w: policy %q penalizes denied attempts, which leases do not: acquire on a policy without penalize", ErrInvalidPolicy, p.Name)
+	}
+	for i := range p.Rules {
+		if p.Rules[i].Spread > 1 {
+			return fmt.Errorf("%w: policy %q rule %q is spread over sub-windows, which leases do not: acquire on a policy without spread rules", ErrInvalidPolicy, p.Name, p.Rules[i].Name)
+		}
+	}
+	return nil
+}
+
+// leaseTTL returns how long a lease of p lives: its concurrency rules'
+// Lease, or, without one, its longest window (after which a log or a
+// counter has nothing left of the estimate to settle).
+func leaseTTL(p *Policy) time.Duration {
+	var ttl time.Duration
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.concurrent() {
+			return r.Lease
+		}
+		ttl = max(ttl, r.Window)
+	}
+	return ttl
+}
+
+// finishOf returns the Finish request of the lease id that req took, with
+// copies of its checks and values (req's are reused).
+func finishOf(req *store.Request, id string) store.FinishRequest {
+	f := store.FinishRequest{Policy: req.Policy, Shared: slices.Clone(req.Shared), Checks: slices.Clone(req.Checks), ID: id}
+	for i := range f.Checks {
+		f.Checks[i].Values = slices.Clone(f.Checks[i].Values)
+	}
+	return f
+}
+
+// leaser returns the store's Leaser.
+func (l *Limiter) leaser() (store.Leaser, error) {
+	lr, ok := l.store.(store.Leaser)
+	if !ok {
+		return nil, fmt.Errorf("sluice: store %T keeps no leases", l.store)
+	}
+	return lr, nil
+}
+
+// Lease ids. An id is the URL-safe base64 (unpadded) of: a version byte
+// (1); 16 random bytes, what makes it unguessable; then, each as a uvarint
+// length followed by its bytes, the policy's name and, after a uvarint
+// count, for each window the lease holds its rule's name and (after a
+// uvarint count) its values. The store keeps a lease by its whole id, so
+// an id altered to name other windows names no lease.
+
+const (
+	leaseIDVersion = 1
+	leaseNonce     = 16
+	maxLeaseID     = 64 << 10 // bytes of a decoded id: more is not one sluice made
+)
+
+// leaseWindow is a window named in a lease id.
+type leaseWindow struct {
+	rule   string
+	values []string
+}
+
+func newLeaseID(policy string, checks []store.Check) string {
+	b := make([]byte, 1+leaseNonce, 64)
+	b[0] = leaseIDVersion
+	_, _ = rand.Read(b[1:]) // crypto/rand.Read never fails
+	b = appendString(b, policy)
+	b = binary.AppendUvarint(b, uint64(len(checks)))
+	for i := range checks {
+		b = appendString(b, checks[i].Rule)
+		b = binary.AppendUvarint(b, uint64(len(checks[i].Values)))
+		for _, v := range checks[i].Values {
+			b = appendString(b, v)
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// parseLeaseID returns the policy and windows id names, or an error
+// wrapping ErrInvalidLease.
+func parseLeaseID(id string) (policy string, windows []leaseWindow, err error) {
+	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalidLease, why) }
+	if base64.RawURLEncoding.DecodedLen(len(id)) > maxLeaseID {
+		return "", nil, bad("too long")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil {
+		return "", nil, bad("not URL-safe base64")
+	}
+	if len(b) < 1+leaseNonce || b[0] != leaseIDVersion {
+		return "", nil, bad("not a lease id of this version")
+	}
+	b = b[1+leaseNonce:]
+	next := func() (uint64, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+		return n, true
+	}
+	str := func() (string, bool) {
+		n, ok := next()
+		if !ok || n > uint64(len(b)) {
+			return "", false
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s, true
+	}
+	policy, ok := str()
+	n, ok2 := next()
+	if !ok || !ok2 || policy == "" || n == 0 || n > uint64(len(b)) {
+		return "", nil, bad("truncated")
+	}
+	windows = make([]leaseWindow, 0, n)
+	for range n {
+		rule, ok := str()
+		nv, ok2 := next()
+		if !ok || !ok2 || nv > uint64(len(b)) {
+			return "", nil, bad("truncated")
+		}
+		w := leaseWindow{rule: rule, values: make([]string, 0, nv)}
+		for range nv {
+			v, ok := str()
+			if !ok {
+				return "", nil, bad("truncated")
+			}
+			w.values = append(w.values, v)
+		}
+		windows = append(windows, w)
+	}
+	if len(b) != 0 {
+		return "", nil, bad("trailing bytes")
+	}
+	return policy, windows, nil
+}

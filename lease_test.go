@@ -1,0 +1,132 @@
+package sluice
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+func TestConcurrencyRuleValidate(t *testing.T) {
+	t.Parallel()
+	conc := func(r Rule) *Policy {
+		r.Name = "c"
+		return &Policy{Name: "p", Rules: []Rule{r}}
+	}
+	tests := []struct {
+		name   string
+		policy *Policy
+		want   string // "" for valid
+	}{
+		{"valid", conc(Rule{Concurrency: 4, Lease: time.Minute}), ""},
+		{"with by and override", conc(Rule{Concurrency: 4, Lease: time.Minute, By: []string{"user"},
+			Overrides: []Override{{Match: map[string]string{"plan": "paid"}, Limit: 8}}}), ""},
+		{"negative", conc(Rule{Concurrency: -1, Lease: time.Minute}), "is negative"},
+		{"no lease", conc(Rule{Concurrency: 4}), "without a lease"},
+		{"lease alone", conc(Rule{Lease: time.Minute, Limit: 1, Window: time.Second}), "without a concurrency"},
+		{"short lease", conc(Rule{Concurrency: 4, Lease: time.Microsecond}), "shorter than 1ms"},
+		{"with a limit", conc(Rule{Concurrency: 4, Lease: time.Minute, Limit: 10, Window: time.Second}), "takes no limit or window"},
+		{"with gcra", conc(Rule{Concurrency: 4, Lease: time.Minute, Algorithm: GCRA}), "no min gap, algorithm or burst"},
+		{"spread", conc(Rule{Concurrency: 4, Lease: time.Minute, Spread: 2}), "cannot be spread"},
+		{"attribute twice", conc(Rule{Concurrency: 4, Lease: time.Minute, By: []string{"a", "a"}}), "twice"},
+		{"two leases", &Policy{Name: "p", Rules: []Rule{
+			{Name: "a", Concurrency: 1, Lease: time.Minute},
+			{Name: "b", Concurrency: 1, Lease: time.Second},
+		}}, "share one lease"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.want != "" && (!errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate() = %v, want ErrInvalidPolicy saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolveConcurrency(t *testing.T) {
+	t.Parallel()
+	p := &Policy{Name: "llm", Rules: []Rule{
+		{Name: "tokens", By: []string{"user"}, Limit: 100_000, Window: time.Minute},
+		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 30 * time.Second,
+			Overrides: []Override{{Match: map[string]string{"plan": "paid"}, Limit: 16}}},
+	}}
+	req, err := Resolve(p, map[string]string{"user": "ann", "plan": "paid"}, 2_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := req.Checks[1]
+	want := store.Check{Rule: "in-flight", Values: []string{"ann"}, Limit: 16, Window: 30 * time.Second, Algorithm: store.Concurrency, Cost: 1}
+	if got.Rule != want.Rule || !slices.Equal(got.Values, want.Values) || got.Limit != want.Limit || got.Window != want.Window ||
+		got.Algorithm != want.Algorithm || got.Cost != want.Cost {
+		t.Errorf("concurrency check %+v, want %+v", got, want)
+	}
+	if req.Checks[0].Cost != 2_000 {
+		t.Errorf("rate check cost %d, want 2000", req.Checks[0].Cost)
+	}
+	if ttl := leaseTTL(p); ttl != 30*time.Second {
+		t.Errorf("lease TTL %v, want 30s", ttl)
+	}
+	if ttl := leaseTTL(&Policy{Rules: p.Rules[:1]}); ttl != time.Minute {
+		t.Errorf("lease TTL without a concurrency rule %v, want the window, 1m", ttl)
+	}
+}
+
+func TestLeaseID(t *testing.T) {
+	t.Parallel()
+	checks := []store.Check{{Rule: "tokens", Values: []string{"ann:{x}"}}, {Rule: "global"}}
+	a, b := newLeaseID("llm", checks), newLeaseID("llm", checks)
+	if a == b {
+		t.Fatalf("two ids alike: %q", a)
+	}
+	policy, windows, err := parseLeaseID(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy != "llm" || len(windows) != 2 || windows[0].rule != "tokens" || !slices.Equal(windows[0].values, []string{"ann:{x}"}) ||
+		windows[1].rule != "global" || len(windows[1].values) != 0 {
+		t.Errorf("parsed %q %+v", policy, windows)
+	}
+	for _, bad := range []string{"", "!!", a[:10], a + "A", a + "AA"} {
+		if _, _, err := parseLeaseID(bad); !errors.Is(err, ErrInvalidLease) {
+			t.Errorf("parseLeaseID(%q) = %v, want ErrInvalidLease", bad, err)
+		}
+	}
+}
+
+// FuzzLeaseID checks that any string either parses into what an id names,
+// which then encodes back to the same windows, or is an ErrInvalidLease,
+// and never panics.
+func FuzzLeaseID(f *testing.F) {
+	f.Add(newLeaseID("llm", []store.Check{{Rule: "tokens", Values: []string{"ann"}}}))
+	f.Add(newLeaseID("p", []store.Check{{Rule: "r"}, {Rule: "s", Values: []string{"", "b"}}}))
+	f.Add("AQ")
+	f.Fuzz(func(t *testing.T, id string) {
+		policy, windows, err := parseLeaseID(id)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidLease) {
+				t.Fatalf("parseLeaseID(%q) = %v, not ErrInvalidLease", id, err)
+			}
+			return
+		}
+		checks := make([]store.Check, len(windows))
+		for i, w := range windows {
+			checks[i] = store.Check{Rule: w.rule, Values: w.values}
+		}
+		p2, w2, err := parseLeaseID(newLeaseID(policy, checks))
+		if err != nil || p2 != policy || len(w2) != len(windows) {
+			t.Fatalf("round trip of %q: %q %v %v", id, p2, w2, err)
+		}
+		for i := range w2 {
+			if w2[i].rule != windows[i].rule || !slices.Equal(w2[i].values, windows[i].values) {
+				t.Fatalf("round trip of %q: window %d %+v, want %+v", id, i, w2[i], windows[i])
+			}
+		}
+	})
+}

@@ -1,0 +1,233 @@
+package memstore
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// Leases. An admitted Acquire holds its lease's token (a number unique in
+// the store) in its concurrency windows and keeps a record of the lease
+// under its id: its expiry, the estimate, and what it recorded in each rate
+// window (a receipt), which Finish reads to release, settle or extend it.
+// Records are dropped when their lease ends or expires; a heap of expiries
+// finds the expired ones.
+
+var _ store.Leaser = (*Store)(nil)
+
+// leases is the store's lease records. Its lock is taken before any
+// shard's (Finish), never while one is held.
+type leases struct {
+	mu      sync.Mutex
+	records map[string]*leaseRecord
+	expiry  expiryHeap[string] // lease ids
+	tokens  int64              // the last token given
+	expired int64              // leases that expired while alive, see Store.ExpiredLeases
+}
+
+// leaseRecord is one lease alive.
+type leaseRecord struct {
+	token    int64
+	expires  int64 // µs
+	cost     int64 // the estimate
+	receipts []receipt
+	granted  bool // set by decide: the request was admitted
+}
+
+// receipt is what an Acquire recorded in a rate window: a log entry's time,
+// a sliding counter's bucket, a GCRA bucket's interval.
+type receipt struct {
+	at       int64
+	interval int64
+}
+
+// receiptOf returns the receipt of c's cost just recorded in w.
+func receiptOf(c *store.Check, w *window) receipt {
+	switch c.Algorithm {
+	case store.Log:
+		return receipt{at: w.newest}
+	case store.SlidingCounter:
+		return receipt{at: w.oldest}
+	case store.GCRA:
+		return receipt{interval: gcraInterval(c)}
+	}
+	return receipt{}
+}
+
+// Acquire implements store.Leaser.
+func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.leases.mu.Lock()
+	s.leases.tokens++
+	rec := &leaseRecord{token: s.leases.tokens, cost: req.Checks[0].Cost, receipts: make([]receipt, len(req.Checks))}
+	s.leases.mu.Unlock()
+	for i := range req.Checks {
+		if req.Checks[i].Algorithm != store.Concurrency {
+			rec.cost = req.Checks[i].Cost
+			break
+		}
+	}
+	now := s.decide(req, rec)
+	lease.Expires = time.Time{}
+	if !rec.granted {
+		return nil
+	}
+	rec.expires = now + lease.TTL.Microseconds()
+	lease.Expires = time.UnixMicro(rec.expires)
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	if s.leases.records == nil {
+		s.leases.records = map[string]*leaseRecord{}
+	}
+	s.leases.sweep(now)
+	s.leases.records[lease.ID] = rec
+	heap.Push(&s.leases.expiry, expiring[string]{item: lease.ID, at: rec.expires})
+	return nil
+}
+
+// Finish implements store.Leaser.
+func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	if s.closed.Load() {
+		return store.LeaseState{}, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return store.LeaseState{}, err
+	}
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	now := s.micros()
+	s.leases.sweep(now)
+	rec := s.leases.records[req.ID]
+	if rec == nil || rec.expires <= now || len(rec.receipts) != len(req.Checks) {
+		return store.LeaseState{}, nil
+	}
+	var (
+		keysBuf   [maxInlineRules]key
+		hashBuf   [maxInlineRules]uint64
+		shardsBuf [maxInlineRules]int
+		lockBuf   [maxInlineRules]int
+	)
+	keys, hashes, shardIdx := s.keysOf(req.Policy, req.Checks, keysBuf[:0], hashBuf[:0], shardsBuf[:0])
+	locked := s.lock(lockBuf[:0], shardIdx)
+	defer s.unlock(locked)
+	now = s.micros()
+	if req.Op == store.LeaseExtend {
+		rec.expires = now + req.TTL.Microseconds()
+		heap.Push(&s.leases.expiry, expiring[string]{item: req.ID, at: rec.expires})
+	} else {
+		delete(s.leases.records, req.ID)
+	}
+	for i := range req.Checks {
+		c := &req.Checks[i]
+		sh := &s.shards[shardIdx[i]]
+		j, _ := sh.live(hashes[i], &keys[i], c, now)
+		w := sh.at(j)
+		switch {
+		case c.Algorithm == store.Concurrency:
+			if w == nil {
+				continue
+			}
+			if k := w.concFind(rec.token); k >= 0 {
+				if req.Op == store.LeaseExtend {
+					w.ring[k].ts = rec.expires
+					w.expires = max(w.expires, rec.expires)
+				} else {
+					w.concRemoveAt(k)
+				}
+			}
+		case req.Op == store.LeaseSettle:
+			sh.settle(j, hashes[i], &keys[i], c, rec.receipts[i], req.Cost-rec.cost, now)
+		}
+	}
+	return store.LeaseState{Held: true, Expires: time.UnixMicro(rec.expires)}, nil
+}
+
+// settle records delta more cost (less when negative) in the window of k
+// in slot j (-1: none), where an Acquire's receipt r says it recorded its
+// estimate, as store.Leaser says for each algorithm.
+func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delta, now int64) {
+	w := sh.at(j)
+	switch c.Algorithm {
+	case store.Log:
+		if w != nil {
+			logSettle(w, r.at, delta)
+		}
+	case store.SlidingCounter:
+		if w == nil {
+			return
+		}
+		switch w.oldest { // rolled to now by live
+		case r.at:
+			w.used = max(0, w.used+delta)
+		case r.at + 1:
+			w.first = max(0, w.first+delta)
+		}
+	case store.GCRA:
+		tat := max(now, now+delta*r.interval)
+		if w != nil {
+			tat = max(now, gcraTAT(w, now)+delta*r.interval)
+		}
+		switch {
+		case w != nil:
+			w.newest, w.expires = tat, tat
+		case tat > now:
+			w = &window{h: h, newest: tat, expires: tat}
+			sh.enqueue(w, expiryClass(c))
+			sh.insert(k, w)
+			sh.evict(now)
+		}
+	}
+}
+
+// logSettle adds delta to the cost of the entries of w recorded at at
+// (their sum, when delta is negative, never below 0): entries of one time
+// count alike, so which of them holds the lease's estimate does not matter.
+func logSettle(w *window, at, delta int64) {
+	for i := w.n - 1; i >= 0 && delta != 0; i-- {
+		e := w.at(i)
+		if e.ts < at {
+			break
+		}
+		if e.ts != at {
+			continue
+		}
+		d := max(delta, -e.cost) // all of a positive delta
+		e.cost += d
+		w.used += d
+		delta -= d
+	}
+	if w.n > 0 {
+		w.first = w.at(0).cost
+	}
+}
+
+// sweep drops the records of leases expired by now, counting those that
+// were neither released nor settled.
+func (ls *leases) sweep(now int64) {
+	for len(ls.expiry) > 0 && ls.expiry[0].at <= now {
+		x := heap.Pop(&ls.expiry).(expiring[string])
+		if rec := ls.records[x.item]; rec != nil && rec.expires <= now {
+			delete(ls.records, x.item)
+			ls.expired++
+		}
+	}
+}
+
+// ExpiredLeases returns how many leases expired in the store before their
+// holders released or settled them, counted when their records are
+// dropped (at the next lease call after their expiry): a count that grows
+// is a leak of leases.
+func (s *Store) ExpiredLeases() int64 {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	s.leases.sweep(s.micros())
+	return s.leases.expired
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Leaser keeps leases: decisions that stay open until their holder ends
+// them, the part of a store behind sluice.Limiter.Acquire and sluice.Lease.
+//
+// Every store follows the same rules, at the store's time T:
+//
+//   - A Concurrency check's window holds the ids of the leases alive in it,
+//     each with its expiry. A lease is alive while T is before its expiry:
+//     at its expiry exactly its slot is free. The check fits when fewer
+//     than Limit leases are alive (its Cost is 1); its Used is the number
+//     alive, its RetryAfter, when denied, the time until enough of them
+//     expire for one more to fit (the earliest expiry when Limit are
+//     alive), its ResetAfter the time until the last one expires.
+//   - Acquire decides a request in ModeAllow as Decide does; when it is
+//     admitted, it records the request in every rate check's window as
+//     Decide does, holds the lease in every Concurrency check's window
+//     until T + that check's Window, and keeps, until T + the lease's TTL,
+//     what it recorded where (the estimate, the time or bucket of the
+//     entry), all in one atomic step.
+//   - Finish acts on a lease that is alive (kept and not expired), and
+//     otherwise changes nothing and reports it not held. Release frees
+//     its slots; Settle frees them and replaces the estimate in each rate
+//     window with the real cost, as the algorithm allows exactly:
+//     Log: the lease's own entry takes the real cost, at the time it was
+//     recorded (nothing when it has left the window); GCRA: the arrival
+//     time moves by (real - estimate) intervals from max(TAT, T), never
+//     before T; SlidingCounter: the bucket the estimate went into takes
+//     the difference, never below 0 (nothing once it is older than the
+//     previous bucket). Extend moves the lease's expiry, and that of its
+//     slots, to T + TTL. Release and Settle end the lease: a second call
+//     reports it not held.
+//
+// The caller guarantees what it does for Decide, and: lease ids are unique
+// and unguessable; a Finish names the checks of the Acquire that took the
+// lease, in its order (their Rule, Values and Algorithm; their Window for
+// Concurrency checks), and a Settle's Cost is at least 0.
+type Leaser interface {
+	// Acquire decides req, in ModeAllow and not a dry run, and holds
+	// lease when it admits the request, setting lease.Expires.
+	Acquire(ctx context.Context, req *Request, lease *LeaseGrant) error
+
+	// Finish releases, settles or extends a lease.
+	Finish(ctx context.Context, req *FinishRequest) (LeaseState, error)
+}
+
+// LeaseGrant is the lease an Acquire holds when it admits its request.
+type LeaseGrant struct {
+	// ID identifies the lease.
+	ID string
+
+	// TTL is how long the lease is kept: the Window of its Concurrency
+	// checks, or, with none, what its policy says.
+	TTL time.Duration
+
+	// Expires is set by Acquire: the store's time plus TTL when the lease
+	// was granted; the zero time when the request was denied.
+	Expires time.Time
+}
+
+// LeaseOp says what Finish does with a lease.
+type LeaseOp uint8
+
+const (
+	// LeaseRelease frees the lease's slots and ends it.
+	LeaseRelease LeaseOp = iota
+
+	// LeaseSettle records the real cost in place of the estimate, frees
+	// the lease's slots and ends it.
+	LeaseSettle
+
+	// LeaseExtend keeps the lease and its slots until TTL from now.
+	LeaseExtend
+)
+
+// FinishRequest is one call to Finish.
+type FinishRequest struct {
+	// Policy, Shared and Checks name the windows of the Acquire that took
+	// the lease, as its Request did.
+	Policy string
+	Shared []string
+	Checks []Check
+
+	// ID is the lease's.
+	ID string
+
+	// Op says what to do.
+	Op LeaseOp
+
+	// Cost is the real cost, for LeaseSettle: at least 0.
+	Cost int64
+
+	// TTL is how long from now the lease is kept, for LeaseExtend.
+	TTL time.Duration
+}
+
+// LeaseState is what Finish found and left.
+type LeaseState struct {
+	// Held reports whether the lease was alive: false for an unknown id,
+	// a lease already released or settled, or one that expired.
+	Held bool
+
+	// Expires is, after an extension, the lease's new expiry.
+	Expires time.Time
+}

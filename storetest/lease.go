@@ -1,0 +1,363 @@
+package storetest
+
+import (
+	"encoding/base64"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
+)
+
+// Lease cases: concurrency rules and costs settled after the fact
+// (store.Leaser), on stores that keep leases; the others skip them. Every
+// figure is exact on the manual clock.
+
+// leased wraps a lease case: it skips stores that keep no leases.
+func leased(run func(e *env)) func(e *env) {
+	return func(e *env) {
+		if _, ok := e.target.Store.(store.Leaser); !ok {
+			e.t.Skipf("store %T keeps no leases", e.target.Store)
+		}
+		run(e)
+	}
+}
+
+// acquire takes a lease of cost units and fails the case on error; the
+// lease is nil when the decision is a denial.
+func (e *env) acquire(p *sluice.Policy, attrs map[string]string, cost int64) (*sluice.Lease, sluice.Decision) {
+	e.t.Helper()
+	x, d, err := e.lim.Acquire(e.ctx, e.policy(p), attrs, cost)
+	if err != nil {
+		e.t.Fatalf("Acquire(%s, %v, %d) at T0+%v: %v", p.Name, attrs, cost, e.elapsed(), err)
+	}
+	if d.Allowed != (x != nil) {
+		e.t.Fatalf("Acquire(%s, %v, %d) at T0+%v: allowed %v with lease %v", p.Name, attrs, cost, e.elapsed(), d.Allowed, x)
+	}
+	return x, d
+}
+
+// end releases x (settles it at cost, when cost >= 0) and checks whether
+// it was held.
+func (e *env) end(what string, x *sluice.Lease, cost int64, held bool) {
+	e.t.Helper()
+	var got bool
+	var err error
+	if cost >= 0 {
+		got, err = x.Settle(e.ctx, cost)
+	} else {
+		got, err = x.Release(e.ctx)
+	}
+	if err != nil {
+		e.t.Fatalf("%s at T0+%v: %v", what, e.elapsed(), err)
+	}
+	if got != held {
+		e.t.Errorf("%s at T0+%v: held %v, want %v", what, e.elapsed(), got, held)
+	}
+}
+
+// release is end without a settle.
+const release = -1
+
+// inFlight is a policy of at most n leases per user, each living lease.
+func inFlight(name string, n int64, lease time.Duration) *sluice.Policy {
+	return &sluice.Policy{Name: name, Rules: []sluice.Rule{
+		{Name: "in-flight", By: []string{"user"}, Concurrency: n, Lease: lease},
+	}}
+}
+
+// settled is a policy of the rate rule rate, per user, beside a
+// concurrency rule, for the settle cases.
+func settled(name string, rate sluice.Rule) *sluice.Policy {
+	rate.Name, rate.By = "rate", []string{"user"}
+	return &sluice.Policy{Name: name, Rules: []sluice.Rule{
+		rate,
+		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 10 * time.Minute},
+	}}
+}
+
+var leaseCases = []testCase{
+	{"LeaseConcurrency", leased(func(e *env) {
+		p := inFlight("leases", 2, 10*time.Second)
+		a, d := e.acquire(p, user("ann"), 1)
+		e.expect("first", d, outcome{Allowed: true, Remaining: 1, ResetAfter: 10 * time.Second})
+		if a.ID() == "" || !a.Expires().Equal(T0.Add(10*time.Second)) {
+			e.t.Errorf("first: id %q expires %v, want an id and T0+10s", a.ID(), a.Expires())
+		}
+		e.clock.Advance(time.Second)
+		b, d := e.acquire(p, user("ann"), 5) // a lease takes one slot, whatever its cost
+		e.expect("second", d, allowed(0))
+		if a.ID() == b.ID() {
+			e.t.Errorf("two leases share id %q", a.ID())
+		}
+		e.clock.Advance(time.Second)
+		// Full: the earliest lease expires at 10s, 8s from now.
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("third", d, denied("in-flight", 0, 8*time.Second))
+		if d.Cause != sluice.CauseConcurrency || d.Limits[0].Used != 2 {
+			e.t.Errorf("third: cause %q used %d, want %q and 2", d.Cause, d.Limits[0].Used, sluice.CauseConcurrency)
+		}
+		e.expect("peek", e.peek(p, user("ann"), 1), denied("in-flight", 0, 8*time.Second))
+		_, d = e.acquire(p, user("bob"), 1)
+		e.expect("another user", d, allowed(1))
+		// A released slot is free at once; a second release changes nothing.
+		e.end("release", a, release, true)
+		e.end("release again", a, release, false)
+		e.end("settle after release", a, 3, false)
+		c, d := e.acquire(p, user("ann"), 1)
+		e.expect("after release", d, allowed(0))
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("full again", d, denied("in-flight", 0, 9*time.Second))
+		e.end("release b", b, release, true)
+		e.end("release c", c, release, true)
+		e.expect("empty", e.peek(p, user("ann"), 1), allowed(1))
+		// At the earliest lease's expiry exactly, its slot is free while
+		// the other's is held.
+		e.acquire(p, user("ann"), 1)
+		e.clock.Advance(time.Second)
+		e.acquire(p, user("ann"), 1)
+		e.clock.Set(T0.Add(12*time.Second - time.Microsecond))
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("1µs before the first expiry", d, denied("in-flight", 0, time.Microsecond))
+		e.clock.Set(T0.Add(12 * time.Second))
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("at the first expiry", d, allowed(0))
+		// AllowN and Record cannot take a slot.
+		if _, err := e.lim.AllowN(e.ctx, p, user("ann"), 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
+			e.t.Errorf("AllowN on a concurrency rule: %v, want ErrInvalidPolicy", err)
+		}
+		if _, err := e.lim.Record(e.ctx, p, user("ann"), 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
+			e.t.Errorf("Record on a concurrency rule: %v, want ErrInvalidPolicy", err)
+		}
+	})},
+
+	{"LeaseExpiry", leased(func(e *env) {
+		// A lease not released frees its slot at exactly its expiry, and
+		// is then not held: releasing or settling it changes nothing.
+		p := inFlight("lease-expiry", 1, time.Second)
+		a, _ := e.acquire(p, user("ann"), 1)
+		e.clock.Set(T0.Add(time.Second - time.Microsecond))
+		_, d := e.acquire(p, user("ann"), 1)
+		e.expect("1µs before expiry", d, denied("in-flight", 0, time.Microsecond))
+		e.clock.Set(T0.Add(time.Second))
+		b, d := e.acquire(p, user("ann"), 1)
+		e.expect("at expiry", d, allowed(0))
+		e.end("release expired", a, release, false)
+		e.end("settle expired", a, 1, false)
+		if held, err := a.Extend(e.ctx); err != nil || held {
+			e.t.Errorf("extend expired: held %v, err %v; want false, nil", held, err)
+		}
+		// Extending moves the expiry to a lease time from now.
+		e.clock.Advance(500 * time.Millisecond)
+		if held, err := b.Extend(e.ctx); err != nil || !held || !b.Expires().Equal(T0.Add(2500*time.Millisecond)) {
+			e.t.Errorf("extend: held %v, err %v, expires %v; want true, nil, T0+2.5s", held, err, b.Expires())
+		}
+		e.clock.Set(T0.Add(2 * time.Second)) // b's first expiry
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("extended", d, denied("in-flight", 0, 500*time.Millisecond))
+		e.clock.Set(T0.Add(2500 * time.Millisecond))
+		c, d := e.acquire(p, user("ann"), 1)
+		e.expect("after the extension", d, allowed(0))
+		e.end("release extended after its expiry", b, release, false)
+		e.end("release", c, release, true)
+	})},
+
+	{"LeaseSettleLog", leased(func(e *env) {
+		// The lease's own entry takes the real cost, at its time.
+		p := settled("settle-log", sluice.Rule{Limit: 100, Window: time.Minute})
+		a, d := e.acquire(p, user("ann"), 10)
+		e.expectUsed("estimate", d, 10, 1)
+		e.clock.Advance(30 * time.Second)
+		b, _ := e.acquire(p, user("ann"), 50)
+		e.end("settle up", a, 25, true)
+		e.expectUsed("after settling up", e.peek(p, user("ann"), 1), 25+50+1, 1+1)
+		e.end("settle down", b, 5, true)
+		e.expectUsed("after settling down", e.peek(p, user("ann"), 1), 25+5+1, 0+1)
+		e.end("settle again", b, 40, false)
+		e.expectUsed("unchanged", e.peek(p, user("ann"), 1), 25+5+1, 1)
+		// Each settled entry leaves the window at its own time.
+		e.clock.Set(T0.Add(time.Minute))
+		e.expectUsed("a's entry left", e.peek(p, user("ann"), 1), 5+1, 1)
+		c, _ := e.acquire(p, user("ann"), 95)
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("full", d, denied("rate", 0, 30*time.Second))
+		// Settling to 0 refunds it all: the room is there at once.
+		e.end("settle to 0", c, 0, true)
+		_, d = e.acquire(p, user("ann"), 95)
+		e.expect("refunded", d, allowed(0))
+		if d.Limits[0].Used != 100 {
+			e.t.Errorf("refunded: used %d, want 100", d.Limits[0].Used)
+		}
+	})},
+
+	{"LeaseSettleGCRA", leased(func(e *env) {
+		// 10 a second, a burst of 10: an interval of 100ms. The arrival
+		// time moves by the difference, never before now.
+		p := settled("settle-gcra", sluice.Rule{Limit: 10, Window: time.Second, Algorithm: sluice.GCRA})
+		a, d := e.acquire(p, user("ann"), 5)
+		e.expectUsed("estimate", d, 5, 1)
+		e.end("settle down", a, 2, true)
+		e.expectUsed("after settling down", e.peek(p, user("ann"), 1), 2+1, 1)
+		b, _ := e.acquire(p, user("ann"), 1)
+		e.end("settle up", b, 6, true)
+		e.expectUsed("after settling up", e.peek(p, user("ann"), 1), 8+1, 1)
+		// Past the burst: recorded anyway, the work happened.
+		c, _ := e.acquire(p, user("ann"), 1)
+		e.end("settle over", c, 12, true)
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("over the burst", d, denied("rate", 0, 1100*time.Millisecond))
+		// A refund after the bucket drained past now changes nothing.
+		e.clock.Advance(2 * time.Second)
+		x, _ := e.acquire(p, user("ann"), 3)
+		e.clock.Advance(time.Second)
+		e.end("refund of a drained bucket", x, 0, true)
+		e.expectUsed("full bucket", e.peek(p, user("ann"), 1), 1, 1)
+	})},
+
+	{"LeaseSettleSlidingCounter", leased(func(e *env) {
+		// Buckets of a minute from T0: the estimate's bucket takes the
+		// difference, current or previous.
+		p := settled("settle-counter", sluice.Rule{Limit: 100, Window: time.Minute, Algorithm: sluice.SlidingCounter})
+		a, d := e.acquire(p, user("ann"), 10)
+		e.expectUsed("estimate", d, 10, 1)
+		b, _ := e.acquire(p, user("ann"), 20)
+		e.end("settle up in the current bucket", a, 30, true)
+		e.expectUsed("current up", e.peek(p, user("ann"), 1), 50+1, 1+1)
+		// 90s: the previous bucket (50) weighs half.
+		e.clock.Set(T0.Add(90 * time.Second))
+		e.expectUsed("next bucket", e.peek(p, user("ann"), 1), 25+1, 1+1)
+		e.end("settle down in the previous bucket", b, 0, true)
+		e.expectUsed("previous down", e.peek(p, user("ann"), 1), 15+1, 0+1)
+		c, _ := e.acquire(p, user("ann"), 4)
+		// 2m30s: c's bucket is the previous one, a's is gone.
+		e.clock.Set(T0.Add(150 * time.Second))
+		e.end("settle up in the previous bucket", c, 44, true)
+		e.expectUsed("previous up", e.peek(p, user("ann"), 1), 22+1, 0+1)
+	})},
+
+	{"LeaseMixedAllOrNothing", leased(func(e *env) {
+		// Rate and concurrency decided together: a denial by either
+		// writes to neither.
+		p := &sluice.Policy{Name: "mixed", Rules: []sluice.Rule{
+			{Name: "rate", By: []string{"user"}, Limit: 3, Window: time.Minute},
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 2, Lease: time.Minute},
+		}}
+		for i := range 3 {
+			x, d := e.acquire(p, user("ann"), 1)
+			e.expect("within the rate", d, allowed(min(int64(2-i), 1)))
+			e.end("release", x, release, true)
+		}
+		_, d := e.acquire(p, user("ann"), 1)
+		e.expect("rate denies", d, denied("rate", 0, time.Minute))
+		e.expectUsed("no slot taken", e.peek(p, user("ann"), 1), 3, 0)
+		var held []*sluice.Lease
+		for range 2 {
+			x, _ := e.acquire(p, user("bob"), 1)
+			held = append(held, x)
+		}
+		_, d = e.acquire(p, user("bob"), 1)
+		e.expect("concurrency denies", d, denied("in-flight", 0, time.Minute))
+		if d.Cause != sluice.CauseConcurrency {
+			e.t.Errorf("concurrency denies: cause %q", d.Cause)
+		}
+		e.expectUsed("nothing recorded", d, 2, 2)
+		for _, x := range held {
+			e.end("release", x, release, true)
+		}
+		e.expectUsed("released", e.peek(p, user("bob"), 1), 3, 1)
+	})},
+
+	{"LeaseResume", leased(func(e *env) {
+		// An id ends the lease from another Limiter; an id altered to name
+		// another key names no lease.
+		p := inFlight("lease-resume", 1, time.Minute)
+		a, _ := e.acquire(p, user("ann"), 1)
+		if name, err := sluice.LeasePolicy(a.ID()); err != nil || name != p.Name {
+			e.t.Errorf("LeasePolicy: %q, %v", name, err)
+		}
+		if _, err := e.lim.ResumeLease(inFlight("other", 1, time.Minute), a.ID()); !errors.Is(err, sluice.ErrInvalidLease) {
+			e.t.Errorf("resume with another policy: %v, want ErrInvalidLease", err)
+		}
+		for _, bad := range []string{"", "x", a.ID()[:len(a.ID())-2], a.ID() + "AA"} {
+			if _, err := e.lim.ResumeLease(p, bad); !errors.Is(err, sluice.ErrInvalidLease) {
+				e.t.Errorf("resume %q: %v, want ErrInvalidLease", bad, err)
+			}
+		}
+		b, _ := e.acquire(p, user("bob"), 1)
+		forged := forgeLease(e, a.ID(), b.ID())
+		x, err := e.lim.ResumeLease(p, forged)
+		if err != nil {
+			e.t.Fatalf("resume forged: %v", err)
+		}
+		e.end("forged", x, release, false)
+		e.expect("ann still held", e.peek(p, user("ann"), 1), denied("in-flight", 0, time.Minute))
+		x, err = e.lim.ResumeLease(p, a.ID())
+		if err != nil {
+			e.t.Fatalf("resume: %v", err)
+		}
+		e.end("resumed", x, release, true)
+		e.end("original", a, release, false)
+		e.expect("ann free", e.peek(p, user("ann"), 1), allowed(0))
+		e.end("bob", b, release, true)
+	})},
+
+	{"LeaseNeverOverN", leased(func(e *env) {
+		// Random acquires, releases, settles and clock steps on one key,
+		// against a model of the leases alive: a lease is granted exactly
+		// when fewer than N are alive, so never more than N are.
+		const n = 3
+		p := &sluice.Policy{Name: "lease-model", Rules: []sluice.Rule{
+			{Name: "rate", Limit: 1000, Window: time.Minute},
+			{Name: "in-flight", Concurrency: n, Lease: 100 * time.Millisecond},
+		}}
+		rng := rand.New(rand.NewPCG(29, 8))
+		type held struct {
+			x       *sluice.Lease
+			expires time.Time
+		}
+		var live []held
+		alive := func() []held {
+			now := e.clock.Now()
+			return slices.DeleteFunc(live, func(h held) bool { return !now.Before(h.expires) })
+		}
+		for step := range 400 {
+			live = alive()
+			switch r := rng.IntN(10); {
+			case r < 5:
+				x, d := e.acquire(p, nil, 1)
+				if d.Allowed != (len(live) < n) {
+					e.t.Fatalf("step %d at T0+%v: allowed %v with %d alive of %d", step, e.elapsed(), d.Allowed, len(live), n)
+				}
+				if d.Allowed {
+					live = append(live, held{x, e.clock.Now().Add(100 * time.Millisecond)})
+				} else if first := slices.MinFunc(live, func(a, b held) int { return a.expires.Compare(b.expires) }); d.RetryAfter != first.expires.Sub(e.clock.Now()) {
+					e.t.Fatalf("step %d: retry after %v, want %v", step, d.RetryAfter, first.expires.Sub(e.clock.Now()))
+				}
+			case r < 7 && len(live) > 0:
+				i := rng.IntN(len(live))
+				e.end("release", live[i].x, int64(rng.IntN(3))-1, true)
+				live = slices.Delete(live, i, i+1)
+			default:
+				e.clock.Advance(time.Duration(rng.IntN(30_000)) * time.Microsecond)
+			}
+		}
+	})},
+}
+
+// forgeLease returns the id of lease a altered to name the windows of
+// lease b: what a client that edited its id would send.
+func forgeLease(e *env, a, b string) string {
+	e.t.Helper()
+	ra, err := base64.RawURLEncoding.DecodeString(a)
+	if err != nil {
+		e.t.Fatalf("lease id %q: %v", a, err)
+	}
+	rb, err := base64.RawURLEncoding.DecodeString(b)
+	if err != nil {
+		e.t.Fatalf("lease id %q: %v", b, err)
+	}
+	const head = 1 + 16 // the version and the random part
+	return base64.RawURLEncoding.EncodeToString(append(ra[:head:head], rb[head:]...))
+}
