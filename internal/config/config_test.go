@@ -381,6 +381,42 @@ func TestParseAlgorithmsAndSpread(t *testing.T) {
 	}
 }
 
+// TestParseConcurrency checks a concurrency rule beside a rate rule, and
+// what a concurrency rule that cannot hold is told.
+func TestParseConcurrency(t *testing.T) {
+	const file = `policies:
+  - name: llm
+    limits:
+      - {name: tokens, by: [user], limit: 100000, window: 1m}
+      - {name: in-flight, by: [user], concurrency: 4, lease: 30s}
+`
+	c, err := Parse("f.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sluice.Rule{
+		{Name: "tokens", By: []string{"user"}, Limit: 100000, Window: time.Minute},
+		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 30 * time.Second},
+	}
+	if got := c.Policies[0].Rules; !reflect.DeepEqual(got, want) {
+		t.Errorf("rules:\n got %+v\nwant %+v", got, want)
+	}
+	for _, tt := range []struct{ rule, want string }{
+		{"{name: r, concurrency: 4}", `rule "r": concurrency 4 without a lease; give lease: D`},
+		{"{name: r, lease: 1s}", `rule "r": a lease of 1s without a concurrency`},
+		{"{name: r, concurrency: 0, lease: 1s}", `concurrency is zero; give the most leases alive at once, at least 1`},
+		{"{name: r, concurrency: 2, lease: 10us}", `lease is 10µs; a lease lives at least 1ms`},
+		{"{name: r, concurrency: 2, lease: 1s, limit: 5, window: 1s}", `rule "r": a concurrency rule counts leases alive, not cost over a window`},
+		{"{name: r, window: 1s}", `rule "r" of policy "p" has no limit; add limit: followed by the most cost per window, such as 100 (or concurrency: N and lease: D`},
+		{"{name: r, limit: 1}", `rule "r" of policy "p" has no window; add window:`},
+	} {
+		_, err := Parse("f.yaml", []byte("policies:\n  - name: p\n    limits: ["+tt.rule+"]\n"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.rule, err, tt.want)
+		}
+	}
+}
+
 // TestLoadTLSFiles: Load reports a TLS file that cannot be read where the
 // file names it, as every other problem; Parse, which reads no disk, does
 // not look.

@@ -80,8 +80,8 @@ type policyYAML struct {
 type ruleYAML struct {
 	Name      node[string]               `yaml:"name" what:"rule name" form:"name" eg:"global" need:"name: followed by a name such as global or per-user"`
 	By        node[[]string]             `yaml:"by" item:"attribute name" form:"name" eg:"[user] or [tenant, user]"`
-	Limit     node[int64]                `yaml:"limit" bound:"limit" eg:"100" need:"limit: followed by the most cost per window, such as 100"`
-	Window    node[time.Duration]        `yaml:"window" bound:"window" eg:"30m" need:"window: followed by a duration such as 30m"`
+	Limit     node[int64]                `yaml:"limit" bound:"limit" eg:"100"`   // required unless concurrency is given
+	Window    node[time.Duration]        `yaml:"window" bound:"window" eg:"30m"` // required unless concurrency is given
 	MinGap    node[time.Duration]        `yaml:"min_gap" eg:"100ms"`
 	Optional  node[bool]                 `yaml:"optional" eg:"true"`                                                       // applies only when every by attribute is present
 	Unless    node[[]string]             `yaml:"unless" item:"attribute name" form:"name" eg:"[user]"`                     // applies only when none of these is present
@@ -92,6 +92,10 @@ type ruleYAML struct {
 	Burst     node[int64]                `yaml:"burst" eg:"10"`                        // gcra's
 	Spread    node[int64]                `yaml:"spread" eg:"6"`                        // sub-windows of a hot key
 	SpreadBy  node[string]               `yaml:"spread_by" eg:"client"`                // the attribute that picks one
+	// A concurrency rule: at most this many leases alive at once, each
+	// living lease unless released; it takes no limit or window.
+	Concurrency node[int64]         `yaml:"concurrency" bound:"concurrency" eg:"4"`
+	Lease       node[time.Duration] `yaml:"lease" bound:"lease" eg:"30s"`
 }
 
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.
@@ -198,6 +202,8 @@ var bounds = map[string]struct {
 	"limit":          {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
 	"override limit": {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks the requests the override matches; unlimited: true lifts the limit)"},
 	"window":         {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
+	"concurrency":    {1, 1 << 53, "give the most leases alive at once, at least 1, such as 4"},
+	"lease":          {int64(time.Millisecond), math.MaxInt64, "a lease lives at least 1ms; give how long a holder may keep it unless it releases it, such as 30s"},
 	"max_queue":      {0, math.MaxInt64, "use 0 for no bound or a positive number"},
 	"db":             {0, 1 << 20, "use a database number such as 0"},
 	"timeout":        {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},

@@ -79,8 +79,17 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 	f := n.V
 	r := sluice.Rule{Name: f.Name.V, Limit: f.Limit.V, Window: f.Window.V, MinGap: f.MinGap.V, Burst: f.Burst.V,
 		By: d.attributes(f.By), Optional: f.Optional.V, Unless: d.attributes(f.Unless), Match: f.Match.V,
-		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V}
+		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V, Concurrency: f.Concurrency.V, Lease: f.Lease.V}
 	r.Algorithm, _ = sluice.ParseAlgorithm(f.Algorithm.V)
+	if n.ok && f.Concurrency.Node == nil && f.Lease.Node == nil {
+		// A rate rule: its limit and window are required.
+		if f.Limit.Node == nil {
+			d.Errorf(n.Node, "%s has no limit; add limit: followed by the most cost per window, such as 100 (or concurrency: N and lease: D for a limit of leases alive at once)", n.what)
+		}
+		if f.Window.Node == nil {
+			d.Errorf(n.Node, "%s has no window; add window: followed by a duration such as 30m", n.what)
+		}
+	}
 	for i, a := range r.By {
 		if declared && a != "" && !slices.Contains(attrs, a) {
 			fix := yamlfile.Suggest(a, attrs)
