@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,6 +36,10 @@ func main() {
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")
+		irGs       = flag.String("ir-goroutines", "1,40", "instructions section: the goroutine counts, comma-separated")
+		irN        = flag.Int("ir-decisions", 4000, "instructions section: decisions per row")
+		irKeep     = flag.Bool("ir-keep", false, "instructions section: keep callgrind's dumps and name them")
+		irServer   = flag.String("ir-redis-server", "", "instructions section: the redis-server executable to count (default: from PATH)")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -96,6 +101,15 @@ func main() {
 	}
 	if want["flood"] {
 		b.floodTable(*rounds)
+	}
+	if want["instructions"] {
+		var gs []int
+		for _, f := range strings.Split(*irGs, ",") {
+			if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g > 0 {
+				gs = append(gs, g)
+			}
+		}
+		b.instructionsTable(*irServer, gs, *irN, *irKeep)
 	}
 	if want["service"] {
 		b.serviceTable(*rounds, *svcProfile)
