@@ -3,10 +3,10 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -43,13 +43,14 @@ const (
 
 // batchCall is one decision waiting in a batcher.
 type batchCall struct {
-	ctx        context.Context
-	keys, args []string
-	done       chan struct{} // receives once reply or err is set
-	reply      []int64
-	err        error
-	sent       bool // in a batch that was sent; guarded by the batcher's mu
-	left       bool // its caller stopped waiting before it was sent
+	ctx   context.Context
+	keys  []string
+	shape string        // shapeOf's
+	done  chan struct{} // receives once reply or err is set
+	reply []int64
+	err   error
+	sent  bool // in a batch that was sent; guarded by the batcher's mu
+	left  bool // its caller stopped waiting before it was sent
 }
 
 // calls recycles the batchCalls whose callers got their reply.
@@ -91,7 +92,7 @@ type slotBatchers struct {
 }
 
 // decide runs decide.lua with the batcher of the keys' slot.
-func (s *slotBatchers) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+func (s *slotBatchers) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("decide.lua needs at least one key")
 	}
@@ -101,15 +102,15 @@ func (s *slotBatchers) decide(ctx context.Context, keys, args []string) ([]int64
 	if !ok {
 		b, _ = s.m.LoadOrStore(slot, newBatcher(s.ev))
 	}
-	return b.(*batcher).decide(ctx, keys, args)
+	return b.(*batcher).decide(ctx, keys, shape)
 }
 
-// decide runs decide.lua with keys and args, alone or in a batch, and
-// returns its reply. Its errors are the client's or the server's, never
-// ErrNoScript (a batcher loads its scripts itself).
-func (b *batcher) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+// decide runs decide.lua for a decision of keys and shape, alone or in a
+// batch, and returns its reply. Its errors are the client's or the
+// server's, never ErrNoScript (a batcher loads its scripts itself).
+func (b *batcher) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
 	c := calls.Get().(*batchCall)
-	c.ctx, c.keys, c.args = ctx, keys, args
+	c.ctx, c.keys, c.shape = ctx, keys, shape
 	b.mu.Lock()
 	if b.inflight < maxInflight {
 		b.inflight++
@@ -197,50 +198,41 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = intSender(b.ev).eval(ctx, decideScripts.forFlags(c.args[2]), c.keys, c.args)
+		c.reply, c.err = intSender(b.ev).eval(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape))
 		return
 	}
-	// Requests with equal arguments (one policy, cost and mode) share a
-	// shape; a few shapes are looked for, then every new request gets one.
-	type shape struct {
-		nk   int
-		args []string
-	}
-	var shapes []shape
-	sc := batchScripts.log
-	index := make([]int, len(calls))
-	nkeys, nargs := 0, 2+len(calls)
+	// Requests with equal shapes (one policy, cost and mode) share one; a
+	// few shapes are looked for, then every new request gets one.
+	var shapes []string
+	sc := decideScripts.log
+	index := make([]byte, len(calls))
+	nkeys, size := 0, 8
 	for i, c := range calls {
 		nkeys += len(c.keys)
-		j := -1
-		for si := range shapes[:min(len(shapes), maxShapes)] {
-			if shapes[si].nk == len(c.keys) && slices.Equal(shapes[si].args, c.args) {
-				j = si
-				break
-			}
-		}
+		j := slices.Index(shapes[:min(len(shapes), maxShapes)], c.shape)
 		if j < 0 {
 			j = len(shapes)
-			shapes = append(shapes, shape{len(c.keys), c.args})
-			if batchScripts.forFlags(c.args[2]) == batchScripts.all {
-				sc = batchScripts.all
+			shapes = append(shapes, c.shape)
+			if !shapeIsLog(c.shape) {
+				sc = decideScripts.all
 			}
-			nargs += 2 + len(c.args)
+			size += len(c.shape)
 		}
-		index[i] = j
+		index[i] = byte(j + 1)
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 2, nargs)
-	args[0], args[1] = strconv.Itoa(len(calls)), strconv.Itoa(len(shapes))
-	for _, sh := range shapes {
-		args = append(args, strconv.Itoa(sh.nk), strconv.Itoa(len(sh.args)))
-		args = append(args, sh.args...)
-	}
-	for i, c := range calls {
+	for _, c := range calls {
 		keys = append(keys, c.keys...)
-		if len(shapes) > 1 {
-			args = append(args, strconv.Itoa(index[i]+1))
-		}
+	}
+	blob := make([]byte, 0, size)
+	blob = binary.LittleEndian.AppendUint32(blob, uint32(len(calls)))
+	blob = binary.LittleEndian.AppendUint32(blob, uint32(len(shapes)))
+	for _, sh := range shapes {
+		blob = append(blob, sh...)
+	}
+	args := []string{string(blob)}
+	if len(shapes) > 1 {
+		args = append(args, string(index))
 	}
 	reply, err := sender[[]rueidis.RedisMessage]{b.ev.arrayBySHA, b.ev.arrayBySource}.eval(ctx, sc, keys, args)
 	if err == nil {
@@ -254,38 +246,42 @@ func (b *batcher) exec(calls []*batchCall) {
 	}
 }
 
-// splitBatchReply sets each call's reply or error from batch.lua's flat
-// reply: per request, a length k and k integers, or -1 and an error message.
+// splitBatchReply sets each call's reply or error from decide.lua's flat
+// reply for a batch: per request, its integers (replyWidth of its shape),
+// or -1 and an error message.
 func splitBatchReply(reply []rueidis.RedisMessage, calls []*batchCall) error {
 	at := 0
 	for i, c := range calls {
 		if at >= len(reply) {
-			return fmt.Errorf("batch.lua replied for %d of %d requests", i, len(calls))
+			return fmt.Errorf("decide.lua replied for %d of %d requests", i, len(calls))
 		}
-		k, err := reply[at].AsInt64()
-		if err != nil || k < -1 || at+1+int(max(k, 1)) > len(reply) {
-			return fmt.Errorf("batch.lua's reply for request %d has a bad length (%v)", i+1, err)
-		}
-		at++
-		if k == -1 {
-			msg, err := reply[at].ToString()
+		if first, err := reply[at].AsInt64(); err == nil && first == -1 {
+			if at+1 >= len(reply) {
+				return fmt.Errorf("decide.lua's error for request %d has no message", i+1)
+			}
+			msg, err := reply[at+1].ToString()
 			if err != nil {
-				return fmt.Errorf("batch.lua's error for request %d is not a string: %w", i+1, err)
+				return fmt.Errorf("decide.lua's error for request %d is not a string: %w", i+1, err)
 			}
 			c.err = errors.New(msg)
-			at++
+			at += 2
 			continue
+		}
+		k := replyWidth(c.shape)
+		if at+k > len(reply) {
+			return fmt.Errorf("decide.lua's reply for request %d has %d of its %d integers", i+1, len(reply)-at, k)
 		}
 		c.reply = make([]int64, k)
 		for j := range c.reply {
+			var err error
 			if c.reply[j], err = reply[at+j].AsInt64(); err != nil {
-				return fmt.Errorf("batch.lua's reply for request %d: element %d is not an integer: %w", i+1, j, err)
+				return fmt.Errorf("decide.lua's reply for request %d: element %d is not an integer: %w", i+1, j, err)
 			}
 		}
-		at += int(k)
+		at += k
 	}
 	if at != len(reply) {
-		return fmt.Errorf("batch.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
+		return fmt.Errorf("decide.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
 	}
 	return nil
 }

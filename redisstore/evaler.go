@@ -81,16 +81,17 @@ func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int
 	return reply, nil
 }
 
-// decider runs decide.lua: a Store's road for decisions.
+// decider runs decide.lua: a Store's road for decisions. A decision is its
+// keys and its shape (shapeOf); the reply is decide.lua's for it alone.
 type decider interface {
-	decide(ctx context.Context, keys, args []string) ([]int64, error)
+	decide(ctx context.Context, keys []string, shape string) ([]int64, error)
 }
 
 // evalerDecider runs each decision as its own script call.
 type evalerDecider struct{ ev Evaler }
 
-func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64, error) {
-	return intSender(d.ev).eval(ctx, decideScripts.forFlags(args[2]), keys, args)
+func (d evalerDecider) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
+	return intSender(d.ev).eval(ctx, decideScripts.forShape(shape), keys, singleArgs(shape))
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not
