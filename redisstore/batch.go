@@ -3,10 +3,10 @@ package redisstore
 import (
 	"context"
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,17 +14,24 @@ import (
 )
 
 // Batching. Decisions bound for one Redis server are queued while earlier
-// calls are in flight and sent together, as one batch.lua call, when a call
+// calls are in flight and sent together, as one decide.lua call, when a call
 // returns: under light load each decision goes out at once, alone; under
 // heavy load the batches grow with the load, and the server runs one script
 // per batch instead of one per decision. Each decision in a batch is still
-// decided atomically and exactly (batch.lua runs them one after the other),
-// a failed batch fails each of its decisions, and nothing is ever sent twice.
+// decided atomically and exactly (decide.lua runs them one after the
+// other), a failed batch fails each of its decisions, and nothing is ever
+// sent twice.
 //
 // A client talking to one server has one batcher. A Cluster client has one
-// per hash slot (slotBatchers), since a script's keys must lie in one slot:
-// decisions on a hot slot, such as a global cap's, share batches, and
-// decisions spread over many slots mostly go out alone.
+// per master (masterBatchers): a decision's keys lie in one slot (keys.go),
+// and a batch of decisions of several slots of one master goes out with
+// its keys among the arguments (no declared keys, so no CROSSSLOT refusal),
+// routed to the master of its first decision's slot; a script may touch
+// keys of several slots of its node. A decision whose slot the node no
+// longer serves (a failover or a resharding since the store read the
+// slots) fails there before it writes anything, and is sent again alone,
+// with its keys declared, which the client follows to the slot's new
+// master. A batch of one slot declares its keys as any call does.
 
 const (
 	// maxInflight is how many batches may wait for their reply at once.
@@ -33,8 +40,9 @@ const (
 	maxInflight = 2
 
 	// maxBatch bounds the requests in one batch, so that one script call
-	// never holds the server for long.
-	maxBatch = 256
+	// never holds the server for long (and a request's shape number fits
+	// in a byte).
+	maxBatch = 255
 
 	// maxShapes bounds the distinct argument lists a batch looks through
 	// for a request's own.
@@ -68,6 +76,7 @@ func (c *batchCall) finish() ([]int64, error) {
 // that arrive while others are in flight.
 type batcher struct {
 	ev       rueidisEvaler
+	slots    bool // a Cluster master's: its batches may span slots
 	mu       sync.Mutex
 	inflight int
 	queue    []*batchCall
@@ -75,32 +84,37 @@ type batcher struct {
 
 var (
 	_ decider = (*batcher)(nil)
-	_ decider = (*slotBatchers)(nil)
+	_ decider = (*masterBatchers)(nil)
 )
 
 func newBatcher(ev rueidisEvaler) *batcher {
 	return &batcher{ev: ev}
 }
 
-// slotBatchers are a Cluster client's batchers, one per hash slot that a
-// decision went to. A script's keys must lie in one slot, and every key of
-// one script call does (see keys.go), so the decisions of one slot can
-// share a batch.
-type slotBatchers struct {
-	ev rueidisEvaler
-	m  sync.Map // hash slot (uint16) -> *batcher
+// masterBatchers are a Cluster client's batchers, one per master that a
+// decision went to (by the store's slot map; one per slot while the map is
+// not read yet).
+type masterBatchers struct {
+	ev    rueidisEvaler
+	slots *slotReader
+	m     sync.Map // master's ID (string), or hash slot (uint16) -> *batcher
 }
 
-// decide runs decide.lua with the batcher of the keys' slot.
-func (s *slotBatchers) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
+// decide runs decide.lua with the batcher of the keys' master.
+func (s *masterBatchers) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("decide.lua needs at least one key")
 	}
-	cmd := s.ev.client.B().Exists().Key(keys[0]).Build()
-	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
-	b, ok := s.m.Load(slot)
+	slot := keySlot(keys[0])
+	var group any = slot
+	if m := s.slots.load(); m != nil {
+		if i := m.of[slot]; i > 0 {
+			group = m.masters[i-1]
+		}
+	}
+	b, ok := s.m.Load(group)
 	if !ok {
-		b, _ = s.m.LoadOrStore(slot, newBatcher(s.ev))
+		b, _ = s.m.LoadOrStore(group, &batcher{ev: s.ev, slots: true})
 	}
 	return b.(*batcher).decide(ctx, keys, shape)
 }
@@ -198,50 +212,84 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = intSender(b.ev).eval(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape))
+		c.reply, c.err = ints(b.ev.decideMessage(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape), ""))
 		return
 	}
 	// Requests with equal shapes (one policy, cost and mode) share one; a
 	// few shapes are looked for, then every new request gets one.
-	var shapes []string
+	args := make([]string, 1, 3)
 	sc := decideScripts.log
 	index := make([]byte, len(calls))
-	nkeys, size := 0, 8
+	nkeys := 0
 	for i, c := range calls {
 		nkeys += len(c.keys)
-		j := slices.Index(shapes[:min(len(shapes), maxShapes)], c.shape)
+		j := slices.Index(args[1:min(len(args), 1+maxShapes)], c.shape)
 		if j < 0 {
-			j = len(shapes)
-			shapes = append(shapes, c.shape)
+			j = len(args) - 1
+			args = append(args, c.shape)
 			if !shapeIsLog(c.shape) {
 				sc = decideScripts.all
 			}
-			size += len(c.shape)
 		}
 		index[i] = byte(j + 1)
 	}
-	keys := make([]string, 0, nkeys)
-	for _, c := range calls {
-		keys = append(keys, c.keys...)
-	}
-	blob := make([]byte, 0, size)
-	blob = binary.LittleEndian.AppendUint32(blob, uint32(len(calls)))
-	blob = binary.LittleEndian.AppendUint32(blob, uint32(len(shapes)))
-	for _, sh := range shapes {
-		blob = append(blob, sh...)
-	}
-	args := []string{string(blob)}
-	if len(shapes) > 1 {
+	shapes := len(args) - 1
+	args[0] = batchHead(len(calls), shapes)
+	if shapes > 1 {
 		args = append(args, string(index))
 	}
-	reply, err := sender[[]rueidis.RedisMessage]{b.ev.arrayBySHA, b.ev.arrayBySource}.eval(ctx, sc, keys, args)
+	var keys []string
+	var route string // a key of the slot to send a batch of several slots to
+	if b.slots && spansSlots(calls) {
+		route = calls[0].keys[0]
+		args = slices.Grow(args, nkeys)
+		for _, c := range calls {
+			args = append(args, c.keys...)
+		}
+	} else {
+		keys = make([]string, 0, nkeys)
+		for _, c := range calls {
+			keys = append(keys, c.keys...)
+		}
+	}
+	reply, err := array(b.ev.decideMessage(ctx, sc, keys, args, route))
 	if err == nil {
 		err = splitBatchReply(reply, calls)
+	}
+	if err == nil && route != "" {
+		b.resendMoved(ctx, calls)
 	}
 	if err != nil {
 		err = fmt.Errorf("in a batch of %d requests: %w", len(calls), err)
 		for _, c := range calls {
 			c.reply, c.err = nil, err
+		}
+	}
+}
+
+// spansSlots reports whether calls' keys lie in more than one slot.
+func spansSlots(calls []*batchCall) bool {
+	first := keySlot(calls[0].keys[0])
+	for _, c := range calls[1:] {
+		if keySlot(c.keys[0]) != first {
+			return true
+		}
+	}
+	return false
+}
+
+// errNotLocal is the error of a script that touched a key of a slot its
+// node does not serve: raised by the first command on the key, before the
+// decision wrote anything.
+const errNotLocal = "Script attempted to access a non local key in a cluster node"
+
+// resendMoved sends again, alone and with its keys declared, each call of
+// a batch of several slots that failed because its node no longer serves
+// its slot: the decision did not run there.
+func (b *batcher) resendMoved(ctx context.Context, calls []*batchCall) {
+	for _, c := range calls {
+		if c.err != nil && strings.Contains(c.err.Error(), errNotLocal) {
+			c.reply, c.err = ints(b.ev.decideMessage(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape), ""))
 		}
 	}
 }

@@ -15,22 +15,6 @@
 local function counter()
   local match = string.match
 
-  local function load(key, r, now)
-    local idx = idiv(now, r.w)
-    local s = {key = key, idx = idx, prev = 0, curr = 0, held = false}
-    local v = call('GET', key)
-    if v then
-      local b, prev, curr = match(v, '^(%d+):(%d+):(%d+)$')
-      b = b + 0
-      if b == idx then
-        s.prev, s.curr, s.held = prev + 0, curr + 0, true
-      elseif b + 1 == idx then
-        s.prev = curr + 0
-      end
-    end
-    return s
-  end
-
   -- estimate returns the estimated count at t of s, with pending more
   -- units in the current bucket of now.
   local function estimate(s, r, pending, t)
@@ -44,12 +28,25 @@ local function counter()
     return curr + floor(prev * (r.w - (t - idx * r.w)) / r.w)
   end
 
-  -- check returns how r stands on s at now: 0 it fits, 1 no room.
-  local function check(s, r, now)
-    if estimate(s, r, 0, now) + r.cost > r.limit then
-      return 1
+  -- load returns key's state, rolled to now, and how r stands on it: 0 it
+  -- fits, 1 no room.
+  local function load(key, r, now)
+    local idx = idiv(now, r.w)
+    local s = {key = key, idx = idx, prev = 0, curr = 0, held = false}
+    local v = call('GET', key)
+    if v then
+      local b, prev, curr = match(v, '^(%d+):(%d+):(%d+)$')
+      b = b + 0
+      if b == idx then
+        s.prev, s.curr, s.held = prev + 0, curr + 0, true
+      elseif b + 1 == idx then
+        s.prev = curr + 0
+      end
     end
-    return 0
+    if estimate(s, r, 0, now) + r.cost > r.limit then
+      return s, 1
+    end
+    return s, 0
   end
 
   -- solve returns about the least e at which a previous bucket of count
@@ -96,27 +93,6 @@ local function counter()
     return t - now
   end
 
-  -- write adds r's cost to the current bucket. A key that holds the bucket
-  -- keeps its expiry; otherwise the key expires when the bucket after it
-  -- ends.
-  local function write(s, r, now)
-    s.curr = s.curr + r.cost
-    local v = format('%d:%d:%d', s.idx, s.prev, s.curr)
-    if s.held then
-      call('SET', s.key, v, 'KEEPTTL')
-      return now
-    end
-    s.held = true
-    local ends = (s.idx + 2) * r.w
-    if r.own then
-      call('SET', s.key, v, 'PX', format('%d', max(1, ceil((ends - now) / 1000))))
-    else
-      call('SET', s.key, v)
-      call('PEXPIREAT', s.key, format('%d', ceil(ends / 1000)))
-    end
-    return now
-  end
-
   -- figures returns used (the estimate) and reset-after µs (until the
   -- estimate falls to 0) for s at now, with pending more units.
   local function figures(s, r, now, pending)
@@ -130,5 +106,26 @@ local function counter()
     return used, reset
   end
 
-  return {load = load, check = check, wait = wait, write = write, figures = figures}
+  -- write adds r's cost to the current bucket. A key that holds the bucket
+  -- keeps its expiry; otherwise the key expires when the bucket after it
+  -- ends. It returns now, then figures'.
+  local function write(s, r, now)
+    s.curr = s.curr + r.cost
+    local v = format('%d:%d:%d', s.idx, s.prev, s.curr)
+    if s.held then
+      call('SET', s.key, v, 'KEEPTTL')
+      return now, figures(s, r, now, 0)
+    end
+    s.held = true
+    local ends = (s.idx + 2) * r.w
+    if r.own then
+      call('SET', s.key, v, 'PX', format('%d', max(1, ceil((ends - now) / 1000))))
+    else
+      call('SET', s.key, v)
+      call('PEXPIREAT', s.key, format('%d', ceil(ends / 1000)))
+    end
+    return now, figures(s, r, now, 0)
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures}
 end

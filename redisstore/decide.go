@@ -142,10 +142,17 @@ func replyWidth(sh string) int {
 
 // singleArgs returns decide.lua's arguments for one request of shape sh.
 func singleArgs(sh string) []string {
-	b := make([]byte, 0, 8+len(sh))
-	b = binary.LittleEndian.AppendUint32(b, 1)
-	b = binary.LittleEndian.AppendUint32(b, 1)
-	return []string{string(append(b, sh...))}
+	return []string{oneOfOne, sh}
+}
+
+// oneOfOne is the head of decide.lua's arguments for one request.
+var oneOfOne = batchHead(1, 1)
+
+// batchHead returns the head of decide.lua's arguments: the number of
+// requests and of shapes.
+func batchHead(requests, shapes int) string {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 8), uint32(requests))
+	return string(binary.LittleEndian.AppendUint32(b, uint32(shapes)))
 }
 
 // statusCause is the cause of each status decide.lua replies for a rule

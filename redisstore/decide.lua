@@ -4,19 +4,16 @@
 -- batch saves the per-call cost of a script (parsing, lookup, reply) for
 -- all but the first.
 --
--- KEYS     every request's keys, one request after the other.
--- ARGV[1]  the numbers, packed little-endian (struct's "<i4" and "<i8"), so
---          that nothing is parsed from decimal: the number of requests n
---          and of shapes s (i4 each), then each shape, the rules a request
---          is decided over: its number of rules (i4), its mode (i4: 1
---          record whether the rules fit or not, 2 dry (a peek: nothing
---          written, figures as a write would leave them), 4 group (one slot
---          group of several, see crossslot.go: the reply says what
---          rollback.lua needs), 8 the time is the store's own clock) and its
---          time in µs (i8, used with the store's own clock; otherwise
---          Redis's TIME is read once per call), then its rules (decision.lua's
---          rules). Requests of one policy, cost and mode share a shape.
--- ARGV[2]  when s > 1, one byte per request: its shape's number, from 1.
+-- KEYS     every request's keys, one request after the other; or none, when
+--          they follow the other arguments (a batch of several slots of a
+--          Cluster node, see batch.go).
+-- ARGV     the numbers, packed little-endian (struct's "<i4" and "<i8"), so
+--          that nothing is parsed from decimal: first the number of
+--          requests n and of shapes s (i4 each); then the s shapes
+--          (decision.lua's shape), the rules a request is decided over, one
+--          argument each: requests of one policy, cost and mode share one;
+--          then, when s > 1, one byte per request: its shape's number, from
+--          1; then the keys, when KEYS holds none.
 --
 -- Reply: one flat array: per request in turn, three integers per rule
 -- (decision.lua's decide; five in group mode), or, when deciding it raised
@@ -25,39 +22,53 @@
 -- so that its reply is integers alone. (Nested arrays would cost the server
 -- a table and a conversion per request.)
 
-local blob, which = ARGV[1], ARGV[2]
-local n, s, pos = unpackInts('<i4i4', blob)
-
-local now -- Redis's TIME, read once for the whole call: the requests run
--- back to back, atomically, so they are decided at one instant, as
--- requests arriving within one microsecond would be.
-local shapes = {}
-for i = 1, s do
-  local nk, mode, t
-  nk, mode, t, pos = unpackInts('<i4i4i8', blob, pos)
-  local own = mode % 16 >= 8
-  if not own then
-    now = now or clock()
-    t = now
-  end
-  local list
-  list, pos = rules(blob, pos, nk, own)
-  shapes[i] = {n = nk, rules = list, now = t, always = mode % 2 == 1, dry = mode % 4 >= 2, group = mode % 8 >= 4}
+-- A call starts with no cached state (as a function, the helpers and their
+-- tables outlive a call).
+cache, cacheNow = nil, nil
+for i = #dirty, 1, -1 do
+  dirty[i] = nil
 end
 
-local out = {}
+local n, s = unpackInts('<i4i4', ARGV[1])
+
+-- Redis's TIME is read once for the whole call: the requests run back to
+-- back, atomically, so they are decided at one instant, as requests
+-- arriving within one microsecond would be.
+local now
+local function timed(sh)
+  if not sh.own then
+    now = now or clock()
+    sh.now = now
+  end
+  return sh
+end
+
+local keys, k = KEYS, 0
+if #keys == 0 then
+  keys, k = ARGV, 1 + s
+  if s > 1 then k = k + 1 end
+end
+
+local out, sh = {}, timed(shapeOf(ARGV[2]))
 if n == 1 then
-  decide(KEYS, 0, shapes[1], out, 0)
+  decide(keys, k, sh, out, 0)
   flushAll()
   return out
 end
 
-local o, k, sh = 0, 0, shapes[1]
-for j = 1, n do
-  if which then
-    sh = shapes[byte(which, j)]
+local list
+if s > 1 then
+  list = {sh}
+  for i = 2, s do
+    list[i] = timed(shapeOf(ARGV[1 + i]))
   end
-  local ok, last = pcall(decide, KEYS, k, sh, out, o)
+end
+local which, pcall, o = ARGV[2 + s], pcall, 0
+for j = 1, n do
+  if list then
+    sh = list[byte(which, j)]
+  end
+  local ok, last = pcall(decide, keys, k, sh, out, o)
   if ok then
     o = last
   else

@@ -99,6 +99,7 @@ func (d evalerDecider) decide(ctx context.Context, keys []string, shape string) 
 type rueidisEvaler struct {
 	client rueidis.Client
 	acks   *replicaAcks // with Config.WaitForReplicas, else nil
+	fns    *functions   // whether decisions run as a function (function.go); nil: never
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
@@ -126,17 +127,6 @@ func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.
 		return msg, err
 	}
 	return msg, nil
-}
-
-// arrayBySHA and arrayBySource are EvalSHA and Eval returning the reply as
-// an array of messages, for batch.lua, whose reply mixes integers and error
-// messages.
-func (e rueidisEvaler) arrayBySHA(ctx context.Context, sha1 string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
-}
-
-func (e rueidisEvaler) arrayBySource(ctx context.Context, script string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
 }
 
 func array(m rueidis.RedisMessage, err error) ([]rueidis.RedisMessage, error) {

@@ -14,12 +14,24 @@ func NewRueidisEvaler(c rueidis.Client) Evaler { return rueidisEvaler{client: c}
 // decide.lua at the time now (µs), and sets each request's Results, or
 // returns its error.
 func DecideBatch(c rueidis.Client, keys [][]string, reqs []*store.Request, now int64) []error {
+	return decideBatch(newBatcher(rueidisEvaler{client: c}), keys, reqs, now)
+}
+
+// DecideAcrossSlots is DecideBatch through a Cluster master's batcher,
+// which sends a batch of several slots to the master of the first
+// request's slot, whichever master serves the others' (through functions
+// where the server has them).
+func DecideAcrossSlots(c rueidis.Client, keys [][]string, reqs []*store.Request, now int64) []error {
+	return decideBatch(&batcher{ev: rueidisEvaler{client: c, fns: &functions{}}, slots: true}, keys, reqs, now)
+}
+
+func decideBatch(b *batcher, keys [][]string, reqs []*store.Request, now int64) []error {
 	calls := make([]*batchCall, len(keys))
 	for i := range calls {
 		calls[i] = &batchCall{ctx: context.Background(), keys: keys[i],
 			shape: shapeOf(modeOf(reqs[i]), reqs[i], now, firstChecks(len(reqs[i].Checks)))}
 	}
-	newBatcher(rueidisEvaler{client: c}).exec(calls)
+	b.exec(calls)
 	errs := make([]error, len(calls))
 	for i, c := range calls {
 		if errs[i] = c.err; errs[i] == nil {
@@ -34,3 +46,14 @@ func ClusterSlot(tag string) uint16 { return clusterSlot([]byte(tag)) }
 
 // ScriptSHAs returns the SHA-1 of every script Warm loads.
 func ScriptSHAs() []string { return allSHAs }
+
+// UseScripts makes s run decide.lua as a script, as over a server without
+// functions.
+func UseScripts(s *Store) {
+	if ev, ok := s.ev.(rueidisEvaler); ok && ev.fns != nil {
+		ev.fns.off.Store(true)
+	}
+}
+
+// DecideLibrary returns the name of decide.lua's function library.
+func DecideLibrary() string { return decideLibrary.name }

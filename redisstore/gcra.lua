@@ -11,23 +11,23 @@
 -- when one of its rules needs them, so that rules of the log alone do not
 -- pay for what they do not use.
 local function gcra()
+  -- load returns key's state at now and how r stands on it: 0 it fits, 1
+  -- no room.
   local function load(key, r, now)
+    local s
     local tat = call('GET', key)
     if tat then
       tat = tat + 0
-      if tat >= now then
-        return {key = key, tat = tat, held = true}
-      end
     end
-    return {key = key, tat = now, held = false}
-  end
-
-  -- check returns how r stands on s at now: 0 it fits, 1 no room.
-  local function check(s, r, now)
+    if tat and tat >= now then
+      s = {key = key, tat = tat, held = true}
+    else
+      s = {key = key, tat = now, held = false}
+    end
     if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
-      return 1
+      return s, 1
     end
-    return 0
+    return s, 0
   end
 
   -- wait returns how long from now until r fits s, once pending units
@@ -41,26 +41,6 @@ local function gcra()
     return d
   end
 
-  -- write moves the TAT on: INCRBY when the key holds it (no number to
-  -- format, no value to parse), SET when the key is behind or absent; then
-  -- the key expires at the new TAT.
-  local function write(s, r, now)
-    local add = r.cost * r.iv
-    if s.held then
-      call('INCRBY', s.key, format('%d', add))
-    else
-      call('SET', s.key, format('%d', s.tat + add))
-      s.held = true
-    end
-    s.tat = s.tat + add
-    if r.own then
-      call('PEXPIRE', s.key, format('%d', max(1, ceil((s.tat - now) / 1000))))
-    else
-      call('PEXPIREAT', s.key, format('%d', ceil(s.tat / 1000)))
-    end
-    return now
-  end
-
   -- figures returns used and reset-after µs for s at now, with pending
   -- more units recorded: used is the part of the burst taken (remaining,
   -- what is left of it, is burst - used), reset the time until the bucket
@@ -72,12 +52,33 @@ local function gcra()
     local iv = r.iv
     local level = s.tat + pending * iv - now
     local room = r.burst * iv - level
-    local remaining = 0
-    if room > 0 then
-      remaining = min(r.burst, idiv(room, iv))
+    if room <= 0 then
+      return r.burst, level
     end
+    local remaining = idiv(room, iv)
+    if remaining > r.burst then remaining = r.burst end
     return r.burst - remaining, level
   end
 
-  return {load = load, check = check, wait = wait, write = write, figures = figures}
+  -- write moves the TAT on: INCRBY when the key holds it (no value to
+  -- parse), SET when the key is behind or absent; then the key expires at
+  -- the new TAT. It returns now, then figures'.
+  local function write(s, r, now)
+    local add = r.cost * r.iv
+    if s.held then
+      call('INCRBY', s.key, r.step)
+    else
+      call('SET', s.key, format('%d', s.tat + add))
+      s.held = true
+    end
+    s.tat = s.tat + add
+    if r.own then
+      call('PEXPIRE', s.key, format('%d', max(1, ceil((s.tat - now) / 1000))))
+    else
+      call('PEXPIREAT', s.key, format('%d', ceil(s.tat / 1000)))
+    end
+    return now, figures(s, r, now, 0)
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures}
 end

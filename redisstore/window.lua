@@ -29,14 +29,28 @@ local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a ke
 -- store's own clock, or life (µs) on Redis's, which expire reads as an
 -- absolute time.
 
--- member returns the member of an entry of end e and cost c; parse reads one.
+-- member returns the member of an entry of end e and cost c; parse reads
+-- one. The members of cost 1 with small ends, most of them, are kept in
+-- ends and their ends in numbers: as a function (function.go) a script
+-- formats and parses each once, not once per call.
+local ends, numbers = {}, {}
+
 local function member(e, c)
-  if c == 1 then return format('%d', e) end
+  if c == 1 then
+    local m = ends[e]
+    if not m then
+      m = format('%d', e)
+      if e <= 4096 then
+        ends[e], numbers[m] = m, e
+      end
+    end
+    return m
+  end
   return format('%d:%d', e, c)
 end
 
 local function parse(m)
-  local e = tonumber(m)
+  local e = numbers[m] or tonumber(m)
   if e then return e, 1 end
   local i = find(m, ':', 1, true)
   return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1))
@@ -91,34 +105,22 @@ local function flushAll()
   end
 end
 
--- logLoad returns key's state for rule r's window at now: the cached one
--- when this call wrote the key at now, else read from Redis.
-local function logLoad(key, r, now)
-  local w = r.w
-  if cacheNow ~= now then
-    flushAll()
-    cache, cacheNow = {}, now
-  end
-  local s = cache[key]
-  if s then
-    if s.w == w then return s end
-    flush(s)
-    cache[key] = nil
-  end
+-- read returns key's state for a window of w µs at now, read from Redis.
+local function read(key, w, now)
   local epoch, m, at = newest(key)
-  s = {key = key, w = w, epoch = epoch, m = m, at = at, e = 0, c = 0, used = 0, om = false, oe = 0, oc = 0, dirty = false}
-  if at and at > now - w then -- the newest entry is in the window
-    local e, c = parse(m)
-    s.e, s.c, s.used = e, c, e
-    if epoch <= now - w then -- something left the window: the oldest counted entry
-      local om = call('ZRANGEBYSCORE', key, format('(%d', now - w - epoch), '(+inf', 'LIMIT', '0', '1')[1]
-      local oe, oc = parse(om)
-      s.om, s.oe, s.oc, s.used = om, oe, oc, e - oe + oc
+  local e, c, used, om, oe, oc = 0, 0, 0, false, 0, 0
+  if at then
+    e, c = parse(m)
+    if at > now - w then -- the newest entry is in the window
+      used = e
+      if epoch <= now - w then -- something left the window: the oldest counted entry
+        om = call('ZRANGEBYSCORE', key, format('(%d', now - w - epoch), '(+inf', 'LIMIT', '0', '1')[1]
+        oe, oc = parse(om)
+        used = e - oe + oc
+      end
     end
-  elseif at then
-    s.e, s.c = parse(m)
   end
-  return s
+  return {key = key, w = w, epoch = epoch, m = m, at = at, e = e, c = c, used = used, om = om, oe = oe, oc = oc, dirty = false}
 end
 
 -- logWait returns how long from now until rule r fits s, once pending units
@@ -158,23 +160,39 @@ local function logWait(s, r, pending, now)
   return room, room, gap
 end
 
--- logCheck returns how rule r stands on s at now: 0 it fits, 1 no room for
--- its cost, 2 too soon (its gap has not passed); when both, the longer wait.
-local function logCheck(s, r, now)
+-- logLoad returns key's state for rule r's window at now (the cached one
+-- when this call wrote the key at now, else read from Redis) and how r
+-- stands on it: 0 it fits, 1 no room for its cost, 2 too soon (its gap has
+-- not passed); when both, the longer wait.
+local function logLoad(key, r, now)
+  local w = r.w
+  if cacheNow ~= now then
+    flushAll()
+    cache, cacheNow = {}, now
+  end
+  local s = cache[key]
+  if s and s.w ~= w then
+    flush(s)
+    cache[key], s = nil, nil
+  end
+  if not s then
+    s = read(key, w, now)
+  end
   local full = s.used + r.cost > r.limit
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
     local _, room, gap = logWait(s, r, 0, now)
-    if gap > room then return 2 end
-    return 1
+    if gap > room then return s, 2 end
+    return s, 1
   end
-  if full then return 1 end
-  if early then return 2 end
-  return 0
+  if full then return s, 1 end
+  if early then return s, 2 end
+  return s, 0
 end
 
 -- logWrite records rule r's cost in s's key at now (never before its newest
--- entry), caches s, and returns the time it recorded at. A write sets the
+-- entry), caches s, and returns the time it recorded at, then used and
+-- reset-after µs as the write leaves them. A write sets the
 -- key to expire W + gap after it, except one into the newest entry's
 -- instant, whose write did: on Redis's clock at an absolute time (PEXPIREAT,
 -- which needs no conversion on the server), which rule r keeps formatted for
@@ -253,7 +271,7 @@ local function logWrite(s, r, now)
   end
   s.at, s.used = at, s.used + cost
   cache[key] = s
-  return at
+  return at, s.used, at + s.w - now
 end
 
 -- logFigures returns used and reset-after µs (until the window is empty)
