@@ -219,7 +219,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 			for i, name := range cmds {
 				switch {
 				case name == "info" || name == "config|resetstat":
-				case strings.HasPrefix(name, "eval"):
+				case strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall"):
 					scripts += calls[i]
 				default:
 					top = append(top, cs{name, calls[i] / float64(n)})
