@@ -199,79 +199,85 @@ end
 -- the instant it was made for (a call's requests share one), on a store's
 -- own clock r.ttl ms from now.
 local function logWrite(s, r, now)
-  local cost, key = r.cost, s.key
-  local at = s.at or now
+  local cost, key, sat, w, e, oe = r.cost, s.key, s.at, s.w, s.e, s.oe
+  local at = sat or now
   if at < now then at = now end
-  local renew = false
+  local used = s.used + cost
+  s.at, s.used = at, used
   if cache[key] == s then -- this call's state at this instant: grown in the state alone
-    if s.oe == s.e then s.oe, s.oc = s.e + cost, s.c + cost end
-    s.e, s.c = s.e + cost, s.c + cost
+    if oe == e then s.oe, s.oc = e + cost, s.c + cost end
+    s.e, s.c = e + cost, s.c + cost
     if not s.dirty then
       s.dirty = true
       dirty[#dirty + 1] = s
     end
-  elseif not (s.at and s.at > now - s.w) then -- nothing counts: ends and epoch restart
-    if s.epoch then
+    return at, used, at + w - now
+  end
+  cache[key] = s
+  local epoch, m, renew = s.epoch, nil, true
+  if not (sat and sat > now - w) then -- nothing counts: ends and epoch restart
+    if epoch then
       call('DEL', key)
     end
-    s.e, s.c, s.oe, s.oc, s.epoch = cost, cost, cost, cost, at
-    s.m = member(cost, cost)
-    s.om = s.m
-    call('ZADD', key, '0', s.m, '+inf', '@' .. format('%d', at))
-    renew = true
+    m = member(cost, cost)
+    s.e, s.c, s.oe, s.oc, s.epoch, s.m, s.om = cost, cost, cost, cost, at, m, m
+    call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
   else
-    renew = at ~= s.at
-    if s.om and at - s.epoch >= REBASE and at - s.epoch >= 2 * (s.w + r.gap) then
+    if s.om and at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) then
       -- Rebase: write the key anew, without expiry, from a new epoch (the
       -- oldest counted entry's time), ends counted from the cost before
       -- that entry.
-      local shift, before = tonumber(call('ZSCORE', key, s.om)), s.oe - s.oc
-      call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - s.w - s.epoch))
+      local shift, before = tonumber(call('ZSCORE', key, s.om)), oe - s.oc
+      call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
       local all = call('ZRANGE', key, '0', '-2', 'WITHSCORES')
       call('DEL', key)
       local add = {'ZADD', key}
       for k = 1, #all, 2 do
-        local e, c = parse(all[k])
+        local ek, ck = parse(all[k])
         add[#add + 1] = format('%d', all[k + 1] - shift)
-        add[#add + 1] = member(e - before, c)
+        add[#add + 1] = member(ek - before, ck)
         if #add >= 2002 or k + 1 == #all then
           call(unpack(add))
           add = {'ZADD', key}
         end
       end
-      s.epoch = s.epoch + shift
-      call('ZADD', key, '+inf', '@' .. format('%d', s.epoch))
-      s.e, s.oe = s.e - before, s.oe - before
-      s.m, s.om = member(s.e, s.c), member(s.oe, s.oc)
-      renew = true
+      epoch, e, oe = epoch + shift, e - before, oe - before
+      s.epoch, s.e, s.oe = epoch, e, oe
+      s.m, s.om = member(e, s.c), member(oe, s.oc)
+      call('ZADD', key, '+inf', '@' .. format('%d', epoch))
+      renew = true -- the key has no expiry now
+    else
+      renew = at ~= sat -- a write into the newest entry's instant: its write set the expiry
     end
-    if at == s.at then
+    local c
+    if at == sat then
       call('ZREM', key, s.m)
-      if s.oe == s.e then s.oe, s.oc = s.e + cost, s.c + cost end
-      s.e, s.c = s.e + cost, s.c + cost
+      c = s.c + cost
+      if oe == e then s.oe, s.oc = e + cost, c end
     else
-      if s.epoch <= now - s.w and s.e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
-        call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - s.w - s.epoch))
+      if epoch <= now - w and e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
+        call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
       end
-      s.e, s.c = s.e + cost, cost
+      c = cost
     end
-    s.m = member(s.e, s.c)
-    if s.oe == s.e then s.om = s.m end
-    call('ZADD', key, format('%d', at - s.epoch), s.m)
+    e = e + cost
+    m = member(e, c)
+    s.e, s.c, s.m = e, c, m
+    if s.oe == e then s.om = m end
+    call('ZADD', key, format('%d', at - epoch), m)
   end
-  if renew then
-    if r.ttl then
-      call('PEXPIRE', key, r.ttl)
-    else
-      if r.at ~= at then
-        r.at, r.expiry = at, format('%d', ceil((at + r.life) / 1000))
-      end
-      call('PEXPIREAT', key, r.expiry)
+  if not renew then
+    return at, used, at + w - now
+  end
+  if r.ttl then
+    call('PEXPIRE', key, r.ttl)
+  else
+    if r.at ~= at then
+      r.at, r.expiry = at, format('%d', ceil((at + r.life) / 1000))
     end
+    call('PEXPIREAT', key, r.expiry)
   end
-  s.at, s.used = at, s.used + cost
-  cache[key] = s
-  return at, s.used, at + s.w - now
+  return at, used, at + w - now
 end
 
 -- logFigures returns used and reset-after µs (until the window is empty)
