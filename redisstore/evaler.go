@@ -13,7 +13,8 @@ import (
 // The road to Redis. A Store runs every script through its Evaler, with
 // run; decide.lua, the hot one, goes through its decider, chosen when the
 // store is made: over a rueidis client, a batcher that sends the decisions
-// arriving together as one batch.lua call (batch.go); over any other
+// arriving together as one decide.lua call (batch.go), as a function where
+// the server has functions (function.go); over any other
 // client, the Evaler itself.
 
 // Evaler is what a Store needs from a Redis client: running a Lua script by
