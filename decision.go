@@ -1,7 +1,6 @@
 package sluice
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -26,6 +25,18 @@ import (
 //	ResetAfter   time until the window is empty    time until the window is empty
 //	Cause        ""                                why DeniedBy's rule did not fit
 //
+// A shadow denial (Shadowed: the policy, or a rule, is in shadow mode and
+// would have denied) is allowed and otherwise reports the denial it would
+// have been: DeniedBy and Cause name the rule that did not fit, and
+// RetryAfter is the wait that denial would have announced. A shadow rule's
+// request is recorded in every window, so Used counts it and may pass the
+// shadow rule's Limit; a shadow policy's would-be denial records nothing,
+// as a denial does, so Used does not count it.
+//
+// The shape is the same whatever answered: the store, the deny cache
+// (Cached) or a fallback store (Degraded) report one status per rule that
+// applied, in policy order.
+//
 // Peek gives the decision Allow would give, figures included (Used counts
 // the request when Allow would admit or penalize it), and records nothing.
 // Durations are exact to the microsecond: waiting RetryAfter and sending the
@@ -47,7 +58,8 @@ type Decision struct {
 	// fits after this decision.
 	Remaining int64
 
-	// RetryAfter is 0 when the request is allowed. When it is denied, it is
+	// RetryAfter is 0 when the request is allowed (unless Shadowed: then
+	// the wait the denial would have announced). When it is denied, it is
 	// the least wait after which the same request would be admitted if
 	// nothing else happened in between: the largest RetryAfter over the
 	// rules. With Penalize it counts the attempt this decision recorded.
@@ -58,7 +70,8 @@ type Decision struct {
 	ResetAfter time.Duration
 
 	// DeniedBy names the first rule, in policy order, that did not fit;
-	// empty when every rule fits.
+	// empty when every rule fits. A Shadowed decision names the rule that
+	// would have denied.
 	DeniedBy string
 
 	// Cause says why DeniedBy's rule did not fit: CauseLimit or CauseGap;
@@ -71,7 +84,7 @@ type Decision struct {
 
 	// Unlimited reports that no rule of the policy applied to the request
 	// (or every one that did exempts it): it was admitted with no limit,
-	// recorded nowhere, and Remaining is math.MaxInt64.
+	// recorded nowhere, and Remaining is UnlimitedRemaining.
 	Unlimited bool
 
 	// Degraded reports that the store failed and this decision was made by
@@ -79,20 +92,31 @@ type Decision struct {
 	Degraded bool
 
 	// Cached reports a denial answered from the Limiter's deny cache,
-	// without asking the store (see Policy.CacheDenials). Limits then
-	// holds the statuses of the rules that denied this window recently,
-	// alone (the others were not asked), with the figures the store gave
-	// then: Used and Remaining as they were, RetryAfter and ResetAfter
-	// counted down since. DeniedBy is the first of them in policy order,
-	// RetryAfter the longest wait: exact while nothing else was written
-	// to the window, less than the store's wait when something was or the
-	// request costs more than the one denied (a retry then asks the store).
+	// without asking the store (see Policy.CacheDenials): the store's
+	// decision of the same request (same cost, same windows) when it last
+	// denied it, in the same shape. Limits holds every rule's status, as
+	// the store's answer does, with the figures the store gave then (Used,
+	// Remaining, Fits, Cause) and RetryAfter and ResetAfter counted down
+	// since; DeniedBy, Cause, Remaining and RetryAfter are combined from
+	// them as for the store's answer. The waits are the store's to the
+	// microsecond while nothing else was written to the windows; a rule
+	// that fit may have taken other requests since.
 	Cached bool
 
 	// Limits holds one status per rule that applied to the request, in
-	// policy order (for a Cached denial, those of the rules that denied).
+	// policy order, whoever answered (the store, the deny cache or a
+	// fallback store); it is empty only for an Unlimited decision and one
+	// the failure policy made alone (FailedClosed).
 	Limits []LimitStatus
 }
+
+// UnlimitedRemaining is Decision.Remaining when no rule limits the request
+// (Decision.Unlimited): 2^53-1, 9007199254740991, the largest integer that
+// a float64, and so a JSON number read by JavaScript, holds exactly along
+// with every integer below it. A client reads the figure sluice sent, in
+// any language; to tell an unlimited decision, test Unlimited (or, over
+// HTTP, an empty limits list), not the figure.
+const UnlimitedRemaining = 1<<53 - 1
 
 // Cause says why a rule did not fit a request.
 type Cause string
@@ -170,7 +194,7 @@ type LimitStatus struct {
 // the same way.
 func newDecision(req *store.Request) Decision {
 	if len(req.Checks) == 0 {
-		return Decision{Allowed: true, Unlimited: true, Remaining: math.MaxInt64}
+		return Decision{Allowed: true, Unlimited: true, Remaining: UnlimitedRemaining}
 	}
 	d := Decision{Allowed: true, Limits: newStatuses(len(req.Checks))}
 	var shadowRetry time.Duration

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluicerate/sluice/store"
 )
 
 // The deny cache. Under an abuse flood most requests are for keys already
@@ -15,36 +13,49 @@ import (
 // stable: when rule R denies a request of cost c on its window K with
 // RetryAfter T, R denies every request of cost c or more on K until T has
 // passed, unless something frees room in K first. So a Limiter whose policy
-// sets CacheDenials remembers, per denying rule, the window, the cost and
-// the instant until which it denies, and answers the requests that rule
-// would deny itself, without a store call.
+// sets CacheDenials remembers the store's denial of a request and answers
+// the same request again itself, without a store call, until the first
+// rule that did not fit could fit.
 //
-// The instant is measured from when the request was sent, s, on the
+// An entry is keyed by the request: the policy, the cost and, for every
+// rule that applied, everything that decides whether the request fits the
+// rule's window: the rule, the values of its attributes, its limit (after
+// overrides), window, minimum gap, algorithm, burst, spread and shadow
+// mode. It holds the store's decision whole, one status per rule, so that
+// a cached answer has the store's shape: the same rules in Limits, in the
+// same order, with the figures the store gave (Used, Remaining, Fits,
+// Cause) and the waits counted down (RetryAfter, ResetAfter). A request
+// with another cost, or whose rules resolve to other windows (the same
+// user from another address), is another key: the store answers it, and
+// its denial is remembered in turn. A policy loaded again with a rule
+// changed in any of those figures therefore never finds the old rule's
+// entries, and one loaded unchanged finds entries that are still the
+// store's answer.
+//
+// The entry holds until the soonest instant a rule that did not fit could
+// fit: then the set of rules that deny, and so DeniedBy, could change.
+// Each instant is measured from when the request was sent, s, on the
 // Limiter's clock (Config.Clock, else the monotonic clock): the store
 // decided at some t0 >= s, so s+T comes no later than t0+T, the store's
-// first instant of room. Until s+T the store itself would deny, whatever
-// happened meanwhile, except for what frees room early; at s+T the entry
-// has expired and the next request goes to the store.
-//
-// Each rule that denied has an entry, keyed by everything that decides
-// whether a request fits the rule's window: the policy, the rule, the
-// values of its attributes, its limit (after overrides), window, minimum
-// gap, algorithm, burst and spread. A request hits an entry when one of its
-// checks has the same key, a cost at least the entry's and the entry has
-// not expired. A policy loaded again with a rule changed in any of those
-// figures therefore never finds the old rule's entries, and one loaded
-// unchanged finds entries that are still the store's answer.
+// first instant of room for a rule whose RetryAfter is T. Until then the
+// store itself would deny with the same rules, whatever happened
+// meanwhile, except for what frees room early.
 //
 // Why waiting is exact for each algorithm, absent frees: a window's room
-// for a cost only grows with time and only shrinks with writes, and a
-// larger cost fits no sooner than a smaller one. The log's entries only
-// leave the window, and a minimum gap only runs out; GCRA's arrival time
-// only moves forward with admissions; the sliding counter's estimate only
-// falls with time (at a bucket's start the previous count becomes the
-// whole estimate, never more than the moment before). A spread rule denies
-// only after every sub-window denied; its entry holds until the soonest of
-// them, each measured from when it was asked, and is kept only when all of
-// them were asked in a row.
+// for a cost only grows with time and only shrinks with writes. The log's
+// entries only leave the window, and a minimum gap only runs out; GCRA's
+// arrival time only moves forward with admissions; the sliding counter's
+// estimate only falls with time (at a bucket's start the previous count
+// becomes the whole estimate, never more than the moment before). A spread
+// rule denies only after every sub-window denied; its status holds until
+// the soonest of them, each measured from when it was asked, and a denial
+// is kept only when all of them were asked in a row.
+//
+// What the figures do not follow: writes to a window since the denial
+// (other requests admitted on a rule that fit, Record, Penalize) leave
+// the cached Used and Remaining as the store reported them, and a rule
+// that fit may since have filled up; such a rule's figures are the
+// store's of that instant, as any answer's are a moment later.
 //
 // What frees room early, and makes a cached answer deny what the store
 // would admit (under-admission, never over-admission: the cache never
@@ -52,9 +63,7 @@ import (
 // as an admission; an admission lost on a Redis failover; windows emptied
 // by an operator (sluice's Envoy reset); a memory store evicting windows
 // when full; another Limiter with other limits for the same names; clocks
-// whose rates differ (an hour's entry, 50 ppm: 180 ms). Record and Penalize
-// only add entries, so they make a cached wait shorter than the store's,
-// never wrong.
+// whose rates differ (an hour's entry, 50 ppm: 180 ms).
 
 // DefaultDenyCache is Config.DenyCache's default: the most denials a
 // Limiter remembers.
@@ -91,16 +100,23 @@ type denyShard struct {
 	_       [64]byte
 }
 
-// denial is one entry: rule status.Rule denies requests of cost or more
-// on its window until until; status holds the figures the store reported
-// for the window at at (no later than the store's time).
+// denial is one entry: the store's denial of the request key names, which
+// holds until until. limits are the decision's statuses; retryAt and
+// resetAt, one per status, the instants their RetryAfter and ResetAfter
+// end (zero for a wait of 0).
 type denial struct {
 	key        string
 	prev, next *denial
-	cost       int64
-	at, until  time.Time
-	status     LimitStatus
+	until      time.Time
+	remaining  int64
+	deniedBy   string
+	cause      Cause
+	limits     []LimitStatus
+	ends       []waitEnds
 }
+
+// waitEnds are the instants a status's RetryAfter and ResetAfter end.
+type waitEnds struct{ retry, reset time.Time }
 
 // newDenyCache returns a cache of size entries, in shards of at least 256
 // entries (up to 16), so that a small cache is one exact LRU.
@@ -128,35 +144,51 @@ func (c *denyCache) shard(key []byte) *denyShard {
 	return &c.shards[maphash.Bytes(c.seed, key)&uint64(len(c.shards)-1)]
 }
 
-// get returns the status of the entry key names, its waits counted down to
-// now, when it denies cost at now.
-func (c *denyCache) get(key []byte, cost int64, now time.Time) (LimitStatus, bool) {
+// get returns the denial key names, its waits counted down to now, when
+// it still holds at now.
+func (c *denyCache) get(key []byte, now time.Time) (Decision, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.entries[string(key)]
 	switch {
-	case e == nil || cost < e.cost:
-		return LimitStatus{}, false
+	case e == nil:
+		return Decision{}, false
 	case !now.Before(e.until):
 		sh.unlink(e)
 		delete(sh.entries, e.key)
-		return LimitStatus{}, false
+		return Decision{}, false
 	}
 	if sh.lru.next != e {
 		sh.unlink(e)
 		sh.pushFront(e)
 	}
-	s := e.status
-	s.RetryAfter = e.until.Sub(now)
-	s.ResetAfter = max(0, s.ResetAfter-now.Sub(e.at))
-	return s, true
+	d := Decision{Remaining: e.remaining, DeniedBy: e.deniedBy, Cause: e.cause, Cached: true,
+		Limits: make([]LimitStatus, len(e.limits))}
+	for i := range e.limits {
+		s := e.limits[i]
+		s.RetryAfter, s.ResetAfter = left(e.ends[i].retry, now), left(e.ends[i].reset, now)
+		if !s.Shadow {
+			d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
+		}
+		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
+		d.Limits[i] = s
+	}
+	return d, true
 }
 
-// put remembers that s's rule denies cost or more on the window key names
-// until until, its figures those of the window at at. The latest denial of
-// a window replaces the one before.
-func (c *denyCache) put(key []byte, cost int64, at, until time.Time, s LimitStatus) {
+// left returns the time from now until end, 0 for a zero end.
+func left(end, now time.Time) time.Duration {
+	if end.IsZero() {
+		return 0
+	}
+	return max(0, end.Sub(now))
+}
+
+// put remembers d, the store's denial of the request key names, until
+// until; ends holds the instants each status's waits end. The latest
+// denial of a request replaces the one before.
+func (c *denyCache) put(key []byte, until time.Time, d *Decision, ends []waitEnds) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -181,7 +213,9 @@ func (c *denyCache) put(key []byte, cost int64, at, until time.Time, s LimitStat
 		e = &denial{key: string(key)}
 		sh.entries[e.key] = e
 	}
-	e.cost, e.at, e.until, e.status = cost, at, until, s
+	e.until, e.remaining, e.deniedBy, e.cause = until, d.Remaining, d.DeniedBy, d.Cause
+	e.limits = append(e.limits[:0], d.Limits...)
+	e.ends = append(e.ends[:0], ends...)
 	sh.pushFront(e)
 }
 
@@ -207,82 +241,95 @@ func (c *denyCache) stats() DenyCacheStats {
 	return st
 }
 
-// lookup answers s's request from the cache at now: a denial by every
-// rule whose entry denies it, or false when none does.
+// lookup answers s's request from the cache at now: the store's denial
+// of the same request, or false when the cache holds none.
 func (c *denyCache) lookup(s *scratch, now time.Time) (Decision, bool) {
-	var d Decision
-	for i := range s.req.Checks {
-		ch := &s.req.Checks[i]
-		if ch.Shadow {
-			continue
-		}
-		s.key = appendDenyKey(s.key[:0], s.req.Policy, ch, s.spreadOf(i))
-		st, ok := c.get(s.key, ch.Cost, now)
-		if !ok {
-			continue
-		}
-		if len(d.Limits) == 0 {
-			d.DeniedBy, d.Cause, d.Remaining = st.Rule, st.Cause, st.Remaining
-		}
-		d.Remaining = min(d.Remaining, st.Remaining)
-		d.RetryAfter = max(d.RetryAfter, st.RetryAfter)
-		d.ResetAfter = max(d.ResetAfter, st.ResetAfter)
-		d.Limits = append(d.Limits, st)
-	}
-	if len(d.Limits) == 0 {
+	s.key = appendDenyKey(s.key[:0], s)
+	d, ok := c.get(s.key, now)
+	if !ok {
 		c.misses.Add(1)
 		return Decision{}, false
 	}
 	c.hits.Add(1)
-	d.Cached = true
 	return d, true
 }
 
-// fill remembers the rules that denied s's request in d, a decision of the
-// store whose last call was sent at s.sent. A spread rule is remembered
-// only when every one of its sub-windows denied in a row.
+// fill remembers d, the store's denial of s's request, whose last store
+// call was sent at s.sent, until the soonest instant a rule that did not
+// fit could fit. It remembers nothing when a spread rule that denied was
+// not asked on every sub-window in a row, or a rule that did not fit
+// reported no wait.
 func (c *denyCache) fill(s *scratch, d *Decision) {
-	for i := range s.req.Checks {
-		ch := &s.req.Checks[i]
+	var buf [8]waitEnds
+	ends := buf[:0]
+	var until time.Time
+	for i := range d.Limits {
 		st := &d.Limits[i]
-		if ch.Shadow || st.Fits || st.RetryAfter <= 0 {
-			continue
+		e := waitEnds{}
+		if st.RetryAfter > 0 {
+			e.retry = s.sent.Add(st.RetryAfter)
 		}
-		at, until := s.sent, s.sent.Add(st.RetryAfter)
-		sp := s.spreadOf(i)
-		if sp != nil {
-			if sp.seen < sp.n {
-				continue
+		if st.ResetAfter > 0 {
+			e.reset = s.sent.Add(st.ResetAfter)
+		}
+		if !st.Fits {
+			if st.RetryAfter <= 0 {
+				return
 			}
-			at, until = sp.until.Add(-st.RetryAfter), sp.until
+			if sp := s.spreadOf(i); sp != nil && !st.Shadow {
+				if sp.seen < sp.n {
+					return
+				}
+				e.retry = sp.until
+			}
+			if until.IsZero() || e.retry.Before(until) {
+				until = e.retry
+			}
 		}
-		s.key = appendDenyKey(s.key[:0], s.req.Policy, ch, sp)
-		c.put(s.key, ch.Cost, at, until, *st)
+		ends = append(ends, e)
 	}
+	if until.IsZero() {
+		return
+	}
+	s.key = appendDenyKey(s.key[:0], s)
+	c.put(s.key, until, d, ends)
 }
 
-// appendDenyKey appends the key of ch's window and of everything that
-// decides whether a request fits it. For a spread rule (sp not nil) it is
-// the whole window's: its values without the sub-window, its whole limit
-// and burst, and the number of sub-windows.
-func appendDenyKey(b []byte, policy string, ch *store.Check, sp *spreading) []byte {
-	str := func(b []byte, s string) []byte {
-		return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+// appendDenyKey appends the key of s's request: its policy, its cost and,
+// for each check, the window and everything that decides whether the
+// request fits it. For a spread rule it is the whole window's: its values
+// without the sub-window, its whole limit and burst, and the number of
+// sub-windows.
+func appendDenyKey(b []byte, s *scratch) []byte {
+	str := func(b []byte, v string) []byte {
+		return append(binary.AppendUvarint(b, uint64(len(v))), v...)
 	}
-	b = str(b, policy)
-	b = str(b, ch.Rule)
-	values, limit, burst, parts := ch.Values, ch.Limit, ch.Burst, 0
-	if sp != nil {
-		values, limit, burst, parts = values[:len(values)-1], sp.limit, sp.burst, sp.n
+	req := &s.req
+	b = str(b, req.Policy)
+	b = binary.AppendUvarint(b, uint64(len(req.Checks)))
+	for i := range req.Checks {
+		ch := &req.Checks[i]
+		b = str(b, ch.Rule)
+		b = binary.AppendVarint(b, ch.Cost)
+		values, limit, burst, parts := ch.Values, ch.Limit, ch.Burst, 0
+		if sp := s.spreadOf(i); sp != nil {
+			values, limit, burst, parts = values[:len(values)-1], sp.limit, sp.burst, sp.n
+		}
+		b = binary.AppendUvarint(b, uint64(len(values)))
+		for _, v := range values {
+			b = str(b, v)
+		}
+		b = binary.AppendVarint(b, limit)
+		b = binary.AppendVarint(b, int64(ch.Window))
+		b = binary.AppendVarint(b, int64(ch.MinGap))
+		b = append(b, byte(ch.Algorithm))
+		b = binary.AppendVarint(b, burst)
+		b = binary.AppendUvarint(b, uint64(parts))
+		if ch.Shadow {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(values)))
-	for _, v := range values {
-		b = str(b, v)
-	}
-	b = binary.AppendVarint(b, limit)
-	b = binary.AppendVarint(b, int64(ch.Window))
-	b = binary.AppendVarint(b, int64(ch.MinGap))
-	b = append(b, byte(ch.Algorithm))
-	b = binary.AppendVarint(b, burst)
-	return binary.AppendUvarint(b, uint64(parts))
+	return b
 }

@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,35 +107,101 @@ func TestDenyCacheExpiry(t *testing.T) {
 	}
 }
 
-func TestDenyCacheFigures(t *testing.T) {
+// TestDenyCacheShape: a cached answer is the store's answer to the same
+// request at that instant, field for field: every rule's status in policy
+// order, not only the denying rule's. A request whose rules resolve to
+// other windows is another entry, answered by the store first.
+func TestDenyCacheShape(t *testing.T) {
 	t.Parallel()
 	e := newCacheEnv(t, 0)
 	p := &sluice.Policy{Name: "figures", CacheDenials: true, Rules: []sluice.Rule{
 		{Name: "global", Limit: 100, Window: time.Minute},
 		{Name: "per-user", Limit: 3, Window: 30 * time.Second, By: []string{"user"}},
+		{Name: "per-ip", Limit: 50, Window: time.Minute, By: []string{"ip"}},
+		{Name: "uploads", Limit: 1, Window: time.Minute, By: []string{"ip"}, Shadow: true},
 	}}
-	ada := map[string]string{"user": "ada"}
+	raw := sluice.NewLimiter(e.store, sluice.Config{Clock: e.clock, DenyCache: -1})
+	// storeAnswer is the store's decision of the request now, asked by a
+	// peek through a Limiter without a cache.
+	storeAnswer := func(attrs map[string]string) sluice.Decision {
+		t.Helper()
+		d, err := raw.Peek(context.Background(), p, attrs, 1)
+		if err != nil || d.Cached {
+			t.Fatalf("peek without a cache: %+v, %v", d, err)
+		}
+		return d
+	}
+	same := func(what string, got, want sluice.Decision) {
+		t.Helper()
+		want.Cached = true
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v (the store's, Cached)", what, got, want)
+		}
+	}
+	ada := map[string]string{"user": "ada", "ip": "192.0.2.1"}
 	for i := range 3 {
 		e.set(time.Duration(i) * time.Second)
 		e.allow(p, ada, 1)
 	}
-	stored, _ := e.allow(p, ada, 1)
-	e.set(12 * time.Second)
-	d, asked := e.allow(p, ada, 1)
-	e.expect("cached", d, asked, false, 18*time.Second, false)
-	// The denying rule's status alone, as the store gave it at 2s, its
-	// waits counted down by the 10s since.
-	want := stored.Limits[1]
-	want.RetryAfter, want.ResetAfter = want.RetryAfter-10*time.Second, want.ResetAfter-10*time.Second
-	if len(d.Limits) != 1 || d.Limits[0] != want {
-		t.Errorf("cached statuses %+v, want [%+v]", d.Limits, want)
+	stored, asked := e.allow(p, ada, 1)
+	e.expect("the store's denial", stored, asked, false, 28*time.Second, true)
+	if len(stored.Limits) != 4 {
+		t.Fatalf("the store's denial: %+v", stored)
 	}
-	if d.DeniedBy != "per-user" || d.Cause != sluice.CauseLimit || d.Remaining != 0 || d.ResetAfter != want.ResetAfter || !d.Cached || d.Degraded {
-		t.Errorf("cached decision %+v", d)
+	for _, at := range []time.Duration{2 * time.Second, 12 * time.Second, 30*time.Second - time.Microsecond} {
+		e.set(at)
+		d, asked := e.allow(p, ada, 1)
+		e.expect(fmt.Sprint("cached at ", at), d, asked, false, 30*time.Second-at, false)
+		same(fmt.Sprint("decide at ", at), d, storeAnswer(ada))
+		pd, err := e.lim.Peek(context.Background(), p, ada, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(fmt.Sprint("peek at ", at), pd, storeAnswer(ada))
 	}
-	// Another user's request is not the denied window's: the store decides.
-	d, asked = e.allow(p, map[string]string{"user": "bob"}, 1)
+	// The same user from another address: other windows, so the store
+	// answers first, with that address's figures; then the cache does.
+	e.set(20 * time.Second)
+	elsewhere := map[string]string{"user": "ada", "ip": "192.0.2.99"}
+	d, asked := e.allow(p, elsewhere, 1)
+	e.expect("another address", d, asked, false, 10*time.Second, true)
+	if ip := d.Limits[2]; ip.Rule != "per-ip" || ip.Used != 0 || !ip.Fits {
+		t.Errorf("another address's per-ip status: %+v", ip)
+	}
+	e.set(25 * time.Second)
+	d, asked = e.allow(p, elsewhere, 1)
+	e.expect("another address again", d, asked, false, 5*time.Second, false)
+	same("another address again", d, storeAnswer(elsewhere))
+	// Another user's request is not the denied request: the store decides.
+	d, asked = e.allow(p, map[string]string{"user": "bob", "ip": "192.0.2.7"}, 1)
 	e.expect("other user", d, asked, true, 0, true)
+}
+
+// TestDenyCacheUntilFirstRoom: with two rules denying, an entry holds until
+// the first of them could fit, when DeniedBy may change; the store answers
+// from then on.
+func TestDenyCacheUntilFirstRoom(t *testing.T) {
+	t.Parallel()
+	e := newCacheEnv(t, 0)
+	p := &sluice.Policy{Name: "two", CacheDenials: true, Rules: []sluice.Rule{
+		{Name: "short", Limit: 1, Window: 10 * time.Second},
+		{Name: "long", Limit: 1, Window: time.Minute},
+	}}
+	e.allow(p, nil, 1)
+	d, asked := e.allow(p, nil, 1)
+	e.expect("both full", d, asked, false, time.Minute, true)
+	if d.DeniedBy != "short" {
+		t.Fatalf("denied by %q, want short", d.DeniedBy)
+	}
+	e.set(10*time.Second - time.Microsecond)
+	d, asked = e.allow(p, nil, 1)
+	e.expect("before short has room", d, asked, false, 50*time.Second+time.Microsecond, false)
+	e.set(10 * time.Second)
+	d, asked = e.allow(p, nil, 1)
+	e.expect("short has room", d, asked, false, 50*time.Second, true)
+	if d.DeniedBy != "long" || !d.Limits[0].Fits {
+		t.Errorf("short has room: %+v", d)
+	}
 }
 
 func TestDenyCacheCost(t *testing.T) {
@@ -147,10 +214,12 @@ func TestDenyCacheCost(t *testing.T) {
 	e.set(2 * time.Second)
 	d, asked := e.allow(p, nil, 4) // needs the 7 of 0s to leave
 	e.expect("cost 4", d, asked, false, 8*time.Second, true)
-	// More cost: denied at least as long. The cached wait is the entry's,
-	// a lower bound: a retry then asks the store.
+	// Another cost is another request, whose answer may differ: the store
+	// decides it, and its denial is remembered too.
 	d, asked = e.allow(p, nil, 5)
-	e.expect("cost 5", d, asked, false, 8*time.Second, false)
+	e.expect("cost 5", d, asked, false, 8*time.Second, true)
+	d, asked = e.allow(p, nil, 5)
+	e.expect("cost 5 again", d, asked, false, 8*time.Second, false)
 	// Less cost may fit: the store decides it.
 	d, asked = e.allow(p, nil, 2)
 	e.expect("cost 2", d, asked, true, 0, true)
@@ -403,7 +472,9 @@ func TestDenyCacheReload(t *testing.T) {
 
 func TestDenyCacheConcurrent(t *testing.T) {
 	t.Parallel()
-	e := newCacheEnv(t, 64)
+	// Room for every user's request: once the global cap is full, each
+	// user's denial is an entry of its own (its per-user figures differ).
+	e := newCacheEnv(t, 128)
 	p := &sluice.Policy{Name: "flood", CacheDenials: true, Rules: []sluice.Rule{
 		{Name: "global", Limit: 50, Window: time.Minute},
 		{Name: "per-user", Limit: 2, Window: time.Minute, By: []string{"user"}},

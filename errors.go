@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluicerate/sluice/store"
 )
@@ -59,6 +60,33 @@ var (
 	// reserved.
 	ErrDeadlineBeforeSlot = errors.New("sluice: the context's deadline is before the slot")
 )
+
+// MissingAttributeError is the error of a request that lacks an attribute
+// a rule that applies to it, or a schedule, needs. It wraps
+// ErrMissingAttribute; errors.As finds the attribute, so that a caller
+// never reads it from the error's text.
+type MissingAttributeError struct {
+	// Policy and Rule name the rule that needs the attribute; both are
+	// empty for a schedule's.
+	Policy, Rule string
+
+	// Schedule names the schedule that needs it; empty for a rule's.
+	Schedule string
+
+	// Attribute is the attribute the request lacks.
+	Attribute string
+}
+
+// Error says what needs the attribute and how to give it.
+func (e *MissingAttributeError) Error() string {
+	if e.Schedule != "" {
+		return fmt.Sprintf("%v: schedule %q needs attribute %q; pass it in the request's attributes", ErrMissingAttribute, e.Schedule, e.Attribute)
+	}
+	return fmt.Sprintf("%v: policy %q rule %q needs attribute %q; pass it in the request's attributes", ErrMissingAttribute, e.Policy, e.Rule, e.Attribute)
+}
+
+// Unwrap returns ErrMissingAttribute.
+func (e *MissingAttributeError) Unwrap() error { return ErrMissingAttribute }
 
 // ErrCircuitOpen reports that the Limiter did not call its store because
 // the store failed repeatedly; the decision came from the failure policy.

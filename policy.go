@@ -31,18 +31,19 @@ type Policy struct {
 	Shadow bool
 
 	// CacheDenials lets the Limiter answer a request from its deny cache
-	// (Config.DenyCache) when one of the policy's rules recently denied a
-	// request of the same or less cost on the same window, without asking
-	// the store: under a flood of requests over their limit, one store
-	// call per window and retry period instead of one per request. A
-	// cached answer is Decision.Cached: a denial the store would give at
-	// that moment (Allowed false, DeniedBy, Cause, a RetryAfter counting
-	// down to the instant the window has room), unless room was freed
-	// early in the meantime (a cross-slot rollback seen by a concurrent
-	// request, a Redis failover that lost admissions, windows reset by
-	// hand), when it denies what the store would admit; it never admits.
-	// Penalize policies, Record and Limiter.Decide do not use the cache.
-	// See docs/design.md, "Deny cache". Off by default.
+	// (Config.DenyCache) when the store denied the same request (the same
+	// cost on the same windows) recently, without asking the store again:
+	// under a flood of requests over their limit, one store call per
+	// distinct request (its windows and cost) and retry period instead of
+	// one per request. A cached answer
+	// is Decision.Cached: the store's denial, every rule's status included,
+	// its waits counted down to the instant a rule that did not fit could
+	// fit; it is what the store would answer at that moment unless room was
+	// freed early in the meantime (a cross-slot rollback seen by a
+	// concurrent request, a Redis failover that lost admissions, windows
+	// reset by hand), when it denies what the store would admit; it never
+	// admits. Penalize policies, Record and Limiter.Decide do not use the
+	// cache. See docs/design.md, "Deny cache". Off by default.
 	CacheDenials bool
 }
 

@@ -49,8 +49,7 @@ func queueOf(s *Schedule, attrs map[string]string) (store.Queue, error) {
 	for i, a := range s.By {
 		v, ok := attrs[a]
 		if !ok {
-			return store.Queue{}, fmt.Errorf("%w: schedule %q needs attribute %q; pass it in the request's attributes",
-				ErrMissingAttribute, s.Name, a)
+			return store.Queue{}, &MissingAttributeError{Schedule: s.Name, Attribute: a}
 		}
 		q.Values[i] = v
 	}

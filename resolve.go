@@ -87,8 +87,7 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		for _, a := range r.By {
 			v, ok := attrs[a]
 			if !ok {
-				return fmt.Errorf("%w: policy %q rule %q needs attribute %q; pass it in the request's attributes",
-					ErrMissingAttribute, p.Name, r.Name, a)
+				return &MissingAttributeError{Policy: p.Name, Rule: r.Name, Attribute: a}
 			}
 			s.values = append(s.values, v)
 		}

@@ -81,7 +81,7 @@ func errLibraryLoaded(err error) bool {
 // errReadOnly reports whether err is a replica's refusal of a write.
 func errReadOnly(err error) bool {
 	rerr, ok := rueidis.IsRedisErr(err)
-	return ok && strings.HasPrefix(rerr.Error(), "READONLY")
+	return ok && isReadOnly(rerr)
 }
 
 // errNoFunctions reports whether err says that the server cannot run
@@ -100,19 +100,23 @@ func errNoFunctions(err error) bool {
 // the server has functions, else as the script sc (EVALSHA, then EVAL on
 // NOSCRIPT), and returns its reply. A call with no keys declared (a batch
 // of several slots, its keys among args) goes to the node of route's slot.
+// Each command goes through raw, so over a Cluster it follows the store's
+// slot map and its first MOVED (shards.go).
 func (e rueidisEvaler) decideMessage(ctx context.Context, sc *script, keys, args []string, route string) (rueidis.RedisMessage, error) {
 	if route == "" {
 		route = keys[0]
 	}
-	routed := func(cmd rueidis.Completed) rueidis.Completed {
-		if len(keys) == 0 {
-			return cmd.SetSlot(route)
+	send := func(build func() rueidis.Completed) (rueidis.RedisMessage, error) {
+		if len(keys) > 0 {
+			return e.raw(ctx, build)
 		}
-		return cmd
+		return e.raw(ctx, func() rueidis.Completed { return build().SetSlot(route) })
 	}
 	if e.fns != nil && !e.fns.off.Load() {
 		fcall := func() (rueidis.RedisMessage, error) {
-			return e.raw(ctx, routed(e.client.B().Fcall().Function(decideLibrary.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+			return send(func() rueidis.Completed {
+				return e.client.B().Fcall().Function(decideLibrary.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			})
 		}
 		msg, err := fcall()
 		unsupported := errNoFunctions(err)
@@ -131,18 +135,25 @@ func (e rueidisEvaler) decideMessage(ctx context.Context, sc *script, keys, args
 			return msg, err
 		}
 	}
-	msg, err := e.raw(ctx, routed(e.client.B().Evalsha().Sha1(sc.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	msg, err := send(func() rueidis.Completed {
+		return e.client.B().Evalsha().Sha1(sc.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	})
 	if errors.Is(err, ErrNoScript) {
-		msg, err = e.raw(ctx, routed(e.client.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+		msg, err = send(func() rueidis.Completed {
+			return e.client.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+		})
 	}
 	return msg, err
 }
 
 // loadLibrary loads l on the node that serves key, where a call just found
-// no function (the node the call went to). It reports whether the node
-// cannot load functions for this client (unknown command, or forbidden).
+// no function (the node the call went to: by the store's slot map over a
+// Cluster, as the call). It reports whether the node cannot load functions
+// for this client (unknown command, or forbidden).
 func (e rueidisEvaler) loadLibrary(ctx context.Context, l *library, key string) (unsupported bool, err error) {
-	err = e.client.Do(ctx, e.client.B().FunctionLoad().FunctionCode(l.src).Build().SetSlot(key)).Error()
+	_, err = e.raw(ctx, func() rueidis.Completed {
+		return e.client.B().FunctionLoad().FunctionCode(l.src).Build().SetSlot(key)
+	})
 	switch {
 	case err == nil, errLibraryLoaded(err):
 		return false, nil

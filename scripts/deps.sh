@@ -18,6 +18,7 @@ needs=(
 	"protoc|protobuf-compiler|make test: checks that the generated gRPC code is current (make proto)|protoc --version"
 	"promtool|prometheus|make test: checks the alert rules in deploy/ (promtool check rules)|promtool --version"
 	"chromium|chromium|make test: the admin page's test drives a headless browser against sluice serve|chromium --version"
+	"curl|curl|make test: TestDocs runs the documentation's curl commands as written|curl --version"
 	"wrk|wrk|make bench: the HTTP load of the service sections (sluice serve, envoyproxy/ratelimit, plain net/http)|wrk --version"
 )
 

@@ -65,8 +65,8 @@ var conditionalCases = []testCase{
 		// An exempt tenant: no limit, nothing recorded.
 		for range 5 {
 			d := e.allow(p, map[string]string{"user": "carol", "tenant": "acme"}, 1)
-			if !d.Allowed || !d.Unlimited || len(d.Limits) != 0 {
-				e.t.Fatalf("acme: %+v, want allowed with no limit", d)
+			if !d.Allowed || !d.Unlimited || len(d.Limits) != 0 || d.Remaining != sluice.UnlimitedRemaining {
+				e.t.Fatalf("acme: %+v, want allowed with no limit, Remaining 2^53-1", d)
 			}
 		}
 		e.expect("carol outside acme", e.allow(p, map[string]string{"user": "carol"}, 1), allowed(1))

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/sluicerate/sluice/internal/server"
-	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/internal/admin"
+	"github.com/sluicerate/sluice/internal/admin/redisinspect"
 )
 
 // defaultAdminAddr is where sluice serve puts its admin view (the live
@@ -32,40 +29,14 @@ func adminAddr(addr string) string {
 	return addr
 }
 
-// queueReader reads a schedule's queue from Redis for the admin inspector:
-// the queue's sorted set (score: the slot in µs; member: the ID, ending in
-// "." and the µs it holds, see redisstore's reserve.go) and Redis's time.
-func (s *openedStore) queueReader() server.QueueReader {
+// inspector is the admin view's reader of s's windows and queues: Redis's
+// (package redisinspect); nil for the in-memory store, whose windows the
+// view shows from a peek.
+func (s *openedStore) inspector() admin.Inspector {
 	if s.Redis == nil || s.Client == nil {
 		return nil
 	}
-	return func(ctx context.Context, q store.Queue) ([]server.QueuedSlot, time.Time, error) {
-		c := s.Client
-		key := s.Redis.QueueKey(q)
-		tm, err := c.Do(ctx, c.B().Time().Build()).AsIntSlice()
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		if len(tm) != 2 {
-			return nil, time.Time{}, fmt.Errorf("redis TIME replied %d values, want 2", len(tm))
-		}
-		now := time.Unix(tm[0], tm[1]*1000)
-		zs, err := c.Do(ctx, c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("reading queue %s: %w", key, err)
-		}
-		out := make([]server.QueuedSlot, 0, len(zs))
-		for _, z := range zs {
-			sl := server.QueuedSlot{Slot: time.UnixMicro(int64(z.Score)), ID: z.Member}
-			if _, length, ok := strings.Cut(z.Member, "."); ok {
-				if us, err := strconv.ParseInt(length, 10, 64); err == nil {
-					sl.Length = time.Duration(us) * time.Microsecond
-				}
-			}
-			out = append(out, sl)
-		}
-		return out, now, nil
-	}
+	return redisinspect.Inspector{Store: s.Redis, Client: s.Client}
 }
 
 // listenAdmin opens the admin listener at addr. When addr is the default

@@ -47,9 +47,12 @@ Drives a store or a running sluice server with a workload: --goroutines
 callers decide as fast as they can, each walking --keys keys from its own
 offset, for --duration. The store is the in-memory store, or Redis at
 --redis, deciding a policy of --rules rules of --limit per --window, each by
-the key. With --server, requests go to URL/v1/decide for the configured
+the key, through a Limiter as make bench drives sluice: no deadline per
+store call unless --timeout gives one, no circuit breaker. The defaults
+are make bench's workload. With --server, requests go to URL/v1/decide for the configured
 --policy, the key in attribute --attr. A progress bar goes to stderr; the
-throughput and a latency histogram to stdout.
+decisions per second, a latency histogram of the decisions, and the calls
+that failed (errors, never counted as decisions) to stdout.
 
 flags:`)
 		fs.PrintDefaults()
@@ -65,7 +68,7 @@ flags:`)
 	fs.DurationVar(&o.window, "window", time.Minute, "each rule's window")
 	fs.IntVar(&o.rules, "rules", 1, "rules in the policy (each by key)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
-	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each store call (0: the Limiter's default, negative: none)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each store call (0: none, as make bench decides; sluice.Config's default is 50ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -133,7 +136,15 @@ func (o *benchOptions) target() (func() benchDecide, string, func(), error) {
 	} else {
 		store = memstore.New(memstore.Config{})
 	}
-	lim := sluice.NewLimiter(store, sluice.Config{Timeout: o.timeout})
+	// The Limiter make bench drives (bench/, the sluice contender): no
+	// per-call deadline unless --timeout asks for one, and no circuit
+	// breaker, which would turn a failing store's calls into instant
+	// errors.
+	cfg := sluice.Config{Timeout: -1, Breaker: sluice.Breaker{Failures: -1}}
+	if o.timeout > 0 {
+		cfg.Timeout = o.timeout
+	}
+	lim := sluice.NewLimiter(store, cfg)
 	newDecide := func() benchDecide {
 		attrs := map[string]string{"key": ""}
 		return func(ctx context.Context, i int) (bool, error) {
@@ -212,52 +223,72 @@ func redactURL(u string) string {
 	return scheme + "://***@" + rest[at+1:]
 }
 
-// benchResult is what a run measured.
+// benchResult is what a run measured: ops decisions (allowed of them
+// admitted) and, apart, errors, calls that failed.
 type benchResult struct {
 	ops, allowed, errors int64
 	elapsed              time.Duration
 	firstErr             error
-	hist                 latencies
+	hist                 latencies // the decisions' latencies
 }
 
-// drive runs the workload and draws a progress bar on stderr.
+// drive runs the workload and draws a progress bar on stderr. Each
+// goroutine calls until the run's duration has passed, as the bench module
+// (bench/) drives its contenders: the calls carry ctx, without a deadline
+// of the run's, so the run's end fails none of them. A call that fails is
+// an error, never a decision; one that fails because ctx ended (the
+// command was interrupted) is neither.
 func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, stderr io.Writer) benchResult {
-	ctx, cancel := context.WithTimeout(ctx, o.duration)
-	defer cancel()
 	var (
-		ops, allowed, errs atomic.Int64
-		firstErr           atomic.Value
-		wg                 sync.WaitGroup
-		hists              = make([]latencies, o.goroutines)
+		firstErr atomic.Value
+		wg       sync.WaitGroup
+		hists    = make([]latencies, o.goroutines)
+		counts   = make([]benchCounts, o.goroutines)
+		deciders = make([]benchDecide, o.goroutines)
 	)
+	for g := range deciders {
+		deciders[g] = newDecide()
+	}
 	start := time.Now()
+	deadline := start.Add(o.duration)
 	for g := range o.goroutines {
-		decide := newDecide()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := &hists[g]
+			decide, h, c := deciders[g], &hists[g], &counts[g]
 			i := (g * 7919) % o.keys
-			for ctx.Err() == nil {
+			for {
 				t0 := time.Now()
-				ok, err := decide(ctx, i)
-				if ctx.Err() != nil && err != nil {
-					break // the run ended during the call: not a failure
+				if !t0.Before(deadline) {
+					break
 				}
-				h.add(time.Since(t0))
-				ops.Add(1)
+				ok, err := decide(ctx, i)
 				switch {
+				case err != nil && ctx.Err() != nil:
+					return // interrupted: the run ends
 				case err != nil:
-					errs.Add(1)
+					c.errors.Add(1)
 					firstErr.CompareAndSwap(nil, errBox{err})
-				case ok:
-					allowed.Add(1)
+				default:
+					h.add(time.Since(t0))
+					c.ops.Add(1)
+					if ok {
+						c.allowed.Add(1)
+					}
 				}
 				if i++; i == o.keys {
 					i = 0
 				}
 			}
 		}()
+	}
+	sum := func() (ops, allowed, errs int64) {
+		for g := range counts {
+			ops += counts[g].ops.Load()
+			allowed += counts[g].allowed.Load()
+			errs += counts[g].errors.Load()
+		}
+		return ops, allowed, errs
 	}
 	done := make(chan struct{})
 	go func() {
@@ -272,14 +303,15 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 		case <-done:
 			running = false
 		case now := <-tick.C:
-			n := ops.Load()
+			n, _, errs := sum()
 			rate := float64(n-lastOps) / now.Sub(last).Seconds()
 			last, lastOps = now, n
-			drawProgress(stderr, float64(now.Sub(start))/float64(o.duration), n, rate, errs.Load())
+			drawProgress(stderr, float64(now.Sub(start))/float64(o.duration), n, rate, errs)
 		}
 	}
 	fmt.Fprint(stderr, "\r\033[K")
-	r := benchResult{ops: ops.Load(), allowed: allowed.Load(), errors: errs.Load(), elapsed: time.Since(start)}
+	r := benchResult{elapsed: time.Since(start)}
+	r.ops, r.allowed, r.errors = sum()
 	if e, ok := firstErr.Load().(errBox); ok {
 		r.firstErr = e.err
 	}
@@ -287,6 +319,13 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 		r.hist.merge(&hists[g])
 	}
 	return r
+}
+
+// benchCounts are one goroutine's counts, on a cache line of their own so
+// that the goroutines do not contend for them.
+type benchCounts struct {
+	ops, allowed, errors atomic.Int64
+	_                    [40]byte
 }
 
 func drawProgress(w io.Writer, f float64, ops int64, rate float64, errs int64) {
@@ -298,7 +337,7 @@ func drawProgress(w io.Writer, f float64, ops int64, rate float64, errs int64) {
 
 func (r benchResult) print(w io.Writer) {
 	secs := r.elapsed.Seconds()
-	fmt.Fprintf(w, "%d decisions in %v: %.0f decisions/s, %.1f%% allowed, %d errors\n",
+	fmt.Fprintf(w, "%d decisions in %v: %.0f decisions/s, %.1f%% allowed, %d errors (not counted as decisions)\n",
 		r.ops, r.elapsed.Round(time.Millisecond), float64(r.ops)/secs, 100*float64(r.allowed)/float64(max(r.ops, 1)), r.errors)
 	if r.firstErr != nil {
 		fmt.Fprintf(w, "first error: %v\n", r.firstErr)

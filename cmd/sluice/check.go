@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/internal/wire"
 )
 
 // checkOutput is what `sluice check --json` prints: the decision as the
@@ -17,13 +17,14 @@ import (
 type checkOutput struct {
 	Policy string `json:"policy"`
 	Store  string `json:"store"`
-	server.DecisionJSON
+	wire.DecisionJSON
 }
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
+       sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ... [--hits N] [--json] [--redis URL]
 
 Loads FILE (reporting every problem in it) and decides one request against
 policy P without recording it: what /v1/peek would answer. The store is
@@ -40,8 +41,8 @@ flags:`)
 		fs.PrintDefaults()
 	}
 	var attrs attrFlag
-	file := fs.String("config", "", "the configuration `file` (required)")
-	policy := fs.String("policy", "", "the policy's `name` (required)")
+	file := fs.String("config", "", "the configuration `file` (required unless --envoy-config is given)")
+	policy := fs.String("policy", "", "the policy's `name` (required with --config)")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
 	cost := fs.Int64("cost", 1, "the request's cost")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
@@ -90,7 +91,7 @@ flags:`)
 	if err != nil {
 		return fail("%v", err)
 	}
-	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: server.NewDecisionJSON(&d)}
+	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: wire.NewDecisionJSON(&d)}
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return exitUsage

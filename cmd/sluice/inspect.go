@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/redisstore"
 	storepkg "github.com/sluicerate/sluice/store"
 )
@@ -140,7 +140,7 @@ flags:`)
 			return fail("%v", err)
 		}
 		out.Next = &nextJSON{Allowed: next.Allowed, DeniedBy: next.DeniedBy, Cause: string(next.Cause),
-			RetryAfterMS: server.NewDecisionJSON(&next).RetryAfterMS}
+			RetryAfterMS: wire.NewDecisionJSON(&next).RetryAfterMS}
 	}
 	for i, w := range windows {
 		iw := inspectWindow{Rule: w.Rule, Key: w.Key, TTLMS: w.TTL.Milliseconds(), Entries: []inspectEntry{}}

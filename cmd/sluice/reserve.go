@@ -28,13 +28,15 @@ func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := newFlagSet("reserve", stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice reserve --config FILE --schedule NAME --attr k=v [--n N] [--cost C] [--json] [--redis URL]
-       sluice reserve --rate 4/s [--max-delay 2s] [--max-queue Q] [--schedule NAME] --attr k=v ...
+       sluice reserve --rate 4/s [--max-delay D] [--max-queue Q] [--schedule NAME] --attr k=v ...
 
 Makes N reservations on a schedule back to back and prints each: whether it
 was given a slot, how long it would wait, its ID and the queue length. With
 --config the schedule comes from the file; without it, from --rate,
---max-delay and --max-queue, queued by every --attr given. The store is
-Redis at --redis, else the file's store, else memory.
+--max-delay and --max-queue, queued by every --attr given; --max-delay
+defaults to 0, as a file's schedule without max_delay: only a reservation
+that may go at once is given a slot, so give it to queue the others. The
+store is Redis at --redis, else the file's store, else memory.
 Exit status: 0 every reservation got a slot, 1 one was rejected, 2 usage.
 
 flags:`)
@@ -49,7 +51,7 @@ flags:`)
 	asJSON := fs.Bool("json", false, "print one JSON object per reservation")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` (redis://host:port/db)")
 	rate := fs.String("rate", "", "without --config: the schedule's `rate`, such as 4/s or 100/1m")
-	maxDelay := fs.Duration("max-delay", 0, "without --config: the longest wait accepted")
+	maxDelay := fs.Duration("max-delay", 0, "without --config: the longest wait accepted (0: none, only reservations that may go at once)")
 	maxQueue := fs.Int64("max-queue", 0, "without --config: the most reservations pending (0: no bound)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -144,7 +146,11 @@ flags:`)
 		if r.OK {
 			fmt.Fprintf(stdout, "#%-3d ok        leaves in %-10v queue %-3d id %s\n", line.N, r.Delay, r.Queue, r.ID)
 		} else {
-			fmt.Fprintf(stdout, "#%-3d rejected  (%s) it would wait %v, queue %d\n", line.N, r.Reason, r.Delay, r.Queue)
+			fmt.Fprintf(stdout, "#%-3d rejected  (%s) it would wait %v, queue %d (max delay %v", line.N, r.Reason, r.Delay, r.Queue, sched.MaxDelay)
+			if sched.MaxQueue > 0 {
+				fmt.Fprintf(stdout, ", max queue %d", sched.MaxQueue)
+			}
+			fmt.Fprintln(stdout, ")")
 		}
 	}
 	return code

@@ -26,13 +26,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL] [--admin ADDR]
+       sluice serve --envoy-config DIR [--config FILE] [flags]
 
 Serves the policies and schedules of FILE: the HTTP JSON API, forward-auth,
-/metrics, /healthz and /readyz on --http, and sluice's gRPC service and
-Envoy's rate-limit service on --grpc. The store is Redis at --redis, else
-the file's store section, else memory. The file is reloaded on SIGHUP and
-when it changes; an invalid file is logged and the previous one kept.
-SIGTERM or SIGINT stops the server after the requests in flight.
+/metrics, /healthz and /readyz on --http (default :8080, on every
+interface), sluice's gRPC service and Envoy's rate-limit service on --grpc,
+and the admin view on --admin (default 127.0.0.1:9464, this machine only).
+The store is Redis at --redis, else the file's store section, else memory.
+The file is reloaded on SIGHUP and when it changes; an invalid file is
+logged and the previous one kept. SIGTERM or SIGINT stops the server after
+the requests in flight.
 
 --envoy-config DIR serves a directory of envoyproxy/ratelimit configuration
 files as they are (with or without --config): Envoy's rate-limit service
@@ -58,8 +61,8 @@ has passed; it never admits. 0 turns it off. See docs/design.md.
 flags:`)
 		fs.PrintDefaults()
 	}
-	file := fs.String("config", "", "the configuration `file` (required)")
-	httpAddr := fs.String("http", ":8080", "serve HTTP on this `address`")
+	file := fs.String("config", "", "the configuration `file` (required unless --envoy-config is given)")
+	httpAddr := fs.String("http", ":8080", "serve HTTP on this `address` (:PORT listens on every interface; 127.0.0.1:PORT on this machine only)")
 	grpcAddr := fs.String("grpc", "", "serve gRPC on this `address` (default: no gRPC)")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
@@ -119,7 +122,7 @@ flags:`)
 	}
 	defer store.Close()
 	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Queues: store.queueReader()})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Inspector: store.inspector()})
 	if err != nil {
 		return fail("%v", err)
 	}

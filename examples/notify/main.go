@@ -5,8 +5,8 @@
 // in-memory store.
 //
 //	go run ./examples/notify -events 400 -categories 20
-//	go run ./examples/notify -redis 127.0.0.1:6380 -instance a &
-//	go run ./examples/notify -redis 127.0.0.1:6380 -instance b
+//	go run ./examples/notify -redis redis://127.0.0.1:6380/0 -instance a &
+//	go run ./examples/notify -redis redis://127.0.0.1:6380/0 -instance b
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -56,8 +57,19 @@ func (s *sender) send(ctx context.Context, category, text string) (bool, error) 
 	return true, nil
 }
 
+// openStore opens the in-memory store, or Redis at redisURL when it is set.
+func openStore(redisURL string) (store.Store, error) {
+	if redisURL == "" {
+		return memstore.New(memstore.Config{}), nil
+	}
+	if !strings.Contains(redisURL, "://") {
+		return nil, fmt.Errorf("-redis %q is not a URL: write redis://%s/0", redisURL, redisURL)
+	}
+	return redisstore.New(redisstore.Config{URL: redisURL, Prefix: "sluice-notify"})
+}
+
 func main() {
-	redisAddr := flag.String("redis", "", "share the limits through Redis at host:port; default: in memory")
+	redisURL := flag.String("redis", "", "share the limits through Redis at this `URL`, redis[s]://[user:password@]host:port[/db]; default: in memory")
 	instance := flag.String("instance", "notify", "this instance's name, printed on each line")
 	events := flag.Int("events", 50, "notifications to send")
 	categories := flag.Int("categories", 5, "event categories, picked at random")
@@ -66,13 +78,9 @@ func main() {
 	window := flag.Duration("window", 30*time.Minute, "the sliding window")
 	flag.Parse()
 
-	var store store.Store = memstore.New(memstore.Config{})
-	if *redisAddr != "" {
-		rs, err := redisstore.New(redisstore.Config{Addrs: []string{*redisAddr}, Prefix: "sluice-notify"})
-		if err != nil {
-			log.Fatal(err)
-		}
-		store = rs
+	store, err := openStore(*redisURL)
+	if err != nil {
+		log.Fatal(err)
 	}
 	defer store.Close()
 	s := &sender{

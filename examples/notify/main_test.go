@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,5 +67,21 @@ func TestInstancesShareLimits(t *testing.T) {
 		if n > 10 {
 			t.Errorf("%s sent %d, limit 10", c, n)
 		}
+	}
+}
+
+// TestOpenStore: -redis takes a URL, as every other command does.
+func TestOpenStore(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := openStore("redis://" + srv.Addr() + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := s.(*redisstore.Store); !ok {
+		t.Errorf("openStore of a redis:// URL = %T", s)
+	}
+	if _, err := openStore(srv.Addr()); err == nil || !strings.Contains(err.Error(), "redis://"+srv.Addr()+"/0") {
+		t.Errorf("openStore(%q) = %v, want an error that shows the URL", srv.Addr(), err)
 	}
 }

@@ -10,15 +10,12 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/yamlfile"
 )
-
-// MaxFileSize is the largest configuration file Load and Parse accept.
-const MaxFileSize = 4 << 20
 
 // Config is a loaded, validated configuration file. It is a plain value,
 // safe for concurrent reads; a reload builds a new Config rather than
@@ -172,35 +169,32 @@ func (c *Config) Schedule(name string) *sluice.Schedule {
 
 // Load reads and parses the file at path.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := yamlfile.ReadFile(path)
+	if _, bad := err.(ErrorList); err != nil && !bad {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if st.Size() > MaxFileSize {
-		return nil, ErrorList{{File: path, Msg: fmt.Sprintf("the file is %d bytes; a configuration file is at most %d", st.Size(), MaxFileSize)}}
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && int64(len(data)) != st.Size() {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return Parse(path, data)
+	return parse(path, data, true)
 }
 
 // Parse parses data, the contents of the file name. An invalid file returns
 // an ErrorList holding every problem found.
 func Parse(name string, data []byte) (*Config, error) {
-	if len(data) > MaxFileSize {
-		return nil, ErrorList{{File: name, Msg: fmt.Sprintf("the file is %d bytes; a configuration file is at most %d", len(data), MaxFileSize)}}
+	return parse(name, data, false)
+}
+
+// parse parses data, the contents of the file name; with disk, name is a
+// file on disk, and the files it names (store.redis.tls) must be readable.
+func parse(name string, data []byte, disk bool) (*Config, error) {
+	if err := yamlfile.CheckSize(name, int64(len(data))); err != nil {
+		return nil, err
 	}
-	d := &decoder{file: name}
+	d := &decoder{File: yamlfile.File{Name: name}, disk: disk}
 	c := d.decode(data)
-	if len(d.errs) > 0 {
-		return nil, d.errs
+	if len(d.Errs) > 0 {
+		return nil, d.Errs
 	}
 	return c, nil
 }

@@ -291,31 +291,6 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-func TestParseDuration(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-	}{
-		{"30m", 30 * time.Minute},
-		{"1h30m", 90 * time.Minute},
-		{"250ms", 250 * time.Millisecond},
-		{"1d", 24 * time.Hour},
-		{"2d12h", 60 * time.Hour},
-		{"0s", 0},
-	}
-	for _, tt := range tests {
-		got, err := parseDuration(tt.in)
-		if err != nil || got != tt.want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"", "30", "1.5", "30x", "-1s", "d", "1d-1h", "400d", "99999999999d"} {
-		if got, err := parseDuration(bad); err == nil {
-			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
-		}
-	}
-}
-
 // TestParseConditionalRules reads rules that apply to some requests only,
 // per-value limits, blocked values and shadow rules.
 func TestParseConditionalRules(t *testing.T) {
@@ -403,5 +378,38 @@ func TestParseAlgorithmsAndSpread(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %q", tt.rule, err, tt.want)
 		}
+	}
+}
+
+// TestLoadTLSFiles: Load reports a TLS file that cannot be read where the
+// file names it, as every other problem; Parse, which reads no disk, does
+// not look.
+func TestLoadTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	const file = "store:\n  redis:\n    addrs: [\"127.0.0.1:6379\"]\n    tls:\n      ca: ca.pem\n      cert: client.pem\n      key: client-key.pem\n"
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 3 {
+		t.Fatalf("Load = %v, want three problems", err)
+	}
+	for i, want := range []string{path + ":5:11: store.redis.tls.ca: open " + filepath.Join(dir, "ca.pem"), path + ":6:13: store.redis.tls.cert", path + ":7:12: store.redis.tls.key"} {
+		if got := list[i].Error(); !strings.HasPrefix(got, want) || !strings.Contains(got, "relative to this file's directory") {
+			t.Errorf("problem %d = %q, want it to start %q and say how to fix it", i+1, got, want)
+		}
+	}
+	if _, err := Parse(path, []byte(file)); err != nil {
+		t.Errorf("Parse = %v, want no look at the disk", err)
+	}
+	for _, name := range []string{"ca.pem", "client.pem", "client-key.pem"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Load(path); err != nil {
+		t.Errorf("Load with the files = %v", err)
 	}
 }

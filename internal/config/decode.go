@@ -1,14 +1,10 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,84 +13,42 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
 // decoder reads a YAML file into the schema (schema.go), each value by its
 // Go type, and checks it (validate.go), collecting every problem found.
 type decoder struct {
-	file  string
-	errs  ErrorList
-	nodes int
+	yamlfile.File
+	disk bool // the file is on disk: the files it names must be readable
 }
 
-// decode reads data into a Config; d.errs holds the problems, in file order.
+// decode reads data into a Config; d.Errs holds the problems, in file order.
 func (d *decoder) decode(data []byte) *Config {
 	var c *Config
-	if root := d.document(data); root != nil {
+	if root := d.Document(data, "the file is empty; add a policies: list (see docs/config.md)",
+		"the file holds a second YAML document; keep one document (remove the '---' separator)"); root != nil {
 		var f node[fileYAML]
 		d.value(root, reflect.ValueOf(&f).Elem(), "the file", "", "")
 		c = d.config(&f.V, root)
 	}
-	slices.SortStableFunc(d.errs, func(a, b *Error) int {
+	slices.SortStableFunc(d.Errs, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
 	return c
-}
-
-// syntaxRE splits the YAML library's syntax errors into the line, when
-// there is one, and the message.
-var syntaxRE = regexp.MustCompile(`(?s)^(?:yaml: (?:line (\d+): )?)?(.*)$`)
-
-// document returns the root of the file's one YAML document, or nil.
-func (d *decoder) document(data []byte) *yaml.Node {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc, extra yaml.Node
-	switch err := dec.Decode(&doc); {
-	case errors.Is(err, io.EOF) || err == nil && len(doc.Content) == 0:
-		d.errorf(nil, "the file is empty; add a policies: list (see docs/config.md)")
-	case err == nil:
-		if err = dec.Decode(&extra); errors.Is(err, io.EOF) {
-			return doc.Content[0]
-		} else if err == nil {
-			d.errorf(&extra, "the file holds a second YAML document; keep one document (remove the '---' separator)")
-			return nil
-		}
-		fallthrough
-	default:
-		m := syntaxRE.FindStringSubmatch(err.Error())
-		line, _ := strconv.Atoi(m[1])
-		d.errorf(&yaml.Node{Line: line}, "YAML syntax: %s", m[2])
-	}
-	return nil
-}
-
-// resolve follows aliases and counts n against maxNodes; nil when n is nil
-// or over the budget.
-func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n == nil || d.nodes > maxNodes {
-		return nil
-	}
-	if d.nodes++; d.nodes > maxNodes {
-		d.errorf(n, "the file expands to more than %d YAML nodes (nested aliases?); write it out plainly", maxNodes)
-		return nil
-	}
-	return n
 }
 
 // value reads n into v, a schema value, by v's type: what names it in
 // messages, owner is the mapping it is in, tag holds its field's tags. A
 // node[T] also keeps n, what and whether it was read without a problem.
 func (d *decoder) value(n *yaml.Node, v reflect.Value, what, owner string, tag reflect.StructTag) {
-	if n = d.resolve(n); n == nil {
+	if n = d.Resolve(n); n == nil {
 		return
 	}
 	if f, isNode := v.Addr().Interface().(wrapper); isNode {
 		var ok *bool
 		v, ok = f.wrap(n, what)
-		defer func(nerr int) { *ok = len(d.errs) == nerr }(len(d.errs))
+		defer func(nerr int) { *ok = len(d.Errs) == nerr }(len(d.Errs))
 	}
 	switch p := v.Addr().Interface().(type) {
 	case *string, *int64, *bool, *time.Duration, *sluice.Rate, *netip.Prefix:
@@ -123,13 +77,13 @@ func (d *decoder) fields(n *yaml.Node, what string, v reflect.Value) {
 		keys[i] = t.Field(i).Tag.Get("yaml")
 	}
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n, "%s must be a mapping with the fields %s", what, strings.Join(keys, ", "))
+		d.Errorf(n, "%s must be a mapping with the fields %s", what, strings.Join(keys, ", "))
 		return
 	}
 	d.entries(n, what, "field", func(k, val *yaml.Node) bool {
 		j := slices.Index(keys, k.Value)
 		if j < 0 {
-			d.errorf(k, "unknown field %q in %s; %s", k.Value, what, Suggest(k.Value, keys))
+			d.Errorf(k, "unknown field %q in %s; %s", k.Value, what, yamlfile.Suggest(k.Value, keys))
 		} else {
 			d.value(val, v.Field(j), cmp.Or(t.Field(j).Tag.Get("what"), k.Value), what, t.Field(j).Tag)
 		}
@@ -137,7 +91,7 @@ func (d *decoder) fields(n *yaml.Node, what string, v reflect.Value) {
 	})
 	for j, key := range keys {
 		if need := t.Field(j).Tag.Get("need"); need != "" && v.Field(j).FieldByName("Node").IsNil() {
-			d.errorf(n, "%s has no %s; add %s", what, key, need)
+			d.Errorf(n, "%s has no %s; add %s", what, key, need)
 		}
 	}
 }
@@ -149,7 +103,7 @@ func (d *decoder) fields(n *yaml.Node, what string, v reflect.Value) {
 func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.Node) bool) {
 	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := d.resolve(n.Content[i])
+		k := d.Resolve(n.Content[i])
 		if k == nil {
 			return
 		}
@@ -160,11 +114,11 @@ func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.N
 		}
 		switch line, dup := first[k.Value]; {
 		case k.Kind != yaml.ScalarNode:
-			d.errorf(k, "%s has a key that is not a plain name; keys are %s names", what, noun)
+			d.Errorf(k, "%s has a key that is not a plain name; keys are %s names", what, noun)
 		case k.Value == "<<":
-			d.errorf(k, "merge keys (<<) are not supported in %s; write the %ss out", what, noun)
+			d.Errorf(k, "merge keys (<<) are not supported in %s; write the %ss out", what, noun)
 		case dup:
-			d.errorf(k, "%s %q is set twice in %s (first on line %d); keep one", noun, k.Value, what, line)
+			d.Errorf(k, "%s %q is set twice in %s (first on line %d); keep one", noun, k.Value, what, line)
 		case set(k, n.Content[i+1]):
 			first[k.Value] = k.Line
 		}
@@ -176,7 +130,7 @@ func (d *decoder) entries(n *yaml.Node, what, noun string, set func(k, v *yaml.N
 // the names take the forms of its keys tag, by default name.
 func (d *decoder) attributeMap(n *yaml.Node, m *map[string]string, what string, tag reflect.StructTag) {
 	if _, nonempty := tag.Lookup("nonempty"); n.Kind != yaml.MappingNode || nonempty && len(n.Content) == 0 {
-		d.errorf(n, "%s must map attribute names to values, such as %s", what, tag.Get("eg"))
+		d.Errorf(n, "%s must map attribute names to values, such as %s", what, tag.Get("eg"))
 		return
 	}
 	*m = map[string]string{}
@@ -193,7 +147,7 @@ func (d *decoder) attributeMap(n *yaml.Node, m *map[string]string, what string, 
 // list reads the list n into v; an item that is not valid is a zero value.
 func (d *decoder) list(n *yaml.Node, v reflect.Value, what, owner string, tag reflect.StructTag) {
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(n, "%s must be a list, such as %s", what, tag.Get("eg"))
+		d.Errorf(n, "%s must be a list, such as %s", what, tag.Get("eg"))
 		return
 	}
 	for i, item := range n.Content {
@@ -233,10 +187,10 @@ func (d *decoder) scalar(n *yaml.Node, p any, what string, tag reflect.StructTag
 	eg := tag.Get("eg")
 	switch {
 	case n.Kind != yaml.ScalarNode:
-		d.errorf(n, "%s must be a single value, as in %s", what, eg)
+		d.Errorf(n, "%s must be a single value, as in %s", what, eg)
 		return
 	case n.Tag == "!!null":
-		d.errorf(n, "%s is empty; give it a value, as in %s", what, eg)
+		d.Errorf(n, "%s is empty; give it a value, as in %s", what, eg)
 		return
 	}
 	var err error
@@ -263,7 +217,7 @@ func (d *decoder) scalar(n *yaml.Node, p any, what string, tag reflect.StructTag
 			err = fmt.Errorf("%s must be true or false, not %q", what, n.Value)
 		}
 	case *time.Duration:
-		if *p, err = parseDuration(n.Value); err != nil {
+		if *p, err = yamlfile.Duration(n); err != nil {
 			err = fmt.Errorf("%s: %w", what, err)
 		}
 	case *sluice.Rate:
@@ -282,6 +236,6 @@ func (d *decoder) scalar(n *yaml.Node, p any, what string, tag reflect.StructTag
 		err = fmt.Errorf("%s is %s; %s", what, is, b.fix)
 	}
 	if err != nil {
-		d.errorf(n, "%v", err)
+		d.Errorf(n, "%v", err)
 	}
 }

@@ -25,11 +25,23 @@ func TestParseDocumentedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.Store.Redis; r.Mode != "standalone" || r.MasterName != "" || r.TLS.CA != "/etc/sluice/ca.pem" {
-		t.Errorf("store.redis = %+v, TLS %+v", r, r.TLS)
+	if r := c.Store.Redis; r.Mode != "standalone" || r.MasterName != "" || r.TLS != nil {
+		t.Errorf("store.redis = %+v, TLS %+v; want its TLS lines commented out", r, r.TLS)
 	}
 	if p := c.Policy("tenants"); p == nil || p.Rules[2].Spread != 6 || c.ForwardAuth.Headers["user"] != "X-User-Id" {
 		t.Errorf("policy tenants = %+v, forward_auth %+v", p, c.ForwardAuth)
+	}
+	// The TLS lines, uncommented as the page says to, are valid too.
+	tls := regexp.MustCompile(`(?m)^(    )# (tls:|  (?:ca|cert|key|server_name):)`)
+	uncommented := tls.ReplaceAll(m[1], []byte("$1$2"))
+	if n := len(tls.FindAll(m[1], -1)); n != 5 {
+		t.Fatalf("docs/config.md's example has %d commented TLS lines, want 5 (tls, ca, cert, key, server_name)", n)
+	}
+	if c, err = Parse("/etc/sluice/sluice.yaml", uncommented); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Store.Redis; r.TLS == nil || r.TLS.CA != "/etc/sluice/ca.pem" || r.TLS.Key != "/etc/sluice/client-key.pem" || r.TLS.ServerName != "redis.internal" {
+		t.Errorf("store.redis.tls uncommented = %+v", r.TLS)
 	}
 }
 

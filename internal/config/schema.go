@@ -149,9 +149,8 @@ type forwardAuthYAML struct {
 
 // What a file may hold at most.
 const (
-	maxNodes = 200_000 // YAML nodes, aliases expanded: nested aliases cannot make loading explode
-	maxRules = 32      // rules in a policy: every decision checks them all
-	maxAttrs = 32      // attributes in a by or attributes list
+	maxRules = 32 // rules in a policy: every decision checks them all
+	maxAttrs = 32 // attributes in a by or attributes list
 )
 
 // nameRE is what policy, rule, schedule and attribute names may look like:

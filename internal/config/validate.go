@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
 // config is the one validation pass, from the schema as read to a Config. A
@@ -17,7 +19,7 @@ import (
 // file has: names, attributes lists, the store section, and a position and a
 // fix in every message.
 func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
-	c := &Config{File: d.file, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth.V)}
+	c := &Config{File: d.Name, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth.V)}
 	first := map[string]int{}
 	for _, n := range f.Policies.V {
 		if p, ok := d.policy(n); ok && d.unique(first, p.Name, n.Node, "policy %q is defined twice (first on line %d); rename one or merge their limits") {
@@ -32,8 +34,8 @@ func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 	}
 	// A file of a store section alone configures the store of what comes
 	// from elsewhere: sluice serve --envoy-config's domains.
-	if len(d.errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil {
-		d.errorf(cmp.Or(f.Policies.Node, f.Schedules.Node, root), "the file defines no policies or schedules; add a policies: list with at least one policy")
+	if len(d.Errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil {
+		d.Errorf(cmp.Or(f.Policies.Node, f.Schedules.Node, root), "the file defines no policies or schedules; add a policies: list with at least one policy")
 	}
 	return c
 }
@@ -43,7 +45,7 @@ func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 // name and the first item's line.
 func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format string, args ...any) bool {
 	if line, dup := first[name]; dup {
-		d.errorf(n, format, append(args, name, line)...)
+		d.Errorf(n, format, append(args, name, line)...)
 		return false
 	}
 	first[name] = n.Line
@@ -52,12 +54,12 @@ func (d *decoder) unique(first map[string]int, name string, n *yaml.Node, format
 
 // policy converts a policy and reports whether it is valid.
 func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
-	f, nerr := n.V, len(d.errs)
+	f, nerr := n.V, len(d.Errs)
 	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V, CacheDenials: f.DenyCache.Node == nil || f.DenyCache.V}
 	attrs, first := d.attributes(f.Attributes), map[string]int{}
 	for i, rn := range f.Limits.V {
 		if i == maxRules {
-			d.errorf(rn.Node, "%s has more than %d limits; split it into several policies", n.what, maxRules)
+			d.Errorf(rn.Node, "%s has more than %d limits; split it into several policies", n.what, maxRules)
 			break
 		}
 		r := d.rule(rn, attrs, f.Attributes.ok)
@@ -66,9 +68,9 @@ func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 		}
 	}
 	if f.Limits.ok && len(f.Limits.V) == 0 {
-		d.errorf(f.Limits.Node, "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", n.what)
+		d.Errorf(f.Limits.Node, "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", n.what)
 	}
-	return p, d.valid(n.ok && len(d.errs) == nerr, n.Node, p.Validate())
+	return p, d.valid(n.ok && len(d.Errs) == nerr, n.Node, p.Validate())
 }
 
 // rule converts one of a policy's limits; when the policy declares its
@@ -81,16 +83,16 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 	r.Algorithm, _ = sluice.ParseAlgorithm(f.Algorithm.V)
 	for i, a := range r.By {
 		if declared && a != "" && !slices.Contains(attrs, a) {
-			fix := Suggest(a, attrs)
+			fix := yamlfile.Suggest(a, attrs)
 			if !strings.HasPrefix(fix, "did you mean") {
 				fix = fmt.Sprintf("add %q to the policy's attributes or fix the rule's by", a)
 			}
-			d.errorf(f.By.Content[i], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s", n.what, a, strings.Join(attrs, ", "), fix)
+			d.Errorf(f.By.Content[i], "%s is keyed by attribute %q, which the policy never receives (its attributes: %s); %s", n.what, a, strings.Join(attrs, ", "), fix)
 		}
 	}
 	for _, o := range f.Overrides.V {
 		if o.ok && (o.V.Limit.Node == nil) == !o.V.Unlimited.V {
-			d.errorf(o.Node, "%s needs limit: N (0 blocks) or unlimited: true, and not both", o.what)
+			d.Errorf(o.Node, "%s needs limit: N (0 blocks) or unlimited: true, and not both", o.what)
 		}
 		r.Overrides = append(r.Overrides, sluice.Override{Match: o.V.Match.V, Limit: o.V.Limit.V, Unlimited: o.V.Unlimited.V})
 	}
@@ -102,11 +104,11 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 func (d *decoder) attributes(v node[[]string]) []string {
 	for i, a := range v.V {
 		if i == maxAttrs {
-			d.errorf(v.Content[i], "%s lists more than %d attributes; key rules by fewer", v.what, maxAttrs)
+			d.Errorf(v.Content[i], "%s lists more than %d attributes; key rules by fewer", v.what, maxAttrs)
 			break
 		}
 		if j := slices.Index(v.V[:i], a); a != "" && j >= 0 {
-			d.errorf(v.Content[i], "%s names %q twice (also item %d); keep one", v.what, a, j+1)
+			d.Errorf(v.Content[i], "%s names %q twice (also item %d); keep one", v.what, a, j+1)
 		}
 	}
 	return v.V
@@ -114,16 +116,16 @@ func (d *decoder) attributes(v node[[]string]) []string {
 
 // schedule converts a schedule and reports whether it is valid.
 func (d *decoder) schedule(n node[scheduleYAML]) (sluice.Schedule, bool) {
-	f, nerr := n.V, len(d.errs)
+	f, nerr := n.V, len(d.Errs)
 	s := sluice.Schedule{Name: f.Name.V, By: d.attributes(f.By), Rate: f.Rate.V, MaxDelay: f.MaxDelay.V, MaxQueue: f.MaxQueue.V}
-	return s, d.valid(n.ok && len(d.errs) == nerr, n.Node, s.Validate())
+	return s, d.valid(n.ok && len(d.Errs) == nerr, n.Node, s.Validate())
 }
 
 // valid reports whether ok, the item at n was read without a problem, and
 // err, sluice's own check of it, is nil; err names the item already.
 func (d *decoder) valid(ok bool, n *yaml.Node, err error) bool {
 	if ok && err != nil {
-		d.errorf(n, "%v", err)
+		d.Errorf(n, "%v", err)
 	}
 	return ok && err == nil
 }
@@ -153,23 +155,24 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 	at := func(n *yaml.Node) *yaml.Node { return cmp.Or(n, v.Node) }
 	switch {
 	case f.Addrs.ok && len(r.Addrs) == 0:
-		d.errorf(f.Addrs.Node, "addrs is empty; list at least one host:port, such as [\"10.0.0.1:6379\"]")
+		d.Errorf(f.Addrs.Node, "addrs is empty; list at least one host:port, such as [\"10.0.0.1:6379\"]")
 	case r.Mode == "sentinel" && r.MasterName == "":
-		d.errorf(at(f.Mode.Node), "mode sentinel needs master_name: the name of the master the sentinels watch, such as mymaster")
+		d.Errorf(at(f.Mode.Node), "mode sentinel needs master_name: the name of the master the sentinels watch, such as mymaster")
 	case r.Mode != "sentinel" && r.MasterName != "":
-		d.errorf(at(f.MasterName.Node), "master_name is only used with mode: sentinel; remove it or set mode: sentinel")
+		d.Errorf(at(f.MasterName.Node), "master_name is only used with mode: sentinel; remove it or set mode: sentinel")
 	case r.Mode == "standalone" && len(r.Addrs) > 1:
-		d.errorf(at(f.Addrs.Node), "mode standalone takes one address, got %d; set mode: cluster for cluster seeds or mode: sentinel for sentinels", len(r.Addrs))
+		d.Errorf(at(f.Addrs.Node), "mode standalone takes one address, got %d; set mode: cluster for cluster seeds or mode: sentinel for sentinels", len(r.Addrs))
 	case r.Mode == "cluster" && r.DB != 0:
-		d.errorf(at(f.DB.Node), "db is not supported with mode: cluster (a cluster has only database 0); remove it")
+		d.Errorf(at(f.DB.Node), "db is not supported with mode: cluster (a cluster has only database 0); remove it")
 	case r.ReplicaGrace > 0 && !r.WaitForReplicas:
-		d.errorf(f.ReplicaGrace.Node, "replica_grace is only used with wait_for_replicas: true; remove it or set wait_for_replicas")
+		d.Errorf(f.ReplicaGrace.Node, "replica_grace is only used with wait_for_replicas: true; remove it or set wait_for_replicas")
 	}
 	return r
 }
 
 // tls converts store.redis.tls, resolving relative paths from the file's
-// directory.
+// directory; for a file on disk (Load), each file it names must open, so
+// that a missing one is reported where it is named.
 func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	f := v.V
 	if f == nil {
@@ -177,11 +180,26 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	}
 	t := &TLS{CA: f.CA.V, Cert: f.Cert.V, Key: f.Key.V, ServerName: f.ServerName.V, InsecureSkipVerify: f.InsecureSkipVerify.V}
 	if (t.Cert == "") != (t.Key == "") {
-		d.errorf(v.Node, "store.redis.tls needs both cert and key for a client certificate, or neither")
+		d.Errorf(v.Node, "store.redis.tls needs both cert and key for a client certificate, or neither")
 	}
-	for _, p := range []*string{&t.CA, &t.Cert, &t.Key} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(filepath.Dir(d.file), *p)
+	for _, file := range []struct {
+		name string
+		path *string
+		node *yaml.Node
+	}{{"ca", &t.CA, f.CA.Node}, {"cert", &t.Cert, f.Cert.Node}, {"key", &t.Key, f.Key.Node}} {
+		p := file.path
+		if *p == "" {
+			continue
+		}
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(filepath.Dir(d.Name), *p)
+		}
+		if d.disk {
+			if r, err := os.Open(*p); err != nil {
+				d.Errorf(file.node, "store.redis.tls.%s: %v; give a PEM file's path, absolute or relative to this file's directory, or remove %s", file.name, err, file.name)
+			} else {
+				r.Close()
+			}
 		}
 	}
 	return t

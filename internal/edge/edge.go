@@ -24,16 +24,13 @@
 package edge
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/outage"
@@ -116,6 +113,12 @@ type Log struct {
 	// KeyFailed is logged at debug when an attribute a key read, or
 	// reported absent, fails the request: attribute, err.
 	KeyFailed string
+
+	// ReserveStoreFailed and CancelStoreFailed are StoreFailed for a
+	// reservation the failure policy decided (schedule, ok, err) and a
+	// cancellation the store failed (schedule, err); ReserveFailed is
+	// Failed for a reservation (schedule, err). A Set's schedules log them.
+	ReserveStoreFailed, CancelStoreFailed, ReserveFailed string
 }
 
 // PackageLog is the Log of a library's edge: the messages of httplimit and
@@ -156,6 +159,10 @@ type Config[R any] struct {
 	// attribute.
 	Absent error
 
+	// Schedules are the schedules a Set reserves on, by name: valid, with
+	// distinct names. An Edge has none.
+	Schedules []*sluice.Schedule
+
 	// Log says how to log.
 	Log Log
 }
@@ -172,12 +179,10 @@ type Edge[R any] struct {
 	maps     sync.Pool // map[string]string, reused between requests
 }
 
-// policy is one policy compiled: the attributes its rules name (keyed by,
-// or read by their conditions), each once, in the rules' order, and those
-// a request may need: the By attributes of rules that are not Optional.
+// policy is one policy compiled, with the attributes a request may need:
+// the By attributes of rules that are not Optional.
 type policy struct {
 	p        *sluice.Policy
-	attrs    []string
 	required []string
 }
 
@@ -227,9 +232,6 @@ func New[R any](cfg Config[R]) (*Edge[R], error) {
 				pol.required = append(pol.required, r.By...)
 			}
 			for _, a := range ruleAttributes(r) {
-				if !slices.Contains(pol.attrs, a) {
-					pol.attrs = append(pol.attrs, a)
-				}
 				if slices.Contains(e.attrs, a) {
 					continue
 				}
@@ -272,195 +274,4 @@ func ruleAttributes(r *sluice.Rule) []string {
 		add(slices.Sorted(maps.Keys(o.Match)))
 	}
 	return attrs
-}
-
-// inlineAbsent is how many absent attributes a request notes without
-// allocating.
-const inlineAbsent = 4
-
-// Decide reads the attributes of r with the keys and decides them.
-func (e *Edge[R]) Decide(ctx context.Context, r R, c Call) Outcome {
-	if err := CheckCost(c.Cost); err != nil {
-		return Outcome{Kind: BadInput, Err: err}
-	}
-	attrs := e.maps.Get().(map[string]string)
-	defer func() {
-		clear(attrs)
-		e.maps.Put(attrs)
-	}()
-	var buf [inlineAbsent]absence
-	absent := buf[:0]
-	for _, k := range e.keys {
-		v, err := k.read(r)
-		switch {
-		case err == nil && utf8.ValidString(v):
-			attrs[k.name] = v
-		case err == nil:
-			return e.badAttribute(ctx, c, nil, k.name, InvalidAttribute(k.name), nil)
-		case e.absent != nil && errors.Is(err, e.absent):
-			absent = append(absent, absence{name: k.name, err: err})
-		default:
-			return e.badAttribute(ctx, c, nil, k.name, err, err)
-		}
-	}
-	return e.decide(ctx, attrs, absent, c)
-}
-
-// DecideAttrs decides the attributes given, as a caller that received them
-// with the request passes them (the JSON API, gRPC, Envoy's descriptors).
-// The values of the attributes the policies' rules name must be valid
-// UTF-8.
-func (e *Edge[R]) DecideAttrs(ctx context.Context, attrs map[string]string, c Call) Outcome {
-	if err := CheckCost(c.Cost); err != nil {
-		return Outcome{Kind: BadInput, Err: err}
-	}
-	if a, err := CheckAttributes(attrs, e.attrs); err != nil {
-		return Outcome{Kind: BadInput, Attribute: a, Err: err}
-	}
-	return e.decide(ctx, attrs, nil, c)
-}
-
-// decide decides each policy in order and stops at the first that denies.
-func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []absence, c Call) (o Outcome) {
-	if len(absent) > 0 {
-		if o, bad := e.precheck(ctx, attrs, absent, c); bad {
-			return o
-		}
-	}
-	for i := range e.policies {
-		pol := &e.policies[i]
-		d, err := e.call(ctx, pol.p, attrs, c)
-		if err != nil && !d.Degraded {
-			return e.rejected(ctx, c, pol, attrs, absent, err)
-		}
-		switch {
-		case err != nil && e.log.StoreFailed != "":
-			e.log.Outage.Failed(ctx, outage.Failure{Msg: e.log.StoreFailed, Tag: c.Tag, Kind: outage.Policy, Name: pol.p.Name, Err: err,
-				Attrs: []slog.Attr{slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits) > 0)}})
-		case err == nil && !d.Unlimited && !d.Cached: // the store answered
-			e.log.Outage.Answered(ctx)
-		}
-		if d.Shadowed {
-			e.logAttrs(ctx, slog.LevelInfo, e.log.Shadow, c.Tag, slog.String("policy", pol.p.Name),
-				slog.String("denied_by", d.DeniedBy), slog.Duration("retry_after", d.RetryAfter))
-		}
-		o.add(d)
-		o.Policy = pol.p
-		if d.Allowed {
-			continue
-		}
-		o.Kind, o.Err = Denied, err
-		if d.FailedClosed() {
-			o.Kind = Unavailable
-		}
-		return o
-	}
-	o.Kind = Allowed
-	return o
-}
-
-// precheck keeps an absent attribute from failing a later policy after an
-// earlier one has recorded the request. With more than one policy, each
-// that may need an absent attribute (a rule that is not Optional is keyed
-// by it) is peeked first, in order, which validates the request as
-// deciding it would without recording anything; the first that rejects the
-// input answers for the request. Such a peek asks the store only when the
-// rule that names the attribute turns out not to apply (its Match or
-// Unless).
-func (e *Edge[R]) precheck(ctx context.Context, attrs map[string]string, absent []absence, c Call) (Outcome, bool) {
-	if len(e.policies) < 2 {
-		return Outcome{}, false
-	}
-	for i := range e.policies {
-		pol := &e.policies[i]
-		if !slices.ContainsFunc(absent, func(a absence) bool { return slices.Contains(pol.required, a.name) }) {
-			continue
-		}
-		if d, err := e.lim.Peek(ctx, pol.p, attrs, c.Cost); err != nil && !d.Degraded {
-			return e.rejected(ctx, c, pol, attrs, absent, err), true
-		}
-	}
-	return Outcome{}, false
-}
-
-// call decides attrs against p as c.Op says.
-func (e *Edge[R]) call(ctx context.Context, p *sluice.Policy, attrs map[string]string, c Call) (sluice.Decision, error) {
-	switch c.Op {
-	case OpPeek:
-		return e.lim.Peek(ctx, p, attrs, c.Cost)
-	case OpRecord:
-		return e.lim.Record(ctx, p, attrs, c.Cost)
-	}
-	return e.lim.AllowN(ctx, p, attrs, c.Cost)
-}
-
-// rejected is the outcome of a policy the Limiter decided nothing for:
-// bad input when Classify knows the error, naming the missing attribute and
-// its key's error when one is missing, and Failed otherwise.
-func (e *Edge[R]) rejected(ctx context.Context, c Call, pol *policy, attrs map[string]string, absent []absence, err error) Outcome {
-	if _, ok := Classify(err); !ok {
-		e.logAttrs(ctx, slog.LevelError, e.log.Failed, c.Tag, slog.String("policy", pol.p.Name), slog.Any("err", err))
-		return Outcome{Kind: Failed, Policy: pol.p, Err: err}
-	}
-	if !errors.Is(err, sluice.ErrMissingAttribute) {
-		return Outcome{Kind: BadInput, Policy: pol.p, Err: err}
-	}
-	a := pol.missing(attrs, err)
-	var kerr error
-	for _, ab := range absent {
-		if ab.name == a {
-			kerr = ab.err
-		}
-	}
-	return e.badAttribute(ctx, c, pol.p, a, err, kerr)
-}
-
-// badAttribute is the outcome of a request whose attribute a fails it.
-func (e *Edge[R]) badAttribute(ctx context.Context, c Call, p *sluice.Policy, a string, err, kerr error) Outcome {
-	logged := kerr
-	if logged == nil {
-		logged = err
-	}
-	e.logAttrs(ctx, slog.LevelDebug, e.log.KeyFailed, c.Tag, slog.String("attribute", a), slog.Any("err", logged))
-	return Outcome{Kind: BadInput, Policy: p, Attribute: a, Err: err, KeyErr: kerr}
-}
-
-// missing returns the attribute the Limiter's err reports missing from
-// attrs: the absent attribute it quotes (sluice's errors name it only in
-// their text), else the first absent one the rules name.
-func (pol *policy) missing(attrs map[string]string, err error) string {
-	msg, first := err.Error(), ""
-	for _, a := range pol.attrs {
-		if _, ok := attrs[a]; ok {
-			continue
-		}
-		if strings.Contains(msg, "attribute "+strconv.Quote(a)) {
-			return a
-		}
-		if first == "" {
-			first = a
-		}
-	}
-	return first
-}
-
-// newReporter returns the outage reporter of an Edge or Set whose Log
-// names none.
-func newReporter(l Log, lim *sluice.Limiter) *outage.Reporter {
-	cfg := outage.Config{Logger: l.Logger, Prefix: l.Prefix}
-	if lim != nil {
-		cfg.Circuit = lim.Circuit
-	}
-	return outage.New(cfg)
-}
-
-// logAttrs logs msg at level with tag first, unless msg is empty.
-func (e *Edge[R]) logAttrs(ctx context.Context, level slog.Level, msg string, tag slog.Attr, attrs ...slog.Attr) {
-	if msg == "" || !e.log.Logger.Enabled(ctx, level) {
-		return
-	}
-	if tag.Key != "" {
-		attrs = append([]slog.Attr{tag}, attrs...)
-	}
-	e.log.Logger.LogAttrs(ctx, level, msg, attrs...)
 }

@@ -3,8 +3,10 @@ package edge
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/outage"
 )
 
 // Set is a server's configured policies by name, each compiled into an Edge
@@ -14,14 +16,32 @@ import (
 type Set[R any] struct {
 	edges map[string]*Edge[R]
 	names []string
+
+	lim       *sluice.Limiter
+	log       Log
+	schedules map[string]*sluice.Schedule
+	scheds    []string // the schedules' names, in order
 }
 
 // NewSet compiles each of cfg.Policies into an Edge of its own, with cfg's
-// limiter, keys and log; the edges share one outage reporter.
+// limiter, keys and log, and takes cfg.Schedules; all share one outage
+// reporter.
 func NewSet[R any](cfg Config[R]) (*Set[R], error) {
-	s := &Set[R]{edges: make(map[string]*Edge[R], len(cfg.Policies))}
+	s := &Set[R]{edges: make(map[string]*Edge[R], len(cfg.Policies)), lim: cfg.Limiter,
+		schedules: make(map[string]*sluice.Schedule, len(cfg.Schedules))}
 	if cfg.Log.Outage == nil {
 		cfg.Log.Outage = newReporter(cfg.Log, cfg.Limiter) // one for all
+	}
+	if cfg.Log.Logger == nil {
+		cfg.Log.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.log = cfg.Log
+	for _, sc := range cfg.Schedules {
+		if s.schedules[sc.Name] != nil {
+			return nil, fmt.Errorf("schedule %q is listed twice", sc.Name)
+		}
+		s.schedules[sc.Name] = sc
+		s.scheds = append(s.scheds, sc.Name)
 	}
 	for _, p := range cfg.Policies {
 		one := cfg
@@ -70,4 +90,16 @@ func (s *Set[R]) lookup(name string, c Call) (*Edge[R], Outcome) {
 		return e, Outcome{}
 	}
 	return nil, Outcome{Kind: BadInput, Err: fmt.Errorf("%w: %q; the configured policies are %q", sluice.ErrUnknownPolicy, name, s.names)}
+}
+
+// Stored tells the Set's outage reporter how a request of an Envoy domain
+// that a front decided itself (resolved into a store request) ended: with
+// the decision d, after err, a store failure the failure policy answered,
+// or nil. It is the road's report for what does not pass through an Edge.
+func (s *Set[R]) Stored(ctx context.Context, c Call, domain string, d *sluice.Decision, err error) {
+	var attrs []slog.Attr
+	if err != nil {
+		attrs = []slog.Attr{slog.Bool("allowed", d.Allowed)}
+	}
+	s.log.stored(ctx, c, outage.Domain, domain, d, err, attrs)
 }

@@ -1,11 +1,15 @@
-// Package envoy serves envoyproxy/ratelimit's model on sluice: it loads a
-// directory of that service's YAML configuration files unchanged (domains,
-// nested descriptors with keys, values and wildcard values, rate limits with
-// a unit and requests per unit, unlimited, replaces, shadow_mode and the
-// rest), matches each descriptor of a rate-limit request against its
+// Package envoy serves envoyproxy/ratelimit's model on sluice: it loads
+// that service's YAML configuration unchanged (domains, nested descriptors
+// with keys, values and wildcard values, rate limits with a unit and
+// requests per unit, unlimited, replaces, shadow_mode and the rest) from a
+// set of named documents (Parse), a directory's files (Load) or any other
+// source; it matches each descriptor of a rate-limit request against its
 // domain's tree as that service does, and decides all the matched limits of
 // a request in one call to sluice.Limiter.Decide: exact sliding windows,
-// recorded in all of them or in none.
+// recorded in all of them or in none. Decide is three steps, resolve
+// (resolve.go), decide (decide.go) and respond (respond.go), whose one
+// builder of Envoy's answers (Status, Respond) also answers a domain that
+// names a sluice policy (package rls).
 //
 // Beyond the upstream format a file may give a limit any length (window:
 // 90s, or unit_multiplier), several limits per descriptor (rate_limits: a
@@ -16,9 +20,6 @@ package envoy
 
 import (
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -27,11 +28,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/internal/config"
 )
-
-// MaxFileSize is the largest configuration file Load reads.
-const MaxFileSize = 4 << 20
 
 // Config is a loaded, validated directory of envoyproxy/ratelimit
 // configuration files. It is never modified once loaded and is safe for
@@ -148,92 +145,6 @@ func (c *Config) Domains() []string {
 func (c *Config) HasDomain(domain string) bool {
 	return c != nil && c.domains[domain] != nil
 }
-
-// Load reads every *.yaml and *.yml file in dir and its subdirectories
-// (names starting with '.' are skipped), in lexical order, and validates
-// them together. Every problem found is reported in the returned ErrorList
-// with its file, line and column.
-func Load(dir string, opts LoadOptions) (*Config, error) {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("envoy: %w; give the directory of envoyproxy/ratelimit configuration files", err)
-	}
-	if !info.IsDir() {
-		return nil, fmt.Errorf("envoy: %s is not a directory; give the directory that holds the *.yaml files (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config)", dir)
-	}
-	var files []string
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if path != dir && strings.HasPrefix(name, ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			files = append(files, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("envoy: reading %s: %w", dir, err)
-	}
-	sort.Strings(files)
-	srcs := make([]Source, 0, len(files))
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			return nil, fmt.Errorf("envoy: %w", err)
-		}
-		if st.Size() > MaxFileSize {
-			return nil, ErrorList{{File: f, Msg: fmt.Sprintf("the file is %d bytes; the limit is %d", st.Size(), MaxFileSize)}}
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("envoy: %w", err)
-		}
-		srcs = append(srcs, Source{Name: f, Data: b})
-	}
-	c, err := Parse(srcs, opts)
-	if err != nil {
-		return nil, err
-	}
-	c.Dir = dir
-	return c, nil
-}
-
-// Source is one configuration file's name and contents.
-type Source struct {
-	Name string
-	Data []byte
-}
-
-// Parse validates the files given, as Load does.
-func Parse(files []Source, opts LoadOptions) (*Config, error) {
-	c := &Config{domains: map[string]*node{}}
-	var errs ErrorList
-	for _, f := range files {
-		d := &decoder{file: f.Name, cfg: c, opts: opts}
-		d.decode(f.Data)
-		errs = append(errs, d.errs...)
-		c.Files = append(c.Files, f.Name)
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return c, nil
-}
-
-// Error is one problem found in a configuration file, with where it is;
-// ErrorList is every problem found, in file order. They are the native
-// configuration's, so both kinds of file report alike.
-type (
-	Error     = config.Error
-	ErrorList = config.ErrorList
-)
 
 // Dump returns the configuration as /rlconfig shows it: one line per
 // descriptor that has a rate limit, "domain.key_value...: unit=... requests_per_unit=...",

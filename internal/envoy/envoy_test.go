@@ -209,6 +209,11 @@ func TestLoadErrors(t *testing.T) {
 		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "a.yaml:4:29: an unlimited rate_limit"},
 		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n", "a.yaml:4:22: share_threshold needs a wildcard value"},
 		{"syntax", "domain: d\ndescriptors: [\n", "a.yaml:"},
+		{"window of days with a negative rest", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 2d-3h, requests_per_unit: 1}\n",
+			`a.yaml:4:26: window: duration "2d-3h" is not valid`},
+		{"window under 1µs", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 0s, requests_per_unit: 1}\n",
+			`a.yaml:4:26: window: duration "0s" is shorter than 1µs`},
+		{"too large", "domain: d\n#" + strings.Repeat("x", 4<<20) + "\n", "a.yaml: the file is 4194316 bytes; a configuration file is at most 4194304"},
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n", `replaces itself`},
 	}
 	for _, tt := range tests {
@@ -242,6 +247,26 @@ func TestBadRequests(t *testing.T) {
 	for _, r := range []*rlsv3.RateLimitRequest{req("", 0, [][2]string{{"k", "v"}}), req("d", 0), neg} {
 		if _, err := cfg.Decide(context.Background(), lim, r, envoy.Options{}); !errors.Is(err, envoy.ErrBadRequest) {
 			t.Errorf("%v: %v, want ErrBadRequest", r, err)
+		}
+	}
+}
+
+// TestUnlimited: a request no limit applies to (an unlimited descriptor, a
+// domain not configured) is OK, and its decision is Unlimited with
+// sluice.UnlimitedRemaining, a figure every wire format carries exactly.
+func TestUnlimited(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: free\n    rate_limit: {unlimited: true}\n")
+	lim, _ := setup(t)
+	for _, r := range []*rlsv3.RateLimitRequest{req("d", 0, [][2]string{{"free", "x"}}), req("other", 0, [][2]string{{"k", "v"}})} {
+		res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := res.Decision; !d.Allowed || !d.Unlimited || d.Remaining != sluice.UnlimitedRemaining || len(d.Limits) != 0 {
+			t.Errorf("%s: decision %+v, want allowed, unlimited, remaining %d, no limits", r.GetDomain(), d, int64(sluice.UnlimitedRemaining))
+		}
+		if res.Response.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Errorf("%s: %v, want OK", r.GetDomain(), res.Response)
 		}
 	}
 }

@@ -94,26 +94,10 @@ func TestGRPCAttributeNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sluiceSvc, envoySvc := &sluiceService{s: ts.srv}, &envoyService{s: ts.srv}
-	for _, user := range []string{"\xff", "\xfe"} {
-		_, err := sluiceSvc.Decide(ctx, &sluicev1.DecideRequest{Policy: "api", Attributes: map[string]string{"user": user, "path": "/"}})
-		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `"user" is not valid UTF-8`) {
-			t.Errorf("Decide of user %q: %v, want InvalidArgument naming user", user, err)
-		}
-		_, err = sluiceSvc.Reserve(ctx, &sluicev1.ReserveRequest{Schedule: "carrier", Attributes: map[string]string{"carrier": user}})
-		if status.Code(err) != codes.InvalidArgument {
-			t.Errorf("Reserve of carrier %q: %v, want InvalidArgument", user, err)
-		}
-		_, err = envoySvc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-			descriptor("user", user), descriptor("path", "/")}})
-		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `"user" is not valid UTF-8`) {
-			t.Errorf("ShouldRateLimit of user %q: %v, want InvalidArgument naming user", user, err)
-		}
-	}
 
 	// Over the wire, as a client that does not check UTF-8 sends them.
 	// protobuf refuses to decode such a request, which grpc-go's codec
-	// answers INTERNAL; GRPCServer's codec lets it through to the
+	// answers INTERNAL; sluice serve's codec lets it through to the
 	// handlers, which answer INVALID_ARGUMENT naming the field or attribute.
 	conn := grpcConn(t, ts)
 	attr := func(k, v string) []byte { return wireMessage(2, wireString(1, k), wireString(2, v)) }
@@ -122,6 +106,26 @@ func TestGRPCAttributeNotUTF8(t *testing.T) {
 		decide = sluicev1.Sluice_Decide_FullMethodName
 		rls    = rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
 	)
+	invoke := func(method string, fields ...[]byte) error {
+		req := bytes.Join(fields, nil)
+		var out []byte
+		return conn.Invoke(ctx, method, &req, &out, grpc.ForceCodecV2(rawCodec{}))
+	}
+	for _, user := range []string{"\xff", "\xfe"} {
+		err := invoke(decide, wireString(1, "api"), attr("user", user), attr("path", "/"))
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `"user" is not valid UTF-8`) {
+			t.Errorf("Decide of user %q: %v, want InvalidArgument naming user", user, err)
+		}
+		err = invoke(sluicev1.Sluice_Reserve_FullMethodName, wireString(1, "carrier"), attr("carrier", user))
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Reserve of carrier %q: %v, want InvalidArgument", user, err)
+		}
+		err = invoke(rls, wireString(1, "api"), wireMessage(2, entry("user", user)), wireMessage(2, entry("path", "/")))
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), `"user" is not valid UTF-8`) {
+			t.Errorf("ShouldRateLimit of user %q: %v, want InvalidArgument naming user", user, err)
+		}
+	}
+
 	tests := []struct {
 		name, method string
 		req          [][]byte

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -50,7 +51,7 @@ func TestStoreFailure(t *testing.T) {
 				return w
 			}
 			w := do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
-			var d DecisionJSON
+			var d wire.DecisionJSON
 			if err := json.Unmarshal(w.Body.Bytes(), &d); w.Code != 200 || err != nil {
 				t.Fatalf("decide = %d %s", w.Code, w.Body)
 			}

@@ -45,6 +45,14 @@ func grpcConn(t *testing.T, ts *testServer) *grpc.ClientConn {
 	return conn
 }
 
+// conn returns a client connection to ts's gRPC services, made once.
+func (ts *testServer) conn() *grpc.ClientConn {
+	if ts.grpc == nil {
+		ts.grpc = grpcConn(ts.t, ts)
+	}
+	return ts.grpc
+}
+
 func descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	d := &ratelimitv3.RateLimitDescriptor{}
 	for i := 0; i+1 < len(kv); i += 2 {

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -11,10 +12,10 @@ import (
 // as it would the memory store alone; a store that is not local stays so.
 func TestInstrumentedStoreLocal(t *testing.T) {
 	ts := newTestServer(t, testConfig)
-	if _, ok := ts.srv.state.Load().lim.Store().(store.Local); !ok {
-		t.Errorf("the Limiter's store over a memory store is %T, not a store.Local", ts.srv.state.Load().lim.Store())
+	if _, ok := ts.srv.front.State().Limiter.Store().(store.Local); !ok {
+		t.Errorf("the Limiter's store over a memory store is %T, not a store.Local", ts.srv.front.State().Limiter.Store())
 	}
-	if _, ok := (&instrumentedStore{Store: brokenStore{}}).forLimiter().(store.Local); ok {
+	if _, ok := (&front.Store{Store: brokenStore{}}).ForLimiter().(store.Local); ok {
 		t.Error("a store that is not local became a store.Local")
 	}
 }
@@ -28,7 +29,7 @@ func (shardedBroken) QueueShard(q store.Queue) string { return "m-" + q.Schedule
 // The instrumented store keeps a store.Sharded (a Redis Cluster's) one for
 // the Limiter, which then keeps a circuit breaker per shard.
 func TestInstrumentedStoreSharded(t *testing.T) {
-	sh, ok := (&instrumentedStore{Store: shardedBroken{}}).forLimiter().(store.Sharded)
+	sh, ok := (&front.Store{Store: shardedBroken{}}).ForLimiter().(store.Sharded)
 	if !ok {
 		t.Fatal("the instrumented store over a store.Sharded is not one")
 	}

@@ -10,17 +10,39 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 )
+
+// stepClock is a sluice.Clock that moves only when told.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now().Add(d)
+	return ch
+}
+
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
 
 // switchStore is a memory store that fails while down is set, as a Redis
 // that stops and comes back. It is not a store.Local, so the Limiter
@@ -91,11 +113,11 @@ func TestStoreOutageLogs(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
 		return w.Body.String()
 	}
-	envoy := func() {
-		_, _ = (&envoyService{s: srv}).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "mail",
-			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}}})
+	envoy := func() { post("/json", `{"domain":"mail","descriptors":[{"entries":[{"key":"user","value":"u"}]}]}`) }
+	var res struct {
+		OK bool   `json:"ok"`
+		ID string `json:"id"`
 	}
-	var res reservationJSON
 	if err := json.Unmarshal([]byte(post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`)), &res); err != nil || !res.OK {
 		t.Fatalf("reserve before the outage: %+v %v", res, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
 // ReloadFile loads the configuration file at path and, when it is valid,
@@ -19,14 +20,13 @@ func (s *Server) ReloadFile(path string) error {
 	if err == nil {
 		err = s.Swap(cfg)
 	}
-	s.view.reloaded(path, err)
+	s.view.Reloaded(path, err)
+	s.front.Metrics.Reload(err)
 	if err != nil {
-		s.metrics.reloads.WithLabelValues("error").Inc()
-		s.log.Error("configuration not reloaded; the previous one stays in use", slog.String("file", path), slog.Any("err", err))
+		s.front.Log.Error("configuration not reloaded; the previous one stays in use", slog.String("file", path), slog.Any("err", err))
 		return err
 	}
-	s.metrics.reloads.WithLabelValues("ok").Inc()
-	s.log.Info("configuration reloaded", slog.String("file", path),
+	s.front.Log.Info("configuration reloaded", slog.String("file", path),
 		slog.Int("policies", len(cfg.Policies)), slog.Int("schedules", len(cfg.Schedules)))
 	return nil
 }
@@ -39,11 +39,33 @@ func (s *Server) ReloadFile(path string) error {
 func (s *Server) Watch(ctx context.Context, path string, interval time.Duration, reload <-chan os.Signal) {
 	watchChanges(ctx, interval, reload, func() []byte { return fileSum(path) }, func(signalled bool) {
 		if signalled {
-			s.log.Info("reloading the configuration on signal", slog.String("file", path))
+			s.front.Log.Info("reloading the configuration on signal", slog.String("file", path))
 		} else {
-			s.log.Info("the configuration file changed; reloading", slog.String("file", path))
+			s.front.Log.Info("the configuration file changed; reloading", slog.String("file", path))
 		}
 		_ = s.ReloadFile(path)
+	})
+}
+
+// ReloadEnvoyConfig reloads the Envoy configuration's directory and, when
+// it is valid, swaps it in (rls.Front.Reload): each request is decided
+// wholly under the old or the new files. An invalid directory is logged
+// with every problem and returned; the files in use stay.
+func (s *Server) ReloadEnvoyConfig() error { return s.envoy.Reload() }
+
+// WatchEnvoyConfig reloads the Envoy configuration's directory whenever a
+// file in it changes, appears or goes (checked every interval; 0: never,
+// only on reload), and on each value from reload, until ctx ends: as
+// envoyproxy/ratelimit follows its runtime directory, Kubernetes config
+// maps included. It compares the files the loader reads
+// (yamlfile.Sum).
+func (s *Server) WatchEnvoyConfig(ctx context.Context, interval time.Duration, reload <-chan os.Signal) {
+	dir := s.envoy.Dir()
+	watchChanges(ctx, interval, reload, func() []byte { return yamlfile.Sum(dir) }, func(signalled bool) {
+		if !signalled {
+			s.front.Log.Info("the Envoy configuration changed; reloading", slog.String("dir", dir))
+		}
+		_ = s.ReloadEnvoyConfig()
 	})
 }
 

@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/httpapi"
+	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
 )
 
@@ -40,10 +44,11 @@ forward_auth:
 
 // testServer is a Server over a memory store with a frozen clock.
 type testServer struct {
-	t   *testing.T
-	srv *Server
-	h   http.Handler
-	log *bytes.Buffer
+	t    *testing.T
+	srv  *Server
+	h    http.Handler
+	log  *bytes.Buffer
+	grpc *grpc.ClientConn // conn's
 }
 
 func newTestServer(t *testing.T, file string) *testServer {
@@ -77,13 +82,13 @@ func (ts *testServer) do(method, path, body string, header ...string) *httptest.
 }
 
 // decide posts body to path and decodes a 200 decision.
-func (ts *testServer) decide(path, body string) DecisionJSON {
+func (ts *testServer) decide(path, body string) wire.DecisionJSON {
 	ts.t.Helper()
 	w := ts.do("POST", path, body)
 	if w.Code != 200 {
 		ts.t.Fatalf("POST %s %s = %d %s", path, body, w.Code, w.Body)
 	}
-	var d DecisionJSON
+	var d wire.DecisionJSON
 	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
 		ts.t.Fatal(err)
 	}
@@ -97,7 +102,7 @@ func TestDecideAPI(t *testing.T) {
 	if !d.Allowed || d.Remaining != 1 || d.DeniedBy != "" || len(d.Limits) != 2 {
 		t.Fatalf("first decision = %+v", d)
 	}
-	if got, want := d.Limits[0], (LimitJSON{Name: "global", Limit: 5, Used: 1, Remaining: 4, WindowMS: 1800000}); got != want {
+	if got, want := d.Limits[0], (wire.LimitJSON{Name: "global", Limit: 5, Used: 1, Remaining: 4, WindowMS: 1800000}); got != want {
 		t.Errorf("global = %+v, want %+v", got, want)
 	}
 	if d.ResetAfterMS != 1800000 {
@@ -187,10 +192,10 @@ func TestProblems(t *testing.T) {
 
 func TestReserveAndCancel(t *testing.T) {
 	ts := newTestServer(t, testConfig)
-	var got []reservationJSON
+	var got []httpapi.ReservationJSON
 	for range 4 {
 		w := ts.do("POST", "/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"45"}}`)
-		var r reservationJSON
+		var r httpapi.ReservationJSON
 		if err := json.Unmarshal(w.Body.Bytes(), &r); w.Code != 200 || err != nil {
 			t.Fatalf("reserve = %d %s", w.Code, w.Body)
 		}
@@ -221,7 +226,7 @@ func TestReserveAndCancel(t *testing.T) {
 func TestPolicies(t *testing.T) {
 	ts := newTestServer(t, testConfig)
 	w := ts.do("GET", "/v1/policies", "")
-	var out policiesJSON
+	var out httpapi.PoliciesJSON
 	if err := json.Unmarshal(w.Body.Bytes(), &out); w.Code != 200 || err != nil {
 		t.Fatalf("policies = %d %s", w.Code, w.Body)
 	}

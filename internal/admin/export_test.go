@@ -1,0 +1,17 @@
+package admin
+
+// The admin API's answers and bounds, for the tests of package admin_test,
+// which run a whole server.
+type (
+	RatesJSON     = ratesJSON
+	DeniedJSON    = deniedJSON
+	DeniedKeyJSON = deniedKeyJSON
+	InspectJSON   = inspectJSON
+	ConfigJSON    = configJSON
+	HealthJSON    = healthJSON
+)
+
+const (
+	DeniedPerRule = deniedPerRule
+	DeniedStale   = deniedStale
+)

@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/front"
+	"github.com/sluicerate/sluice/internal/wire"
+	"github.com/sluicerate/sluice/store"
+)
+
+// Inspector reads, changing nothing, what a store holds, for the key
+// inspector: the entries of a policy's windows and the reservations of a
+// schedule's queue, with the store's time. sluice serve gives one for
+// Redis (package redisinspect); without one the inspector shows a window's
+// figures, from a peek, and no queue.
+type Inspector interface {
+	// Name names the store the view shows ("redis").
+	Name() string
+
+	// Windows reads the window of every check of req, in order.
+	Windows(ctx context.Context, req *store.Request) ([]Window, time.Time, error)
+
+	// Queue reads the reservations a schedule's queue holds, oldest slot
+	// first.
+	Queue(ctx context.Context, q store.Queue) ([]QueuedSlot, time.Time, error)
+}
+
+// Window is one window as an Inspector reads it.
+type Window struct {
+	// Key is the store's key of the window.
+	Key string
+
+	// Entries are the entries it holds, oldest first: those in the window
+	// and, until the key expires, the newest one even after it left the
+	// window (it enforces the rule's minimum gap).
+	Entries []Entry
+
+	// TTL is the key's remaining time to live; -1 for a key without one,
+	// and 0 when the key does not exist.
+	TTL time.Duration
+}
+
+// Entry is one entry of a window: when it was recorded, on the store's
+// clock, and its cost.
+type Entry struct {
+	Time time.Time
+	Cost int64
+}
+
+// QueuedSlot is one reservation held in a schedule's queue.
+type QueuedSlot struct {
+	// Slot is when the reservation may go, on the store's clock, and
+	// Length how long it holds the queue (cost × interval).
+	Slot   time.Time
+	Length time.Duration
+	ID     string
+}
+
+// inspectRequest is the body of POST /api/v1/inspect: a policy or a
+// schedule, and the attributes of the key to look at.
+type inspectRequest struct {
+	Policy     string            `json:"policy"`
+	Schedule   string            `json:"schedule"`
+	Attributes map[string]string `json:"attributes"`
+}
+
+const inspectExample = `{"policy":"notify","attributes":{"category":"errors"}}`
+
+// inspectJSON is the answer of POST /api/v1/inspect.
+type inspectJSON struct {
+	// Now is the store's time the windows were read at (the server's when
+	// the store shows no entries).
+	Now      time.Time `json:"now"`
+	Policy   string    `json:"policy,omitempty"`
+	Schedule string    `json:"schedule,omitempty"`
+	Store    string    `json:"store"`
+
+	// Next is what a request of cost 1 would get now (a peek: nothing is
+	// recorded). Error, when set, is the store's failure: Next is then the
+	// failure policy's answer.
+	Next  *wire.DecisionJSON `json:"next,omitempty"`
+	Error string             `json:"error,omitempty"`
+
+	// Windows are the policy's rules that apply to the attributes, in
+	// order, with their entries when the store keeps a log to show
+	// (Redis); EntriesShown says whether it does.
+	Windows      []inspectWindowJSON `json:"windows,omitempty"`
+	EntriesShown bool                `json:"entries_shown"`
+
+	// Queue is a schedule's queue, when the store's can be read.
+	Queue *queueJSON `json:"queue,omitempty"`
+}
+
+// inspectWindowJSON is one rule's window.
+type inspectWindowJSON struct {
+	Rule      string `json:"rule"`
+	Key       string `json:"key,omitempty"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	WindowMS  int64  `json:"window_ms"`
+	MinGapMS  int64  `json:"min_gap_ms"`
+	Shadow    bool   `json:"shadow"`
+
+	// Used, Remaining, RetryAfterMS and ResetAfterMS are the peek's
+	// figures for this rule; Cause why a request of cost 1 would not fit.
+	Used         int64  `json:"used"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+	Cause        string `json:"cause,omitempty"`
+
+	// GapLeftMS is, for a rule with a minimum gap, the time until the gap
+	// since the newest entry has passed (0: it has).
+	GapLeftMS int64 `json:"gap_left_ms"`
+
+	// TTLMS is the key's time to live (-1 none, 0 no key).
+	TTLMS   int64              `json:"ttl_ms"`
+	Entries []inspectEntryJSON `json:"entries"`
+}
+
+// inspectEntryJSON is one entry of a window.
+type inspectEntryJSON struct {
+	Time  time.Time `json:"time"`
+	AgeMS int64     `json:"age_ms"`
+	Cost  int64     `json:"cost"`
+
+	// Counts reports whether the entry is inside the window now, and
+	// LeavesInMS when it leaves it (0 when it has: it is kept for the
+	// minimum gap).
+	Counts     bool  `json:"counts"`
+	LeavesInMS int64 `json:"leaves_in_ms"`
+}
+
+// queueJSON is a schedule's queue.
+type queueJSON struct {
+	IntervalMS float64 `json:"interval_ms"`
+	MaxDelayMS int64   `json:"max_delay_ms"`
+	MaxQueue   int64   `json:"max_queue"`
+
+	// Pending counts the reservations whose slot has not passed, and
+	// NextDelayMS is the delay a reservation of cost 1 would get now.
+	Pending     int64           `json:"pending"`
+	NextDelayMS int64           `json:"next_delay_ms"`
+	Slots       []queueSlotJSON `json:"slots"`
+}
+
+// queueSlotJSON is one reservation of a queue.
+type queueSlotJSON struct {
+	Slot     time.Time `json:"slot"`
+	InMS     int64     `json:"in_ms"` // until the slot; negative when it has passed
+	LengthMS float64   `json:"length_ms"`
+	ID       string    `json:"id"`
+}
+
+func (a *admin) handleInspect(w http.ResponseWriter, r *http.Request) {
+	req, p := wire.ReadJSON[inspectRequest](w, r, a.f.MaxBody, inspectExample)
+	if p == nil {
+		var out inspectJSON
+		if out, p = a.inspect(r.Context(), a.f.State(), &req); p == nil {
+			front.WriteJSON(w, out)
+			return
+		}
+	}
+	p.Write(w)
+}
+
+// inspect answers req under st.
+func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectRequest) (inspectJSON, *httplimit.Problem) {
+	switch {
+	case req.Policy != "" && req.Schedule != "":
+		return inspectJSON{}, front.BadRequest("bad_request", "name a policy or a schedule, not both; send an object such as %s", inspectExample)
+	case req.Schedule != "":
+		return a.inspectSchedule(ctx, st, req)
+	case req.Policy == "":
+		return inspectJSON{}, front.BadRequest("bad_request", "the request names no policy or schedule; send an object such as %s", inspectExample)
+	}
+	p := st.Config.Policy(req.Policy)
+	if p == nil {
+		names := make([]string, len(st.Config.Policies))
+		for i := range st.Config.Policies {
+			names[i] = st.Config.Policies[i].Name
+		}
+		return inspectJSON{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, req.Policy, names)
+	}
+	resolved, err := sluice.Resolve(p, req.Attributes, 1)
+	if err != nil {
+		if pr := front.InputProblem(err); pr != nil {
+			return inspectJSON{}, pr
+		}
+		return inspectJSON{}, front.BadRequest("bad_request", "%v", err)
+	}
+	out := inspectJSON{Policy: p.Name, Store: a.storeKind(), Now: a.v.clock.Now().UTC(), Windows: []inspectWindowJSON{}}
+	// The store's figures, not the deny cache's: a cached denial keeps the
+	// figures the store gave when it denied, and the inspector shows the
+	// windows as the store holds them now.
+	storeOnly := *p
+	storeOnly.CacheDenials = false
+	d, err := st.Limiter.Peek(ctx, &storeOnly, req.Attributes, 1)
+	if err != nil {
+		if pr := front.InputProblem(err); pr != nil {
+			return inspectJSON{}, pr
+		}
+		out.Error = err.Error()
+	}
+	next := wire.NewDecisionJSON(&d)
+	out.Next = &next
+	var windows []Window
+	if a.insp != nil && out.Error == "" {
+		var now time.Time
+		if windows, now, err = a.insp.Windows(ctx, resolved); err != nil {
+			out.Error = "reading the windows: " + err.Error()
+			windows = nil
+		} else {
+			out.Now, out.EntriesShown = now.UTC(), true
+		}
+	}
+	now := out.Now
+	for i, c := range resolved.Checks {
+		wj := inspectWindowJSON{Rule: c.Rule, Algorithm: c.Algorithm.String(), Limit: c.Limit, WindowMS: wire.Millis(c.Window),
+			MinGapMS: wire.Millis(c.MinGap), Shadow: c.Shadow, Entries: []inspectEntryJSON{}}
+		for _, l := range d.Limits {
+			if l.Rule == c.Rule {
+				wj.Used, wj.Remaining, wj.RetryAfterMS, wj.ResetAfterMS = l.Used, l.Remaining, wire.Millis(l.RetryAfter), wire.Millis(l.ResetAfter)
+				wj.Cause = string(l.Cause)
+			}
+		}
+		if i < len(windows) {
+			win := windows[i]
+			wj.Key, wj.TTLMS = win.Key, win.TTL.Milliseconds()
+			if win.TTL < 0 {
+				wj.TTLMS = -1
+			}
+			for _, e := range win.Entries {
+				age := now.Sub(e.Time)
+				wj.Entries = append(wj.Entries, inspectEntryJSON{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost,
+					Counts: age < c.Window, LeavesInMS: wire.Millis(c.Window - age)})
+			}
+			if n := len(win.Entries); n > 0 && c.MinGap > 0 {
+				wj.GapLeftMS = wire.Millis(c.MinGap - now.Sub(win.Entries[n-1].Time))
+			}
+		}
+		out.Windows = append(out.Windows, wj)
+	}
+	return out, nil
+}
+
+// inspectSchedule answers req for a schedule under st.
+func (a *admin) inspectSchedule(ctx context.Context, st *front.State, req *inspectRequest) (inspectJSON, *httplimit.Problem) {
+	sc, err := st.Policies.Schedule(req.Schedule, req.Attributes)
+	if err != nil {
+		return inspectJSON{}, front.InputProblem(err)
+	}
+	out := inspectJSON{Schedule: sc.Name, Store: a.storeKind(), Now: a.v.clock.Now().UTC()}
+	if a.insp == nil {
+		out.Error = "this store's queues cannot be read; the inspector shows queued slots on Redis"
+		return out, nil
+	}
+	q := store.Queue{Schedule: sc.Name, Values: make([]string, len(sc.By))}
+	for i, a := range sc.By {
+		q.Values[i] = req.Attributes[a]
+	}
+	slots, now, err := a.insp.Queue(ctx, q)
+	if err != nil {
+		out.Error = "reading the queue: " + err.Error()
+		return out, nil
+	}
+	out.Now = now.UTC()
+	qj := &queueJSON{IntervalMS: float64(sc.Interval()) / float64(time.Millisecond), MaxDelayMS: wire.Millis(sc.MaxDelay),
+		MaxQueue: sc.MaxQueue, Slots: []queueSlotJSON{}}
+	next := now
+	for _, sl := range slots {
+		qj.Slots = append(qj.Slots, queueSlotJSON{Slot: sl.Slot.UTC(), InMS: sl.Slot.Sub(now).Milliseconds(),
+			LengthMS: float64(sl.Length) / float64(time.Millisecond), ID: sl.ID})
+		if !sl.Slot.Before(now) {
+			qj.Pending++
+		}
+		if end := sl.Slot.Add(sl.Length); end.After(next) {
+			next = end
+		}
+	}
+	qj.NextDelayMS = wire.Millis(next.Sub(now))
+	out.Queue = qj
+	return out, nil
+}

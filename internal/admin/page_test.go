@@ -1,0 +1,253 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicerate/sluice/internal/admin/redisinspect"
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/redisstore"
+)
+
+// browserPath returns the Chromium to drive, skipping the test when there
+// is none, unless CI is set: make deps installs it, so there it must be.
+func browserPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Chromium found (chromium, chromium-browser, google-chrome or headless-shell on PATH) and CI is set; " +
+			"install it with make deps (Debian package chromium)")
+	}
+	t.Skip("skipping the browser test: no Chromium on PATH; install it with make deps (Debian package chromium)")
+	return ""
+}
+
+const browserConfig = `
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 20, window: 30m}
+      - {name: category, by: [category], limit: 2, window: 1m}
+  - name: push
+    limits:
+      - {name: per-user, by: [user], limit: 3, window: 1m, min_gap: 100ms}
+  - name: trial
+    shadow: true
+    limits:
+      - {name: one, limit: 1, window: 1m}
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}
+`
+
+// TestAdminPageInBrowser runs a server on Redis with traffic, opens the
+// admin page in headless Chromium and checks what a person would see: the
+// policies, rates that are the server's counters, a denied key whose wait
+// goes down as the server's clock moves, and an inspected key's entries.
+// It saves a screenshot in its temporary directory (and at
+// $SLUICE_ADMIN_SCREENSHOT when set).
+func TestAdminPageInBrowser(t *testing.T) {
+	chrome := browserPath(t)
+	rs := redistest.Start(t)
+	clock := &stepClock{now: time.Now().Truncate(time.Second)}
+	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg, err := config.Parse("sluice.yaml", []byte(browserConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	srv, err := server.New(st, cfg, server.Options{Clock: clock, Registry: reg, Inspector: redisinspect.Inspector{Store: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := httptest.NewServer(srv.Handler())
+	t.Cleanup(public.Close)
+	const token = "browser-test-token"
+	admin := httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: token}))
+	t.Cleanup(admin.Close)
+
+	decide := func(body string) {
+		t.Helper()
+		res, err := http.Post(public.URL+"/v1/decide", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("decide %s = %d", body, res.StatusCode)
+		}
+	}
+	// Traffic: alerts is denied after two, the others fit; ann is denied by
+	// the minimum gap; the shadow policy would deny its second request.
+	for range 4 {
+		decide(`{"policy":"notify","attributes":{"category":"alerts"}}`)
+		clock.Add(200 * time.Millisecond)
+	}
+	decide(`{"policy":"notify","attributes":{"category":"billing"}}`)
+	clock.Add(time.Second)
+	decide(`{"policy":"notify","attributes":{"category":"billing"}}`)
+	decide(`{"policy":"push","attributes":{"user":"ann"}}`)
+	decide(`{"policy":"push","attributes":{"user":"ann"}}`)
+	decide(`{"policy":"trial"}`)
+	decide(`{"policy":"trial"}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 2200),
+		chromedp.Flag("disable-dev-shm-usage", true))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer bcancel()
+
+	// Opening the page with ?token= sets the cookie the API calls carry.
+	if err := chromedp.Do(bctx, chromedp.Navigate(admin.URL+"/?token="+token),
+		chromedp.WaitVisible(chromedp.CSS(`[data-policy="notify"]`))); err != nil {
+		t.Fatalf("opening the admin page: %v", err)
+	}
+
+	// eventually evaluates js until it returns want, or fails at the deadline.
+	eventually := func(what, js, want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the page shows %q, want %q", what, got, want)
+			}
+			time.Sleep(100 * time.Millisecond) // the page polls every 1.5 s
+		}
+	}
+	text := func(js string) string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return got
+	}
+
+	// The policies, from the loaded file.
+	if got := text(`[...document.querySelectorAll("[data-policy]")].map(e => e.dataset.policy).join(",")`); got != "notify,push,trial" {
+		t.Errorf("policies shown: %q, want notify,push,trial", got)
+	}
+	if got := text(`[...document.querySelectorAll("[data-rule]")].map(e => e.dataset.rule).join(",")`); got != "notify|global,notify|category,push|per-user,trial|one" {
+		t.Errorf("rules shown: %q", got)
+	}
+	if got := text(`document.querySelector('[data-schedule="carrier"]')?.textContent ?? ""`); !strings.Contains(got, "4/1s") {
+		t.Errorf("schedule row %q, want carrier at 4/1s", got)
+	}
+
+	// Rates: the totals the page shows are the server's counters.
+	counters := counterValues(t, reg, "sluice_decisions_total", "policy", "rule", "outcome")
+	for _, key := range []string{"notify||allowed", "notify|category|denied", "push||allowed", "push|per-user|denied", "trial|one|shadowed"} {
+		n := counters[key] // the page's keys are policy|rule|outcome, as the counter's labels
+		if n == 0 {
+			t.Fatalf("the server counted no %s decisions: %v", key, counters)
+		}
+		eventually("total of "+key, fmt.Sprintf(`document.querySelector('[data-stat=%q]')?.dataset.total ?? "missing"`, key),
+			strconv.FormatFloat(n, 'f', -1, 64))
+	}
+
+	// The denied key and its wait, which goes down as the server's clock
+	// moves (and by exactly as much).
+	row := `document.querySelector('tr[data-denied="notify|category|alerts"]')`
+	eventually("the denied key's row", `(`+row+` ? "shown" : "missing")`, "shown")
+	first, err := strconv.ParseInt(text(row+`.dataset.waitMs`), 10, 64)
+	if err != nil || first <= 0 || first > 60000 {
+		t.Fatalf("the wait shown for alerts is %d ms (%v), want within the 1 min window", first, err)
+	}
+	clock.Add(7 * time.Second)
+	eventually("the wait 7 s later", row+`?.dataset.waitMs`, strconv.FormatInt(first-7000, 10))
+	if got := text(row + `.querySelector("td.wait").textContent`); got != fmtSeconds(first-7000) {
+		t.Errorf("the wait reads %q, want %q", got, fmtSeconds(first-7000))
+	}
+
+	// The key inspector: the entries of alerts' window on Redis.
+	text(`document.getElementById("inspect-target").value = "policy:notify";
+		document.getElementById("inspect-target").dispatchEvent(new Event("change")); "ok"`)
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.CSS(`#inspect-attrs input[data-attr="category"]`), "alerts"),
+		chromedp.Click(chromedp.CSS(`#inspect-go`)),
+	); err != nil {
+		t.Fatalf("inspecting: %v", err)
+	}
+	eventually("the inspected window's entries",
+		`String(document.querySelectorAll('#inspect-result [data-window="category"] tr[data-entry]').length)`, "2")
+	// The entries were recorded 200 ms apart on the store's clock; Redis's
+	// own clock (which inspect reads) says when they leave the window.
+	var entries []struct {
+		Cost   int64 `json:"cost"`
+		Leaves int64 `json:"leaves"`
+	}
+	js := `JSON.stringify([...document.querySelectorAll('#inspect-result [data-window="category"] tr[data-entry]')].map(e => ({cost: +e.dataset.cost, leaves: +e.dataset.leavesMs})))`
+	if err := json.Unmarshal([]byte(text(js)), &entries); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Cost != 1 || entries[1].Cost != 1 || entries[1].Leaves-entries[0].Leaves != 200 ||
+		entries[0].Leaves <= 0 || entries[1].Leaves > 60000 {
+		t.Errorf("entries %+v, want two of cost 1 leaving the 1 min window 200 ms apart", entries)
+	}
+	eventually("the inspected verdict", `document.querySelector('#inspect-result [data-verdict]')?.dataset.verdict ?? ""`, "denied")
+	if got := text(`document.querySelectorAll('#inspect-result [data-window="category"] svg circle').length + ""`); got != "2" {
+		t.Errorf("the timeline draws %s entries, want 2", got)
+	}
+
+	// Store health.
+	eventually("the breaker", `document.getElementById("breaker").textContent`, "closed")
+	if got := text(`document.getElementById("store-kind").textContent`); got != "redis" {
+		t.Errorf("store shown as %q, want redis", got)
+	}
+
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(t.TempDir(), "admin.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if dst := os.Getenv("SLUICE_ADMIN_SCREENSHOT"); dst != "" {
+		if err := os.WriteFile(dst, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fmtSeconds is the page's fmtMS for a wait of a few seconds to a minute.
+func fmtSeconds(ms int64) string {
+	s := float64(ms) / 1000
+	if s < 10 {
+		return strconv.FormatFloat(s, 'f', 1, 64) + " s"
+	}
+	return strconv.FormatFloat(float64(int64(s+0.5)), 'f', -1, 64) + " s"
+}

@@ -1,0 +1,407 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicerate/sluice/internal/admin"
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/memstore"
+)
+
+// stepClock is a sluice.Clock that moves only when told.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now().Add(d)
+	return ch
+}
+
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testConfig is the configuration of the admin tests' servers.
+const testConfig = `
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 5, window: 30m}
+      - {name: category, by: [category], limit: 2, window: 30m}
+  - name: edge
+    limits:
+      - {name: per-ip, by: [ip], limit: 2, window: 1m}
+      - {name: per-user, by: [user], limit: 100, window: 1m}
+  - name: shadowed
+    shadow: true
+    limits:
+      - {name: one, limit: 1, window: 1m}
+schedules:
+  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 500ms}
+forward_auth:
+  trusted_proxies: ["127.0.0.1"]
+  headers: {user: X-User-Id}
+`
+
+// adminServer is a sluice serve over a memory store whose clock, and the
+// admin view's, is clock: its public handler h and its admin handler.
+type adminServer struct {
+	t     *testing.T
+	srv   *server.Server
+	reg   *prometheus.Registry
+	h     http.Handler
+	clock *stepClock
+	admin http.Handler
+}
+
+func newAdminServer(t *testing.T, file string, token string) *adminServer {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := memstore.New(memstore.Config{Clock: clock.Now})
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewRegistry()
+	srv, err := server.New(st, cfg, server.Options{Clock: clock, MaxBodyBytes: 1024, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &adminServer{t: t, srv: srv, reg: reg, h: srv.Handler(), clock: clock,
+		admin: srv.AdminHandler(server.AdminOptions{Token: token})}
+}
+
+// do sends a request to the public handler.
+func (as *adminServer) do(method, path, body string) *httptest.ResponseRecorder {
+	as.t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.RemoteAddr = "127.0.0.1:5555"
+	w := httptest.NewRecorder()
+	as.h.ServeHTTP(w, r)
+	return w
+}
+
+// get sends a GET to the admin handler with the given headers.
+func (as *adminServer) get(path string, header ...string) *httptest.ResponseRecorder {
+	as.t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	as.admin.ServeHTTP(w, r)
+	return w
+}
+
+// getJSON GETs path from the admin handler and decodes its 200 answer.
+func (as *adminServer) getJSON(path string, v any) {
+	as.t.Helper()
+	w := as.get(path)
+	if w.Code != 200 {
+		as.t.Fatalf("GET %s = %d %s", path, w.Code, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
+		as.t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+func TestAdminToken(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "s3cret")
+	for _, tc := range []struct {
+		name, path string
+		header     []string
+		want       int
+	}{
+		{"no token: page", "/", nil, 401},
+		{"no token: API", "/api/v1/denied", nil, 401},
+		{"no token: metrics", "/metrics", nil, 401},
+		{"no token: pprof", "/debug/pprof/", nil, 401},
+		{"wrong bearer", "/api/v1/config", []string{"Authorization", "Bearer nope"}, 401},
+		{"basic auth", "/api/v1/config", []string{"Authorization", "Basic czNjcmV0"}, 401},
+		{"wrong cookie", "/api/v1/config", []string{"Cookie", admin.Cookie + "=nope"}, 401},
+		{"wrong ?token", "/?token=nope", nil, 401},
+		{"bearer: page", "/", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: API", "/api/v1/config", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: metrics", "/metrics", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"bearer: pprof", "/debug/pprof/", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"cookie", "/api/v1/health", []string{"Cookie", admin.Cookie + "=s3cret"}, 200},
+		{"?token sets the cookie", "/?token=s3cret", nil, http.StatusSeeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := as.get(tc.path, tc.header...)
+			if w.Code != tc.want {
+				t.Fatalf("GET %s = %d, want %d: %s", tc.path, w.Code, tc.want, w.Body)
+			}
+			switch w.Code {
+			case 401:
+				if got := w.Header().Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate = %q, want a Bearer challenge", got)
+				}
+				if strings.Contains(w.Body.String(), "s3cret") {
+					t.Errorf("the refusal shows the token: %s", w.Body)
+				}
+			case http.StatusSeeOther:
+				if loc := w.Header().Get("Location"); loc != "/" {
+					t.Errorf("Location = %q, want / (without the token)", loc)
+				}
+				c := w.Result().Cookies()
+				if len(c) != 1 || c[0].Name != admin.Cookie || c[0].Value != "s3cret" || !c[0].HttpOnly || c[0].SameSite != http.SameSiteStrictMode {
+					t.Errorf("cookies = %v, want one HttpOnly SameSite=Strict %s", c, admin.Cookie)
+				}
+			}
+		})
+	}
+}
+
+func TestAdminWithoutToken(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for _, path := range []string{"/", "/app.js", "/app.css", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
+		"/api/v1/denied", "/api/v1/health", "/metrics", "/debug/pprof/"} {
+		if w := as.get(path); w.Code != 200 {
+			t.Errorf("GET %s = %d, want 200", path, w.Code)
+		}
+	}
+	if w := as.get("/nope"); w.Code != 404 || !strings.Contains(w.Header().Get("Content-Type"), "problem+json") {
+		t.Errorf("GET /nope = %d %q, want a 404 problem", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// TestPublicHandlerServesNoView checks that none of the admin view is on the
+// public listener.
+func TestPublicHandlerServesNoView(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for _, path := range []string{"/", "/app.js", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
+		"/api/v1/denied", "/api/v1/health", "/debug/pprof/", "/debug/pprof/heap"} {
+		if w := as.do("GET", path, ""); w.Code != 404 {
+			t.Errorf("public GET %s = %d, want 404", path, w.Code)
+		}
+	}
+	if w := as.do("POST", "/api/v1/inspect", `{"policy":"notify"}`); w.Code != 404 {
+		t.Errorf("public POST /api/v1/inspect = %d, want 404", w.Code)
+	}
+}
+
+// counterValues reads a counter family from the server's registry, by its
+// labels joined with "|".
+func counterValues(t *testing.T, reg *prometheus.Registry, name string, labels ...string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[labelKey(m, labels)] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func labelKey(m *dto.Metric, labels []string) string {
+	vals := make([]string, len(labels))
+	for i, l := range labels {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == l {
+				vals[i] = lp.GetValue()
+			}
+		}
+	}
+	return strings.Join(vals, "|")
+}
+
+func TestAdminRatesMatchCounters(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for i := range 9 {
+		as.do("POST", "/v1/decide", fmt.Sprintf(`{"policy":"notify","attributes":{"category":"c%d"}}`, i%3))
+		as.do("POST", "/v1/decide", `{"policy":"shadowed"}`)
+		if i%4 == 0 {
+			as.clock.Add(time.Second)
+		}
+	}
+	as.do("POST", "/v1/peek", `{"policy":"notify","attributes":{"category":"c0"}}`) // not counted
+	var r admin.RatesJSON
+	as.getJSON("/api/v1/rates?seconds=60", &r)
+	if r.Seconds != 60 || r.Start != as.clock.Now().Unix()-59 {
+		t.Errorf("seconds %d from %d, want 60 from %d", r.Seconds, r.Start, as.clock.Now().Unix()-59)
+	}
+	want := counterValues(t, as.reg, "sluice_decisions_total", "policy", "rule", "outcome")
+	if len(want) == 0 {
+		t.Fatal("the server counted no decisions")
+	}
+	got := map[string]float64{}
+	for _, s := range r.Series {
+		var sum int64
+		for _, c := range s.PerSecond {
+			sum += c
+		}
+		if sum != s.Total {
+			t.Errorf("%s/%s/%s: the last 60 s hold %d, the total is %d (all the traffic is in them)", s.Policy, s.Rule, s.Outcome, sum, s.Total)
+		}
+		got[s.Policy+"|"+s.Rule+"|"+s.Outcome] = float64(s.Total)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: the view counts %v, sluice_decisions_total %v", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the view has series %v, the counter %v", got, want)
+	}
+	if got["notify|global|denied"] == 0 || got["shadowed|one|shadowed"] == 0 || got["notify||allowed"] == 0 {
+		t.Errorf("series %v lack a denial, a shadow denial or an allowed decision", got)
+	}
+	if w := as.get("/api/v1/rates?seconds=0"); w.Code != 400 {
+		t.Errorf("?seconds=0 = %d, want 400", w.Code)
+	}
+}
+
+func TestAdminDeniedWaitDecreases(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	for range 3 {
+		as.do("POST", "/v1/decide", `{"policy":"edge","attributes":{"ip":"203.0.113.9","user":"ann"}}`)
+	}
+	find := func() admin.DeniedKeyJSON {
+		t.Helper()
+		var d admin.DeniedJSON
+		as.getJSON("/api/v1/denied", &d)
+		for _, r := range d.Rules {
+			if r.Policy == "edge" && r.Rule == "per-ip" && len(r.Keys) == 1 {
+				if r.Capacity != admin.DeniedPerRule || len(r.By) != 1 || r.By[0] != "ip" {
+					t.Errorf("rule table %+v", r)
+				}
+				return r.Keys[0]
+			}
+		}
+		t.Fatalf("no denied key for edge/per-ip in %+v", d)
+		return admin.DeniedKeyJSON{}
+	}
+	k := find()
+	if k.Values[0] != "203.0.113.9" || k.Count != 1 || k.WaitMS != 60000 {
+		t.Errorf("denied key %+v, want 203.0.113.9 denied once, let through in 60 s", k)
+	}
+	as.clock.Add(1500 * time.Millisecond)
+	if k2 := find(); k2.WaitMS != k.WaitMS-1500 || !k2.LetThroughAt.Equal(k.LetThroughAt) {
+		t.Errorf("1.5 s later: wait %d ms, want %d", k2.WaitMS, k.WaitMS-1500)
+	}
+	as.clock.Add(time.Minute)
+	if k3 := find(); k3.WaitMS != 0 {
+		t.Errorf("a minute later: wait %d ms, want 0", k3.WaitMS)
+	}
+	as.clock.Add(admin.DeniedStale)
+	var d admin.DeniedJSON
+	as.getJSON("/api/v1/denied", &d)
+	for _, r := range d.Rules {
+		if len(r.Keys) > 0 {
+			t.Errorf("%s/%s still shows %d keys denied more than %v ago", r.Policy, r.Rule, len(r.Keys), admin.DeniedStale)
+		}
+	}
+}
+
+func TestAdminInspectMemory(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	post := func(body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/api/v1/inspect", strings.NewReader(body))
+		w := httptest.NewRecorder()
+		as.admin.ServeHTTP(w, r)
+		return w
+	}
+	w := post(`{"policy":"notify","attributes":{"category":"a"}}`)
+	if w.Code != 200 {
+		t.Fatalf("inspect = %d %s", w.Code, w.Body)
+	}
+	var got admin.InspectJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Next == nil || got.Next.Allowed || got.Next.DeniedBy != "category" || len(got.Windows) != 2 || got.Windows[1].Used != 2 || got.EntriesShown {
+		t.Errorf("inspect = %s", w.Body)
+	}
+	for _, tc := range []struct{ body, code string }{
+		{`{"policy":"nope"}`, "unknown_policy"},
+		{`{"policy":"notify"}`, "missing_attribute"},
+		{`{}`, "bad_request"},
+		{`{"policy":"notify","schedule":"carrier"}`, "bad_request"},
+		{`{"schedule":"nope"}`, "unknown_schedule"},
+		{`{"policy":"notify","extra":1}`, "malformed_json"},
+	} {
+		w := post(tc.body)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tc.code+`"`) {
+			t.Errorf("inspect %s = %d %s, want 400 %s", tc.body, w.Code, w.Body, tc.code)
+		}
+	}
+	w = post(`{"schedule":"carrier","attributes":{"carrier":"1"}}`)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "queued slots on Redis") {
+		t.Errorf("inspect a schedule on memory = %d %s", w.Code, w.Body)
+	}
+}
+
+func TestAdminConfigShowsReloadError(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte("policies:\n  - name: x\n    limits:\n      - {name: r, limit: -1, window: 1m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := as.srv.ReloadFile(path); err == nil {
+		t.Fatal("a negative limit reloaded")
+	}
+	var c admin.ConfigJSON
+	as.getJSON("/api/v1/config", &c)
+	if c.Reload == nil || c.Reload.OK || !strings.Contains(c.Reload.Error, "limit") || c.Reload.File != path {
+		t.Errorf("reload = %+v, want the failure", c.Reload)
+	}
+	if len(c.Policies) != 3 || c.Policies[0].Name != "notify" || len(c.Policies[0].Rules) != 2 || c.Store != "memory" || len(c.Schedules) != 1 {
+		t.Errorf("config = %+v", c)
+	}
+	if by := c.Policies[1].By; len(by) != 2 || by[0] != "ip" || by[1] != "user" {
+		t.Errorf("edge's attributes = %v, want [ip user]", by)
+	}
+}
+
+func TestAdminHealth(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, testConfig, "")
+	as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
+	var h admin.HealthJSON
+	as.getJSON("/api/v1/health?seconds=10", &h)
+	if h.Store != "memory" || h.Breaker != "closed" || h.PingError != "" || len(h.Latency) != 10 || h.Latency[9].Calls < 1 {
+		t.Errorf("health = %+v", h)
+	}
+}

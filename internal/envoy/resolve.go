@@ -1,0 +1,242 @@
+package envoy
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
+)
+
+// plan is a request resolved against the configuration: what each of its
+// descriptors matched, and the windows the store is asked about.
+type plan struct {
+	domain  string
+	results []DescriptorResult
+	items   []*item // per descriptor; nil when no limit applies
+	windows []pending
+
+	// main decides the windows that count hits, peeks those of
+	// descriptors whose hits_addend is 0.
+	main, peeks store.Request
+
+	// refunded reports that a window can never fit the hits, so main only
+	// reports the others' figures, recording nothing (under AllOrNothing).
+	refunded bool
+}
+
+// item is one descriptor of a request that limits apply to.
+type item struct {
+	node   *node    // nil for a descriptor's own limit
+	limits []Limit  // the limits that apply (replaced ones removed)
+	rules  []string // per limit: the rule naming its window
+	values []string // the values naming its windows
+	checks []int    // per limit: its index in the windows
+	hits   uint64
+	shadow bool // shadow_mode or quota_mode: over the limit answers OK
+}
+
+// pending is one window a request must fit, before it is sent.
+type pending struct {
+	check      store.Check
+	impossible bool // the hits are more than the limit: it can never fit
+	peek       bool // hits_addend 0: reported, not counted
+	final      int  // index in the store request sent, -1 when not sent
+}
+
+// resolve matches req's descriptors and makes the windows of the limits
+// that apply, descriptors that name one window adding their hits to it.
+func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
+	domain := req.GetDomain()
+	if domain == "" {
+		return nil, fmt.Errorf("%w: rate limit domain must not be empty; Envoy's rate-limit filter sends its domain", ErrBadRequest)
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
+	}
+	p := &plan{domain: domain, results: make([]DescriptorResult, len(descs)), items: make([]*item, len(descs))}
+	replaced := map[string]bool{}
+	for i, d := range descs {
+		if err := c.resolveDescriptor(p, i, d, req.GetHitsAddend(), replaced); err != nil {
+			return nil, err
+		}
+	}
+	p.dropReplaced(replaced)
+	p.makeWindows()
+	p.makeRequests(opts)
+	return p, nil
+}
+
+// resolveDescriptor makes the item of descriptor i, d, noting the limits
+// its matched limits replace.
+func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, replaced map[string]bool) error {
+	if d.GetIsNegativeHits() {
+		return fmt.Errorf("%w: descriptor %d asks for negative hits, which sluice does not take back; send hits to add", ErrBadRequest, i+1)
+	}
+	hits := uint64(max(1, hitsAddend))
+	if h := d.GetHitsAddend(); h != nil {
+		hits = h.GetValue()
+	}
+	res := &p.results[i]
+	res.Hits = hits
+	if o := d.GetLimit(); o != nil {
+		u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
+		w, ok := unitLengths[u]
+		if !ok {
+			return fmt.Errorf("%w: descriptor %d's own limit has unit %v; use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", ErrBadRequest, i+1, u)
+		}
+		p.items[i] = &item{hits: hits, limits: []Limit{{Requests: o.GetRequestsPerUnit(), Unit: u, Multiplier: 1, Window: w}},
+			rules: []string{ownRule(u)}, values: entryValues(d.GetEntries())}
+		res.Stat = descriptorKey(p.domain, d.GetEntries())
+		return nil
+	}
+	m := c.match(p.domain, d.GetEntries())
+	if m.node == nil {
+		return nil
+	}
+	res.Stat = m.stat
+	for _, l := range m.node.limits {
+		for _, r := range l.Replaces {
+			replaced[r] = true
+		}
+	}
+	if m.node.unlimited {
+		res.Outcome = Unlimited
+		return nil
+	}
+	p.items[i] = &item{node: m.node, limits: m.node.limits, rules: m.node.rules(), values: m.values, hits: hits,
+		shadow: m.node.shadow || m.node.quota}
+	return nil
+}
+
+// ownRule names the window of a descriptor's own limit of unit u.
+func ownRule(u rlsv3.RateLimitResponse_RateLimit_Unit) string {
+	return "limit/" + strings.ToLower(u.String())
+}
+
+// entryValues are a descriptor's keys and values, one after the other: the
+// values naming the window of its own limit.
+func entryValues(entries []*ratelimitv3.RateLimitDescriptor_Entry) []string {
+	var values []string
+	for _, e := range entries {
+		values = append(values, e.GetKey(), e.GetValue())
+	}
+	return values
+}
+
+// rules names the windows of n's limits: its path, then "#2", "#3"...
+func (n *node) rules() []string {
+	rules := make([]string, len(n.limits))
+	for j := range n.limits {
+		rules[j] = n.path
+		if j > 0 {
+			rules[j] += "#" + strconv.Itoa(j+1)
+		}
+	}
+	return rules
+}
+
+// dropReplaced removes the named limits that another matched limit
+// replaces; a descriptor left with none has no limit.
+func (p *plan) dropReplaced(replaced map[string]bool) {
+	if len(replaced) == 0 {
+		return
+	}
+	for i, it := range p.items {
+		if it == nil || it.node == nil {
+			continue
+		}
+		var limits []Limit
+		var rules []string
+		for j, l := range it.limits {
+			if l.Name == "" || !replaced[l.Name] {
+				limits, rules = append(limits, l), append(rules, it.rules[j])
+			}
+		}
+		if len(limits) == 0 {
+			p.items[i] = nil
+			p.results[i].Stat = ""
+			continue
+		}
+		it.limits, it.rules = limits, rules
+	}
+}
+
+// makeWindows makes one window per limit, descriptors that name the same
+// window adding their hits to one.
+func (p *plan) makeWindows() {
+	index := map[string]int{}
+	for _, it := range p.items {
+		if it == nil {
+			continue
+		}
+		it.checks = make([]int, len(it.limits))
+		for j, l := range it.limits {
+			peek := it.hits == 0
+			id := strconv.FormatBool(peek) + "\x00" + it.rules[j] + "\x00" + strings.Join(it.values, "\x00")
+			if k, ok := index[id]; ok {
+				p.windows[k].check.Cost += int64(min(it.hits, math.MaxInt32))
+				it.checks[j] = k
+				continue
+			}
+			ch := l.check(it.rules[j], it.values, int64(min(it.hits, math.MaxInt32)))
+			if peek {
+				ch.Cost = 1
+			}
+			ch.Shadow = it.shadow
+			index[id] = len(p.windows)
+			it.checks[j] = len(p.windows)
+			p.windows = append(p.windows, pending{check: ch, peek: peek, final: -1})
+		}
+	}
+}
+
+// check is the store check of l's window rule with values, of cost.
+func (l *Limit) check(rule string, values []string, cost int64) store.Check {
+	ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: cost}
+	if l.Requests == 0 {
+		ch.Algorithm = sluice.Log // a limit of 0 blocks; GCRA has no empty bucket
+	}
+	if ch.Algorithm == sluice.GCRA {
+		ch.Burst = ch.Limit
+	}
+	return ch
+}
+
+// makeRequests sorts the windows into the main request and the peeks; a
+// window the hits can never fit is sent in neither, and denies the request
+// whatever the others say: main then asks for their figures without
+// recording (Envoy's counting records them anyway).
+func (p *plan) makeRequests(opts Options) {
+	p.main = store.Request{Policy: PolicyName(p.domain), Mode: store.ModeAllow, DryRun: opts.DryRun}
+	if opts.Counting == PerDescriptor {
+		p.main.Mode = store.ModeRecord
+	}
+	p.peeks = store.Request{Policy: PolicyName(p.domain), DryRun: true}
+	denied := false
+	for k := range p.windows {
+		w := &p.windows[k]
+		c := &w.check
+		switch {
+		case c.Limit > 0 && c.Cost > c.Limit:
+			w.impossible = true
+			denied = denied || !c.Shadow
+		case w.peek:
+			w.final = len(p.peeks.Checks)
+			p.peeks.Checks = append(p.peeks.Checks, *c)
+		default:
+			w.final = len(p.main.Checks)
+			p.main.Checks = append(p.main.Checks, *c)
+		}
+	}
+	p.refunded = denied && p.main.Mode == store.ModeAllow && !p.main.DryRun
+	if p.refunded {
+		p.main.DryRun = true
+	}
+}

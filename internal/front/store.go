@@ -1,0 +1,124 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/store"
+)
+
+// Store is a store whose every call is timed and whose failures are
+// counted. It forwards store.Scheduler, store.Local and store.Sharded to
+// a Limiter as the store it wraps has them (ForLimiter).
+type Store struct {
+	store.Store
+	m *Metrics
+}
+
+// Observe records one store call of op that started at start.
+func (s *Store) Observe(op string, start time.Time, err error) {
+	s.observeIn(s.m.storeDuration.WithLabelValues(op), op, start, err)
+}
+
+// observeIn is observe with op's histogram.
+func (s *Store) observeIn(h prometheus.Observer, op string, start time.Time, err error) {
+	took := time.Since(start)
+	h.Observe(took.Seconds())
+	if s.m.obs != nil {
+		s.m.obs.StoreCall(op, took, err)
+	}
+	if _, bad := edge.Classify(err); err != nil && !bad {
+		s.m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Decide implements store.Store.
+func (s *Store) Decide(ctx context.Context, req *store.Request) error {
+	start := time.Now()
+	err := s.Store.Decide(ctx, req)
+	s.observeIn(s.m.decideDuration, "decide", start, err)
+	if err == nil && s.m.obs != nil {
+		s.m.obs.Decided(req)
+	}
+	return err
+}
+
+var _ store.Store = (*Store)(nil)
+
+// ForLimiter returns s for a Limiter, marked as the store it instruments
+// is, so that the Limiter calls it as it would the store alone: a
+// store.Local without a deadline and a circuit breaker per call, which
+// cost more than a decision in memory; a store.Sharded (a Redis Cluster's)
+// with a circuit breaker per shard.
+func (s *Store) ForLimiter() store.Store {
+	switch st := s.Store.(type) {
+	case store.Local:
+		return localStore{s}
+	case store.Sharded:
+		return shardedStore{s, st}
+	}
+	return s
+}
+
+// shardedStore is an Store over a store.Sharded.
+type shardedStore struct {
+	*Store
+	sharded store.Sharded
+}
+
+// Shard implements store.Sharded.
+func (s shardedStore) Shard(req *store.Request) string { return s.sharded.Shard(req) }
+
+// QueueShard implements store.Sharded.
+func (s shardedStore) QueueShard(q store.Queue) string { return s.sharded.QueueShard(q) }
+
+var _ store.Sharded = shardedStore{}
+
+// localStore is an Store over a store.Local.
+type localStore struct{ *Store }
+
+// Local implements store.Local.
+func (localStore) Local() {}
+
+var _ store.Local = localStore{}
+
+// Reserve implements store.Scheduler when the wrapped store does.
+func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
+	sc, err := s.scheduler()
+	if err != nil {
+		return store.Reservation{}, err
+	}
+	start := time.Now()
+	res, err := sc.Reserve(ctx, req)
+	s.Observe("reserve", start, err)
+	return res, err
+}
+
+// Cancel implements store.Scheduler when the wrapped store does.
+func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
+	sc, err := s.scheduler()
+	if err != nil {
+		return false, err
+	}
+	start := time.Now()
+	ok, err := sc.Cancel(ctx, req)
+	s.Observe("cancel", start, err)
+	return ok, err
+}
+
+func (s *Store) scheduler() (store.Scheduler, error) {
+	sc, ok := s.Store.(store.Scheduler)
+	if !ok {
+		return nil, ErrNoSchedules
+	}
+	return sc, nil
+}
+
+var _ store.Scheduler = (*Store)(nil)
+
+// ErrNoSchedules reports a store that keeps no schedules.
+var ErrNoSchedules = errors.New("server: the store keeps no schedules")

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/front"
+	"github.com/sluicerate/sluice/internal/httpapi"
+)
+
+// Swap makes cfg the configuration of every request that starts after it
+// returns. Requests in flight finish under the configuration they started
+// with. The store is not changed: a change to the file's store section needs
+// a restart, and Swap logs a warning when it sees one.
+func (s *Server) Swap(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("server: config is nil")
+	}
+	st, err := s.newState(cfg)
+	if err != nil {
+		return err
+	}
+	if old := s.front.State(); old != nil && storeChanged(old.Config.Store, cfg.Store) {
+		s.front.Log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
+			slog.String("file", cfg.File))
+	}
+	s.front.Publish(st)
+	return nil
+}
+
+// newState builds the state of cfg: its Limiter over the instrumented
+// store, and the edge's road for its policies and schedules, with
+// forward-auth's keys.
+func (s *Server) newState(cfg *config.Config) (*front.State, error) {
+	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache)}
+	if cfg.Store != nil {
+		lc.OnError = cfg.Store.OnError
+		if cfg.Store.Timeout > 0 {
+			lc.Timeout = cfg.Store.Timeout
+		}
+	}
+	ip, err := httplimit.NewIPResolver(httplimit.IPConfig{TrustedProxies: cfg.ForwardAuth.TrustedProxies})
+	if err != nil {
+		return nil, fmt.Errorf("server: forward_auth: %w", err)
+	}
+	st := &front.State{Config: cfg, Limiter: sluice.NewLimiter(s.front.Store.ForLimiter(), lc), Loaded: time.Now()}
+	policies := make([]*sluice.Policy, len(cfg.Policies))
+	for i := range cfg.Policies {
+		policies[i] = &cfg.Policies[i]
+	}
+	schedules := make([]*sluice.Schedule, len(cfg.Schedules))
+	for i := range cfg.Schedules {
+		schedules[i] = &cfg.Schedules[i]
+	}
+	st.Policies, err = edge.NewSet(edge.Config[*http.Request]{
+		Limiter:      st.Limiter,
+		Policies:     policies,
+		Schedules:    schedules,
+		Keys:         httpapi.ForwardKeys(&cfg.ForwardAuth, ip),
+		KeysOptional: true,
+		Absent:       httpapi.ErrNoHeader,
+		Log: edge.Log{
+			Logger:             s.front.Log,
+			Outage:             s.front.Outage,
+			StoreFailed:        "store failed; decided by on_error",
+			Shadow:             "shadow policy would have denied",
+			Failed:             "deciding a request",
+			ReserveStoreFailed: "store failed; reservation decided by on_error",
+			CancelStoreFailed:  "store failed; reservation not cancelled",
+			ReserveFailed:      "reserving",
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return st, nil
+}
+
+// storeChanged reports whether two store sections differ.
+func storeChanged(a, b *config.Store) bool {
+	if (a == nil) != (b == nil) {
+		return true
+	}
+	return !reflect.DeepEqual(a, b)
+}

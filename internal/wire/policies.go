@@ -1,0 +1,54 @@
+package wire
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicerate/sluice"
+)
+
+// RuleJSON is a rule as GET /v1/policies and the admin view show it.
+type RuleJSON struct {
+	Name      string   `json:"name"`
+	By        []string `json:"by"`
+	Limit     int64    `json:"limit"`
+	WindowMS  int64    `json:"window_ms"`
+	MinGapMS  int64    `json:"min_gap_ms"`
+	Algorithm string   `json:"algorithm"`
+	Burst     int64    `json:"burst,omitempty"`
+	Spread    int      `json:"spread,omitempty"`
+	Optional  bool     `json:"optional"`
+	Shadow    bool     `json:"shadow"` // the rule's or its policy's
+}
+
+// NewRuleJSON is the rule r of p as GET /v1/policies and the admin view
+// show it.
+func NewRuleJSON(p *sluice.Policy, r *sluice.Rule) RuleJSON {
+	return RuleJSON{Name: r.Name, By: NonNil(r.By), Limit: r.Limit, WindowMS: Millis(r.Window), MinGapMS: Millis(r.MinGap),
+		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, Optional: r.Optional, Shadow: r.Shadow || p.Shadow}
+}
+
+// NewScheduleJSON is sc as GET /v1/policies and the admin view show it.
+func NewScheduleJSON(sc *sluice.Schedule) ScheduleJSON {
+	return ScheduleJSON{Name: sc.Name, By: NonNil(sc.By), Rate: fmt.Sprintf("%d/%s", sc.Rate.Events, sc.Rate.Per),
+		IntervalMS: float64(sc.Rate.Interval()) / float64(time.Millisecond), MaxDelayMS: Millis(sc.MaxDelay), MaxQueue: sc.MaxQueue}
+}
+
+// ScheduleJSON is a schedule as GET /v1/policies and the admin view show
+// it.
+type ScheduleJSON struct {
+	Name       string   `json:"name"`
+	By         []string `json:"by"`
+	Rate       string   `json:"rate"`
+	IntervalMS float64  `json:"interval_ms"`
+	MaxDelayMS int64    `json:"max_delay_ms"`
+	MaxQueue   int64    `json:"max_queue"`
+}
+
+// NonNil is s, or an empty list for nil: a JSON list is never null.
+func NonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
