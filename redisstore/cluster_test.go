@@ -15,6 +15,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -354,7 +355,12 @@ func TestClusterBatchesBySlot(t *testing.T) {
 		}
 		n := 0
 		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval"); ok {
+			line = strings.TrimSpace(line)
+			rest, ok := strings.CutPrefix(line, "cmdstat_eval")
+			if !ok {
+				rest, ok = strings.CutPrefix(line, "cmdstat_fcall")
+			}
+			if ok {
 				_, fields, _ := strings.Cut(rest, ":")
 				calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 				v, _ := strconv.Atoi(calls)
@@ -456,6 +462,105 @@ func TestClusterSlot(t *testing.T) {
 		}
 		if want := strconv.Itoa(int(redisstore.ClusterSlot(tag))); strings.TrimSpace(got) != want {
 			t.Errorf("tag %d %q: CLUSTER KEYSLOT %s, the store's %s", i, tag, got, want)
+		}
+	}
+}
+
+// TestClusterBatchesByMaster decides users spread over every slot from 64
+// goroutines: batches form per master, across slots, and every user's
+// window counts exactly its admissions.
+func TestClusterBatchesByMaster(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "spread", Rules: []sluice.Rule{{Name: "user", Limit: 1 << 30, Window: time.Minute, By: []string{"user"}}}}
+	calls := func() int {
+		n := 0
+		for _, m := range c.Masters() {
+			info, err := m.Do("INFO", "commandstats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(info, "\n") {
+				line = strings.TrimSpace(line)
+				rest, ok := strings.CutPrefix(line, "cmdstat_fcall:")
+				if !ok {
+					rest, ok = strings.CutPrefix(line, "cmdstat_evalsha:")
+				}
+				if ok {
+					v, _ := strconv.Atoi(strings.TrimPrefix(strings.Split(rest, ",")[0], "calls="))
+					n += v
+				}
+			}
+		}
+		return n
+	}
+	const goroutines, each, users = 64, 40, 512
+	before := calls()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				u := fmt.Sprintf("u%d", (g*each+i)%users)
+				if _, err := direct(s).Decide(context.Background(), request(t, p, map[string]string{"user": u}, 1)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := calls() - before
+	if decisions := goroutines * each; n <= 0 || n > decisions/2 {
+		t.Errorf("%d decisions over %d users took %d script calls, want at most %d: batched across slots", decisions, users, n, decisions/2)
+	}
+	for u := range users {
+		attrs := map[string]string{"user": fmt.Sprintf("u%d", u)}
+		if d := peek(t, s, p, attrs, 1); d.Limits[0].Used != int64(goroutines*each/users)+1 {
+			t.Fatalf("user u%d counts %d, want %d", u, d.Limits[0].Used-1, goroutines*each/users)
+		}
+	}
+	t.Logf("%d decisions over %d users, %d script calls", goroutines*each, users, n)
+}
+
+// TestClusterBatchOnWrongMaster sends one batch of users of every master
+// to the master of the first: those the node does not serve fail there
+// before writing, and are sent again to their own masters; each counts
+// once.
+func TestClusterBatchOnWrongMaster(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix(), Clock: storetest.NewClock(storetest.T0).Now})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p := &sluice.Policy{Name: "wrong", Rules: []sluice.Rule{{Name: "user", Limit: 5, Window: time.Minute, By: []string{"user"}}}}
+	var keys [][]string
+	var reqs []*store.Request
+	masters := map[string]bool{}
+	for u := 0; len(reqs) < 12; u++ {
+		req := request(t, p, map[string]string{"user": fmt.Sprintf("u%d", u)}, 1)
+		k := s.Keys(req)
+		m, _, err := c.MasterOf(k[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Addr()] = true
+		keys, reqs = append(keys, k), append(reqs, req)
+	}
+	if len(masters) < 2 {
+		t.Fatalf("12 users on %d master(s); want several", len(masters))
+	}
+	for round := range 2 {
+		for i, err := range redisstore.DecideAcrossSlots(client, keys, reqs, storetest.T0.UnixMicro()) {
+			if err != nil {
+				t.Fatalf("round %d, user %d: %v", round+1, i, err)
+			}
+			if r := reqs[i].Results[0]; !r.Fits || r.Used != int64(round+1) {
+				t.Errorf("round %d, user %d: %+v, want fits with used %d", round+1, i, r, round+1)
+			}
 		}
 	}
 }

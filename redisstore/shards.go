@@ -168,7 +168,11 @@ const maxRedirects = 3
 // its slot, over that node's connection, and returns the reply. A MOVED
 // reply means the command did not run: the map is read again from the node
 // that redirected (learn) and the command, made again, is sent to the node
-// the reply names. A slot no master is known to serve, a master the client
+// the reply names. A READONLY reply, from a master that a failover made a
+// replica, to a call that declares no keys (a batch of several slots,
+// batch.go: a keyed call gets MOVED), is taken the same way when the map
+// read again names another master: a function that may write is refused
+// by a replica before it runs. A slot no master is known to serve, a master the client
 // does not know, and an ASK reply (a slot being migrated) go through the
 // Cluster client, which finds the node, and follows ASK, itself. Any
 // other error is returned as it is, and one that is not a reply (a
@@ -198,12 +202,17 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 			return r.client.Do(ctx, build()).ToMessage()
 		}
 		addr, moved := rerr.IsMoved()
-		if !moved || redirects == maxRedirects {
+		demoted := !moved && isReadOnly(rerr)
+		if !moved && !demoted || redirects == maxRedirects {
 			return msg, err
 		}
 		r.learn(ctx, seen, node)
+		was := seen.node(slot)
 		seen = r.load()
-		if node = seen.node(slot); node == nil || seen.addrs[seen.of[slot]-1] != addr {
+		switch node = seen.node(slot); {
+		case demoted && (node == nil || node == was):
+			return msg, err // the map still names the node that refused
+		case moved && (node == nil || seen.addrs[seen.of[slot]-1] != addr):
 			node = r.client.Nodes()[addr] // the map read is not the redirect's (yet)
 		}
 		cmd = build()
@@ -211,6 +220,11 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 			return r.client.Do(ctx, cmd).ToMessage()
 		}
 	}
+}
+
+// isReadOnly reports whether rerr is a replica's refusal of a write.
+func isReadOnly(rerr *rueidis.RedisError) bool {
+	return strings.HasPrefix(rerr.Error(), "READONLY")
 }
 
 // learn reads the slot map again from node, a Cluster node that just
