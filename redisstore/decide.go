@@ -66,7 +66,7 @@ const (
 
 // Rule kinds (decision.lua's rules): the algorithm, plus kindShadow in
 // shadow mode.
-var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2}
+var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2, store.Concurrency: 3}
 
 const kindShadow = 16
 
@@ -156,8 +156,9 @@ func batchHead(requests, shapes int) string {
 }
 
 // statusCause is the cause of each status decide.lua replies for a rule
-// (decision.lua's check: 0 fits, 1 no room, 2 too soon).
-var statusCause = [...]store.Cause{0: store.CauseNone, 1: store.CauseLimit, 2: store.CauseGap}
+// (decision.lua's check: 0 fits, 1 no room, 2 too soon, 3 its leases all
+// alive).
+var statusCause = [...]store.Cause{0: store.CauseNone, 1: store.CauseLimit, 2: store.CauseGap, 3: store.CauseConcurrency}
 
 // parseResults reads decide.lua's reply into req.Results: stride numbers
 // per check, of which the first three are its used, its retry-after µs
@@ -181,7 +182,7 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 		}
 		v := reply[stride*k : stride*(k+1)]
 		used, status, retry, reset := v[0], v[1]&3, v[1]>>2, v[2]
-		if status > 2 || used < 0 || v[1] < 0 || reset < 0 {
+		if used < 0 || v[1] < 0 || reset < 0 {
 			return fmt.Errorf("redisstore: decide.lua replied used=%d status=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
 				used, status, retry, reset, req.Checks[i].Rule)
 		}

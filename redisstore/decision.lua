@@ -5,7 +5,7 @@
 
 -- An algorithm is a table of four steps: load(key, r, now), the key's
 -- state and how r stands on it (0 it fits, 1 no room for its cost, 2 too
--- soon: its minimum gap has not passed); wait(s, r, pending, now), how long
+-- soon: its minimum gap has not passed, 3 its leases are all alive); wait(s, r, pending, now), how long
 -- from now until r fits once pending units are recorded at now; write(s, r,
 -- now), which records r's cost and returns the time it recorded at, then
 -- used and reset-after µs as it leaves them; and figures(s, r, now,
@@ -13,13 +13,14 @@
 -- steps are window.lua's; GCRA's and the sliding counter's are made when a
 -- rule first needs them. A rule's kind (see shape) names its algorithm.
 local log = {load = logLoad, wait = logWait, write = logWrite, figures = logFigures}
-local gcraSteps, counterSteps
+local gcraSteps, counterSteps, concurrencySteps
 
 -- shape reads a request shape (decide.lua), the rules a request is decided
 -- over: its number of rules n (i4), its mode (i4), its time in µs (i8), then
 -- per rule a kind and four numbers: the window µs, the limit, the minimum
 -- gap µs (a GCRA rule's burst instead) and the cost (i4, then i8 each). A
--- kind is 0 the log, 1 GCRA, 2 the sliding counter, plus 16 in shadow mode.
+-- kind is 0 the log, 1 GCRA, 2 the sliding counter, 3 a concurrency rule
+-- (concurrency.lua; its window is the lease time), plus 16 in shadow mode.
 -- The mode's bits: 1 record whether the rules fit or not, 2 dry (a peek:
 -- nothing written, figures as a write would leave them), 4 group (one slot
 -- group of several, see crossslot.go: the reply says what rollback.lua
@@ -46,6 +47,9 @@ local function shape(blob)
     elseif kind == 2 then
       counterSteps = counterSteps or counter()
       r.alg = counterSteps
+    elseif kind == 3 then
+      concurrencySteps = concurrencySteps or concurrency()
+      r.alg = concurrencySteps
     else
       error('unknown rule kind ' .. kind, 0)
     end

@@ -39,7 +39,7 @@ type library struct {
 // (every algorithm; a function library makes its helpers once, so the
 // log's build saves nothing here), with decide.lua's main part as the body
 // of its function.
-var decideLibrary = newLibrary("decide", strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, decisionLua}, "\n"), decideLua)
+var decideLibrary = newLibrary("decide", strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"), decideLua)
 
 // newLibrary returns the library whose function, named after name and the
 // hash of the library's source, runs main with KEYS and ARGV, after the

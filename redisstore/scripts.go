@@ -26,8 +26,17 @@ var gcraLua string
 //go:embed counter.lua
 var counterLua string
 
+//go:embed concurrency.lua
+var concurrencyLua string
+
 //go:embed decision.lua
 var decisionLua string
+
+//go:embed lease.lua
+var leaseLua string
+
+//go:embed finish.lua
+var finishLua string
 
 //go:embed decide.lua
 var decideLua string
@@ -57,8 +66,13 @@ var (
 	reserveScript = newScript("reserve.lua", preludeLua+"\n"+argsLua+"\n-- reserve.lua\n\n"+reserveLua)
 	cancelScript  = newScript("cancel.lua", preludeLua+"\n"+argsLua+"\n-- cancel.lua\n\n"+cancelLua)
 
+	// leaseScript decides a request and holds its lease; finishScript
+	// releases, settles or extends one (lease.go).
+	leaseScript  = windowScripts("lease.lua", leaseLua).all
+	finishScript = windowScripts("finish.lua", finishLua).all
+
 	// allScripts are every script a Store runs, which Warm loads.
-	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript}
+	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript}
 	// allSHAs are their SHA-1s, in the same order.
 	allSHAs = func() []string {
 		shas := make([]string, len(allScripts))
@@ -86,8 +100,8 @@ func windowScripts(name, main string) scriptPair {
 		return newScript(name, strings.Join(parts, "\n"))
 	}
 	return scriptPair{
-		log: build("local gcra, counter -- absent: this build's rules all keep the log\n"),
-		all: build(gcraLua, counterLua),
+		log: build("local gcra, counter, concurrency -- absent: this build's rules all keep the log\n"),
+		all: build(gcraLua, counterLua, concurrencyLua),
 	}
 }
 
