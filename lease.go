@@ -48,6 +48,16 @@ type Lease struct {
 // holds nothing.
 func (x *Lease) ID() string { return x.id }
 
+// TTL returns the lease time: how long after it was taken, or last
+// extended, the lease expires unless released; 0 for a lease that holds
+// nothing.
+func (x *Lease) TTL() time.Duration {
+	if x == nil || x.id == "" {
+		return 0
+	}
+	return x.ttl
+}
+
 // Expires returns when the lease expires unless released or extended, on
 // the store's clock (Redis TIME for the Redis store); the zero time for a
 // lease that holds nothing or was resumed from an id.

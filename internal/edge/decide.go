@@ -66,9 +66,13 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 	}
 	for i := range e.policies {
 		pol := &e.policies[i]
-		d, err := e.call(ctx, pol.p, attrs, c)
+		d, lease, err := e.call(ctx, pol.p, attrs, c)
 		if err != nil && !d.Degraded {
+			o.release(ctx)
 			return e.rejected(ctx, c, pol, absent, err)
+		}
+		if lease != nil {
+			o.Leases = append(o.Leases, lease)
 		}
 		var attrs []slog.Attr
 		if err != nil {
@@ -85,6 +89,7 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 			continue
 		}
 		o.Kind, o.Err = Denied, err
+		o.release(ctx)
 		if d.FailedClosed() {
 			o.Kind = Unavailable
 		}
@@ -132,15 +137,23 @@ func (e *Edge[R]) precheck(ctx context.Context, attrs map[string]string, absent 
 	return Outcome{}, false
 }
 
-// call decides attrs against p as c.Op says.
-func (e *Edge[R]) call(ctx context.Context, p *sluice.Policy, attrs map[string]string, c Call) (sluice.Decision, error) {
+// call decides attrs against p as c.Op says; the lease is OpAcquire's
+// when it admitted the request.
+func (e *Edge[R]) call(ctx context.Context, p *sluice.Policy, attrs map[string]string, c Call) (sluice.Decision, *sluice.Lease, error) {
+	var d sluice.Decision
+	var err error
 	switch c.Op {
 	case OpPeek:
-		return e.lim.Peek(ctx, p, attrs, c.Cost)
+		d, err = e.lim.Peek(ctx, p, attrs, c.Cost)
 	case OpRecord:
-		return e.lim.Record(ctx, p, attrs, c.Cost)
+		d, err = e.lim.Record(ctx, p, attrs, c.Cost)
+	case OpAcquire:
+		x, d, err := e.lim.Acquire(ctx, p, attrs, c.Cost)
+		return d, x, err
+	default:
+		d, err = e.lim.AllowN(ctx, p, attrs, c.Cost)
 	}
-	return e.lim.AllowN(ctx, p, attrs, c.Cost)
+	return d, nil, err
 }
 
 // rejected is the outcome of a policy the Limiter decided nothing for:

@@ -54,10 +54,14 @@ const (
 
 	// OpRecord records the request whether or not it fits: Limiter.Record.
 	OpRecord
+
+	// OpAcquire admits the request as OpDecide does and holds a lease of
+	// each policy: Limiter.Acquire (Outcome.Leases).
+	OpAcquire
 )
 
 // opNames are the ops' names, as the server's API names them.
-var opNames = [...]string{OpDecide: "decide", OpPeek: "peek", OpRecord: "record"}
+var opNames = [...]string{OpDecide: "decide", OpPeek: "peek", OpRecord: "record", OpAcquire: "acquire"}
 
 // String returns the op's name, as the server's API names it.
 func (o Op) String() string {

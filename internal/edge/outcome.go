@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -62,6 +63,12 @@ type Outcome struct {
 	// reported it absent or could not read it.
 	KeyErr error
 
+	// Leases are, for OpAcquire when Allowed, the lease of each policy, in
+	// order, for the caller to release or settle. A request that is not
+	// allowed holds none: the leases of the policies before the one that
+	// denied it were released.
+	Leases []*sluice.Lease
+
 	n      int                              // decisions
 	inline [inlineDecisions]sluice.Decision // the first decisions
 	more   []sluice.Decision                // all of them, when there are more
@@ -102,6 +109,15 @@ func (o *Outcome) add(d sluice.Decision) {
 	default:
 		o.more = append(append(make([]sluice.Decision, 0, 2*o.n), o.inline[:o.n]...), d)
 	}
+}
+
+// release releases o's leases: the request they were taken for is not
+// admitted after all.
+func (o *Outcome) release(ctx context.Context) {
+	for _, x := range o.Leases {
+		_, _ = x.Release(ctx) // a lease not released expires
+	}
+	o.Leases = nil
 }
 
 // Class is how a problem is answered over HTTP: a status and the problem
@@ -189,6 +205,7 @@ var classes = [...]struct {
 	{sluice.ErrInvalidPolicy, Class{http.StatusBadRequest, "bad_request"}},
 	{sluice.ErrEmptyPolicy, Class{http.StatusBadRequest, "bad_request"}},
 	{sluice.ErrUnknownSchedule, Class{http.StatusBadRequest, "unknown_schedule"}},
+	{sluice.ErrInvalidLease, Class{http.StatusBadRequest, "invalid_lease"}},
 	{sluice.ErrInvalidSchedule, Class{http.StatusBadRequest, "bad_request"}},
 }
 

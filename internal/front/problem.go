@@ -15,7 +15,7 @@ import (
 // The fronts answer errors with httplimit.Problem, RFC 9457 problem
 // details whose code member names the class of problem for programs:
 // malformed_json, unknown_policy, unknown_schedule, missing_attribute,
-// invalid_attribute, invalid_cost, cost_exceeds_limit, bad_request,
+// invalid_attribute, invalid_cost, cost_exceeds_limit, invalid_lease, bad_request,
 // batch_too_large, body_too_large, not_found, method_not_allowed,
 // unavailable, internal. The classes of sluice's errors for bad input are
 // edge.Classify's. Over gRPC a problem is a status (GRPCError).
@@ -25,6 +25,8 @@ const (
 	DecideExample  = `{"policy":"notify","attributes":{"category":"errors"},"cost":1}`
 	ReserveExample = `{"schedule":"carrier","attributes":{"carrier":"45"},"cost":1}`
 	CancelExample  = `{"schedule":"carrier","attributes":{"carrier":"45"},"id":"…"}`
+	LeaseExample   = `{"lease":"…"}`
+	SettleExample  = `{"lease":"…","cost":1840}`
 )
 
 // BadRequest is a 400 problem.

@@ -12,8 +12,8 @@ import (
 )
 
 // Store is a store whose every call is timed and whose failures are
-// counted. It forwards store.Scheduler, store.Local and store.Sharded to
-// a Limiter as the store it wraps has them (ForLimiter).
+// counted. It forwards store.Scheduler, store.Leaser, store.Local and
+// store.Sharded to a Limiter as the store it wraps has them (ForLimiter).
 type Store struct {
 	store.Store
 	m *Metrics
@@ -122,3 +122,32 @@ var _ store.Scheduler = (*Store)(nil)
 
 // ErrNoSchedules reports a store that keeps no schedules.
 var ErrNoSchedules = errors.New("server: the store keeps no schedules")
+
+// Acquire implements store.Leaser when the wrapped store does.
+func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
+	lr, ok := s.Store.(store.Leaser)
+	if !ok {
+		return ErrNoLeases
+	}
+	start := time.Now()
+	err := lr.Acquire(ctx, req, lease)
+	s.Observe("acquire", start, err)
+	return err
+}
+
+// Finish implements store.Leaser when the wrapped store does.
+func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	lr, ok := s.Store.(store.Leaser)
+	if !ok {
+		return store.LeaseState{}, ErrNoLeases
+	}
+	start := time.Now()
+	st, err := lr.Finish(ctx, req)
+	s.Observe("finish", start, err)
+	return st, err
+}
+
+var _ store.Leaser = (*Store)(nil)
+
+// ErrNoLeases reports a store that keeps no leases.
+var ErrNoLeases = errors.New("server: the store keeps no leases")

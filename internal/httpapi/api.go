@@ -1,6 +1,6 @@
 // Package httpapi is sluice's own HTTP API: POST /v1/decide, /v1/peek and
 // /v1/record (one request, or a batch of them), /v1/reserve and
-// /v1/cancel, GET /v1/policies, /v1/forward-auth for proxies, /healthz and
+// /v1/cancel, /v1/acquire, /v1/release, /v1/settle and /v1/extend, GET /v1/policies, /v1/forward-auth for proxies, /healthz and
 // /readyz (docs/server.md). It renders the edge's outcomes as JSON and
 // problem+json over a front.Front.
 package httpapi
@@ -31,6 +31,10 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/record", a.handleDecide(edge.OpRecord))
 	mux.HandleFunc("POST /v1/reserve", a.handleReserve)
 	mux.HandleFunc("POST /v1/cancel", a.handleCancel)
+	mux.HandleFunc("POST /v1/acquire", a.handleAcquire)
+	mux.HandleFunc("POST /v1/release", a.handleLease(edge.Release))
+	mux.HandleFunc("POST /v1/settle", a.handleLease(edge.Settle))
+	mux.HandleFunc("POST /v1/extend", a.handleLease(edge.Extend))
 	mux.HandleFunc("GET /v1/policies", a.handlePolicies)
 	mux.HandleFunc("/v1/forward-auth", a.handleForwardAuth)
 	mux.HandleFunc("GET /healthz", handleHealthz)

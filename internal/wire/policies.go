@@ -19,13 +19,19 @@ type RuleJSON struct {
 	Spread    int      `json:"spread,omitempty"`
 	Optional  bool     `json:"optional"`
 	Shadow    bool     `json:"shadow"` // the rule's or its policy's
+
+	// A concurrency rule's: the most leases alive at once, and the lease
+	// time (its limit and window are 0).
+	Concurrency int64 `json:"concurrency,omitempty"`
+	LeaseMS     int64 `json:"lease_ms,omitempty"`
 }
 
 // NewRuleJSON is the rule r of p as GET /v1/policies and the admin view
 // show it.
 func NewRuleJSON(p *sluice.Policy, r *sluice.Rule) RuleJSON {
 	return RuleJSON{Name: r.Name, By: NonNil(r.By), Limit: r.Limit, WindowMS: Millis(r.Window), MinGapMS: Millis(r.MinGap),
-		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, Optional: r.Optional, Shadow: r.Shadow || p.Shadow}
+		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, Optional: r.Optional, Shadow: r.Shadow || p.Shadow,
+		Concurrency: r.Concurrency, LeaseMS: Millis(r.Lease)}
 }
 
 // NewScheduleJSON is sc as GET /v1/policies and the admin view show it.

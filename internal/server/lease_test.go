@@ -1,0 +1,88 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sluicerate/sluice/internal/httpapi"
+)
+
+const leaseConfig = `
+policies:
+  - name: llm
+    limits:
+      - {name: tokens, by: [user], limit: 10000, window: 1m}
+      - {name: in-flight, by: [user], concurrency: 2, lease: 30s}
+`
+
+// acquire posts body to /v1/acquire and decodes a 200 answer.
+func (ts *testServer) acquire(body string) httpapi.AcquireJSON {
+	ts.t.Helper()
+	w := ts.do("POST", "/v1/acquire", body)
+	var a httpapi.AcquireJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &a); w.Code != 200 || err != nil {
+		ts.t.Fatalf("acquire = %d %s", w.Code, w.Body)
+	}
+	return a
+}
+
+// lease posts body to path, one of /v1/release, /v1/settle and /v1/extend,
+// and decodes a 200 answer.
+func (ts *testServer) lease(path, body string) httpapi.LeaseJSON {
+	ts.t.Helper()
+	w := ts.do("POST", path, body)
+	var l httpapi.LeaseJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &l); w.Code != 200 || err != nil {
+		ts.t.Fatalf("POST %s %s = %d %s", path, body, w.Code, w.Body)
+	}
+	return l
+}
+
+func TestLeaseAPI(t *testing.T) {
+	ts := newTestServer(t, leaseConfig)
+	const ann = `{"policy":"llm","attributes":{"user":"ann"},"cost":2000}`
+	a := ts.acquire(ann)
+	if !a.Allowed || a.Lease == "" || a.LeaseExpiresMS != 30000 || a.Limits[0].Used != 2000 || a.Limits[1].Used != 1 {
+		t.Fatalf("first acquire = %+v", a)
+	}
+	b := ts.acquire(ann)
+	c := ts.acquire(ann)
+	if !b.Allowed || c.Allowed || c.Lease != "" || c.DeniedBy != "in-flight" || c.Cause != "concurrency" || c.RetryAfterMS != 30000 {
+		t.Fatalf("second %+v, third %+v: want the third denied by in-flight for 30s", b, c)
+	}
+	// Settle a at its real cost: the estimate is replaced, the slot freed.
+	if l := ts.lease("/v1/settle", `{"lease":"`+a.Lease+`","cost":500}`); !l.Held {
+		t.Errorf("settle = %+v, want held", l)
+	}
+	if l := ts.lease("/v1/settle", `{"lease":"`+a.Lease+`","cost":500}`); l.Held {
+		t.Errorf("second settle = %+v, want not held", l)
+	}
+	if l := ts.lease("/v1/extend", `{"lease":"`+b.Lease+`"}`); !l.Held || l.LeaseExpiresMS != 30000 {
+		t.Errorf("extend = %+v, want held for 30s", l)
+	}
+	d := ts.decide("/v1/peek", ann)
+	if !d.Allowed || d.Limits[0].Used != 500+2000+2000 || d.Limits[1].Used != 2 {
+		t.Errorf("peek after settle = %+v, want tokens 4500 and 2 in flight (the peek's own included)", d)
+	}
+	if l := ts.lease("/v1/release", `{"lease":"`+b.Lease+`"}`); !l.Held {
+		t.Errorf("release = %+v, want held", l)
+	}
+	if l := ts.lease("/v1/release", `{"lease":"`+b.Lease+`"}`); l.Held {
+		t.Errorf("second release = %+v, want not held", l)
+	}
+	// Bad input: problems; a decide on a concurrency rule says to acquire.
+	for _, tt := range []struct{ path, body, code, detail string }{
+		{"/v1/release", `{}`, "bad_request", "names no lease"},
+		{"/v1/release", `{"lease":"not-a-lease"}`, "invalid_lease", "invalid lease id"},
+		{"/v1/settle", `{"lease":"` + b.Lease + `"}`, "bad_request", "real cost"},
+		{"/v1/settle", `{"lease":"` + b.Lease + `","cost":-1}`, "invalid_cost", "real cost"},
+		{"/v1/decide", ann, "bad_request", "Limiter.Acquire"},
+		{"/v1/acquire", `{"policy":"llm"}`, "missing_attribute", `needs attribute \"user\"`},
+	} {
+		w := ts.do("POST", tt.path, tt.body)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`) || !strings.Contains(w.Body.String(), tt.detail) {
+			t.Errorf("POST %s %s = %d %s, want 400 %s saying %q", tt.path, tt.body, w.Code, w.Body, tt.code, tt.detail)
+		}
+	}
+}
