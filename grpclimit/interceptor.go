@@ -22,6 +22,7 @@ import (
 // usable; create one with New.
 type Interceptor struct {
 	edge *edge.Edge[call]
+	op   edge.Op // OpAcquire with Config.Lease
 }
 
 // call is what key functions read: the call's context and full method.
@@ -47,6 +48,16 @@ type Config struct {
 	// override's Match) to the function that reads it from a call. Every
 	// such attribute needs one; see KeyFunc for one that finds no value.
 	Keys map[string]KeyFunc
+
+	// Lease holds a lease of each policy (sluice.Limiter.Acquire) while
+	// the handler runs, for a unary call until it returns and for a stream
+	// until it ends: a slot of each concurrency rule (at most N calls in
+	// progress), and cost 1 recorded in the rate rules as an estimate.
+	// When the handler returns, or panics, the leases are released; when
+	// it called ReportCost, they are settled at the cost it reported
+	// instead. Default off: calls are decided (Limiter.AllowN), and a
+	// policy with a concurrency rule is an error at each call.
+	Lease bool
 
 	// Logger receives store failures (warn), unexpected limiter errors
 	// (error), would-be denials of shadow policies (info) and key errors
@@ -79,14 +90,23 @@ func New(cfg Config) (*Interceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	return &Interceptor{edge: e}, nil
+	ic := &Interceptor{edge: e}
+	if cfg.Lease {
+		ic.op = edge.OpAcquire
+	}
+	return ic, nil
 }
 
 // Unary is a grpc.UnaryServerInterceptor: it decides the call and, when
 // every policy allows it, calls handler.
 func (ic *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := ic.decide(ctx, info.FullMethod); err != nil {
+	h, err := ic.decide(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
+	}
+	if h != nil {
+		defer h.End(ctx)
+		ctx = edge.WithHold(ctx, h)
 	}
 	return handler(ctx, req)
 }
@@ -94,16 +114,48 @@ func (ic *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 // Stream is a grpc.StreamServerInterceptor: it decides the stream once,
 // when it opens, and, when every policy allows it, calls handler.
 func (ic *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := ic.decide(ss.Context(), info.FullMethod); err != nil {
+	h, err := ic.decide(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
+	}
+	if h != nil {
+		defer h.End(ss.Context())
+		ss = heldStream{ss, edge.WithHold(ss.Context(), h)}
 	}
 	return handler(srv, ss)
 }
 
-// decide returns nil when every policy allows the call, and otherwise the
-// status error the call fails with.
-func (ic *Interceptor) decide(ctx context.Context, method string) error {
-	o := ic.edge.Decide(ctx, call{ctx: ctx, method: method}, edge.Call{Cost: 1, Tag: slog.String("method", method)})
+// heldStream is a stream whose context carries its leases, for ReportCost.
+type heldStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s heldStream) Context() context.Context { return s.ctx }
+
+// ReportCost reports the real cost of the call whose context is ctx, for
+// a handler behind an Interceptor with Config.Lease: when the handler
+// returns, its leases are settled at cost (at least 0) in place of the
+// estimate. It reports whether the call holds leases; without them it
+// does nothing. The last cost reported counts.
+func ReportCost(ctx context.Context, cost int64) bool {
+	return edge.ReportCost(ctx, cost)
+}
+
+// decide returns, when every policy allows the call, the leases it holds
+// (nil without Config.Lease), and otherwise the status error the call
+// fails with.
+func (ic *Interceptor) decide(ctx context.Context, method string) (*edge.Hold, error) {
+	c := edge.Call{Cost: 1, Op: ic.op, Tag: slog.String("method", method)}
+	o := ic.edge.Decide(ctx, call{ctx: ctx, method: method}, c)
+	if o.Kind == edge.Allowed && ic.op == edge.OpAcquire {
+		return ic.edge.Hold(&o, c), nil
+	}
+	return nil, ic.refusal(&o)
+}
+
+// refusal is the status error of a call that o does not allow, or nil.
+func (ic *Interceptor) refusal(o *edge.Outcome) error {
 	switch o.Kind {
 	case edge.Allowed:
 		return nil

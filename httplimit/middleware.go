@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,16 @@ type Config struct {
 	// Optional rule does not); the value of one that is present must be
 	// valid UTF-8.
 	Keys map[string]KeyFunc
+
+	// Lease holds a lease of each policy (sluice.Limiter.Acquire) while
+	// the handler runs: a slot of each concurrency rule (at most N requests
+	// in progress), and cost 1 recorded in the rate rules as an estimate.
+	// When the handler returns, or panics, the leases are released; when
+	// the handler called ReportCost, they are settled at the cost it
+	// reported instead (the tokens a response took, say). Default off:
+	// requests are decided (Limiter.AllowN), and a policy with a
+	// concurrency rule is an error at each request.
+	Lease bool
 
 	// LegacyHeaders also writes X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset for the tightest rule. Default off: only the
@@ -92,6 +103,7 @@ type Middleware struct {
 	legacy      bool
 	deny        func(http.ResponseWriter, *http.Request, Denial)
 	fail        func(http.ResponseWriter, *http.Request, error)
+	call        edge.Call
 }
 
 // New returns a Middleware configured by cfg. It reports an error, starting
@@ -113,7 +125,10 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	m := &Middleware{edge: e, legacy: cfg.LegacyHeaders, deny: cfg.DenyHandler, fail: cfg.ErrorHandler}
+	m := &Middleware{edge: e, legacy: cfg.LegacyHeaders, deny: cfg.DenyHandler, fail: cfg.ErrorHandler, call: edge.Call{Cost: 1}}
+	if cfg.Lease {
+		m.call.Op = edge.OpAcquire
+	}
 	if m.deny == nil {
 		m.deny = defaultDeny
 	}
@@ -155,10 +170,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // allowed, the DenyHandler when a quota denied it, the ErrorHandler
 // otherwise.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	o := m.edge.Decide(r.Context(), r, edge.Call{Cost: 1})
+	o := m.edge.Decide(r.Context(), r, m.call)
 	switch o.Kind {
 	case edge.Allowed:
 		writeHeaders(w.Header(), o.Decisions(), m.policyField, m.legacy)
+		if m.call.Op == edge.OpAcquire {
+			h := m.edge.Hold(&o, m.call)
+			defer h.End(r.Context())
+			r = r.WithContext(edge.WithHold(r.Context(), h))
+		}
 		next.ServeHTTP(w, r)
 	case edge.Denied:
 		writeHeaders(w.Header(), o.Decisions(), m.policyField, m.legacy)
@@ -183,6 +203,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	default:
 		m.fail(w, r, o.Err)
 	}
+}
+
+// ReportCost reports the real cost of the request whose context is ctx,
+// for a handler behind a Middleware with Config.Lease: when the handler
+// returns, its leases are settled at cost (at least 0) in place of the
+// estimate. It reports whether the request holds leases; without them it
+// does nothing. The last cost reported counts.
+func ReportCost(ctx context.Context, cost int64) bool {
+	return edge.ReportCost(ctx, cost)
 }
 
 // defaultDeny answers 429 with the quota-exceeded problem.
