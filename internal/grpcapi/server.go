@@ -1,5 +1,5 @@
 // Package grpcapi is sluice's own gRPC service (sluice.v1.Sluice: Decide,
-// Peek, Record, Reserve, Cancel), grpc.health.v1 and server reflection,
+// Peek, Record, Reserve, Cancel, Acquire, Release, Settle, Extend), grpc.health.v1 and server reflection,
 // over a front.Front, and the gRPC server sluice serve runs them on
 // (docs/server.md). Envoy's rate-limit service is package envoy/rls's.
 package grpcapi
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/wire"
@@ -34,7 +35,8 @@ import (
 // pool of workers goroutines instead of a fresh goroutine each, whose
 // stack would grow anew on every call.
 func NewServer(f *front.Front, text []proto.Message, opts ...grpc.ServerOption) *grpc.Server {
-	codec := grpccodec.New(append([]proto.Message{&sluicev1.DecideRequest{}, &sluicev1.ReserveRequest{}, &sluicev1.CancelRequest{}}, text...)...)
+	codec := grpccodec.New(append([]proto.Message{&sluicev1.DecideRequest{}, &sluicev1.ReserveRequest{}, &sluicev1.CancelRequest{},
+		&sluicev1.LeaseRequest{}, &sluicev1.SettleRequest{}}, text...)...)
 	base := []grpc.ServerOption{grpc.ForceServerCodecV2(codec), grpc.NumStreamWorkers(workers)}
 	gs := grpc.NewServer(append(base, opts...)...)
 	Register(gs, f)
@@ -100,20 +102,34 @@ func (g *sluiceService) count(err error) {
 
 func (g *sluiceService) decide(ctx context.Context, op edge.Op, req *sluicev1.DecideRequest) (out *sluicev1.Decision, err error) {
 	defer func() { g.count(err) }()
+	o, err := g.outcome(ctx, op, req)
+	if err != nil {
+		return nil, err
+	}
+	return decisionOf(o.Decision()), nil
+}
+
+// outcome decides req as op says, or returns the status of a request that
+// cannot be decided.
+func (g *sluiceService) outcome(ctx context.Context, op edge.Op, req *sluicev1.DecideRequest) (edge.Outcome, error) {
 	st := g.f.State()
 	if req.GetPolicy() == "" {
-		return nil, status.Error(codes.InvalidArgument, "the request names no policy")
+		return edge.Outcome{}, status.Error(codes.InvalidArgument, "the request names no policy")
 	}
 	if err := checkText("policy", req.GetPolicy(), req.GetAttributes()); err != nil {
-		return nil, err
+		return edge.Outcome{}, err
 	}
 	o := st.Policies.DecideAttrs(ctx, req.GetPolicy(), req.GetAttributes(), front.Call("grpc", op, wire.CostOf(req.Cost)))
 	g.f.Counted(op, &o)
 	if p := front.OutcomeProblem(&o); p != nil {
-		return nil, front.GRPCError(p)
+		return o, front.GRPCError(p)
 	}
-	d := o.Decision()
-	out = &sluicev1.Decision{
+	return o, nil
+}
+
+// decisionOf is d as sluice.v1.Decision.
+func decisionOf(d sluice.Decision) *sluicev1.Decision {
+	out := &sluicev1.Decision{
 		Allowed:      d.Allowed,
 		Remaining:    d.Remaining,
 		RetryAfterMs: wire.Millis(d.RetryAfter),
@@ -128,7 +144,7 @@ func (g *sluiceService) decide(ctx context.Context, op edge.Op, req *sluicev1.De
 		out.Limits[i] = &sluicev1.LimitStatus{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMs: wire.Millis(l.Window), RetryAfterMs: wire.Millis(l.RetryAfter), Cause: string(l.Cause)}
 	}
-	return out, nil
+	return out
 }
 
 // Decide implements sluice.v1.Sluice.
@@ -174,4 +190,50 @@ func (g *sluiceService) Cancel(ctx context.Context, req *sluicev1.CancelRequest)
 		return nil, front.GRPCError(p)
 	}
 	return &sluicev1.CancelResponse{Cancelled: ok}, nil
+}
+
+// Acquire implements sluice.v1.Sluice.
+func (g *sluiceService) Acquire(ctx context.Context, req *sluicev1.DecideRequest) (out *sluicev1.Acquired, err error) {
+	defer func() { g.count(err) }()
+	o, err := g.outcome(ctx, edge.OpAcquire, req)
+	if err != nil {
+		return nil, err
+	}
+	out = &sluicev1.Acquired{Decision: decisionOf(o.Decision())}
+	if len(o.Leases) > 0 {
+		out.Lease, out.LeaseExpiresMs = o.Leases[0].ID(), wire.Millis(o.Leases[0].TTL())
+	}
+	return out, nil
+}
+
+// Release implements sluice.v1.Sluice.
+func (g *sluiceService) Release(ctx context.Context, req *sluicev1.LeaseRequest) (*sluicev1.LeaseState, error) {
+	return g.finish(ctx, "release", req.GetLease(), edge.Release, 0)
+}
+
+// Settle implements sluice.v1.Sluice.
+func (g *sluiceService) Settle(ctx context.Context, req *sluicev1.SettleRequest) (*sluicev1.LeaseState, error) {
+	return g.finish(ctx, "settle", req.GetLease(), edge.Settle, req.GetCost())
+}
+
+// Extend implements sluice.v1.Sluice.
+func (g *sluiceService) Extend(ctx context.Context, req *sluicev1.LeaseRequest) (*sluicev1.LeaseState, error) {
+	return g.finish(ctx, "extend", req.GetLease(), edge.Extend, 0)
+}
+
+// finish releases, settles or extends the lease id.
+func (g *sluiceService) finish(ctx context.Context, api, id string, op edge.LeaseOp, cost int64) (out *sluicev1.LeaseState, err error) {
+	defer func() { g.count(err) }()
+	if err := checkText("lease", id, nil); err != nil {
+		return nil, err
+	}
+	res, p := g.f.Finish(ctx, g.f.State(), api, id, op, cost)
+	if p != nil {
+		return nil, front.GRPCError(p)
+	}
+	out = &sluicev1.LeaseState{Held: res.Held}
+	if op == edge.Extend && res.Held {
+		out.LeaseExpiresMs = wire.Millis(res.Lease.TTL())
+	}
+	return out, nil
 }

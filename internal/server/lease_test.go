@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluicerate/sluice/internal/httpapi"
+	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
 const leaseConfig = `
@@ -84,5 +90,39 @@ func TestLeaseAPI(t *testing.T) {
 		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`) || !strings.Contains(w.Body.String(), tt.detail) {
 			t.Errorf("POST %s %s = %d %s, want 400 %s saying %q", tt.path, tt.body, w.Code, w.Body, tt.code, tt.detail)
 		}
+	}
+}
+
+func TestLeaseGRPC(t *testing.T) {
+	ts := newTestServer(t, leaseConfig)
+	client := sluicev1.NewSluiceClient(grpcConn(t, ts))
+	ctx := context.Background()
+	req := &sluicev1.DecideRequest{Policy: "llm", Attributes: map[string]string{"user": "ann"}, Cost: proto.Int64(2000)}
+	a, err := client.Acquire(ctx, req)
+	if err != nil || !a.Decision.Allowed || a.Lease == "" || a.LeaseExpiresMs != 30000 {
+		t.Fatalf("Acquire = %v, %v", a, err)
+	}
+	if _, err := client.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Acquire(ctx, req)
+	if err != nil || c.Decision.Allowed || c.Lease != "" || c.Decision.Cause != "concurrency" || c.Decision.RetryAfterMs != 30000 {
+		t.Fatalf("third Acquire = %v, %v; want denied by concurrency for 30s", c, err)
+	}
+	if st, err := client.Settle(ctx, &sluicev1.SettleRequest{Lease: a.Lease, Cost: 300}); err != nil || !st.Held {
+		t.Fatalf("Settle = %v, %v", st, err)
+	}
+	if st, err := client.Release(ctx, &sluicev1.LeaseRequest{Lease: a.Lease}); err != nil || st.Held {
+		t.Fatalf("Release after Settle = %v, %v; want not held", st, err)
+	}
+	d, err := client.Acquire(ctx, req)
+	if err != nil || !d.Decision.Allowed || d.Decision.Limits[0].Used != 300+2000+2000 {
+		t.Fatalf("Acquire after Settle = %v, %v; want allowed, tokens 4300", d, err)
+	}
+	if st, err := client.Extend(ctx, &sluicev1.LeaseRequest{Lease: d.Lease}); err != nil || !st.Held || st.LeaseExpiresMs != 30000 {
+		t.Fatalf("Extend = %v, %v", st, err)
+	}
+	if _, err := client.Release(ctx, &sluicev1.LeaseRequest{Lease: "not-a-lease"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Release of a malformed id: %v, want InvalidArgument", err)
 	}
 }

@@ -1,5 +1,6 @@
 // sluice's gRPC service: the operations of the HTTP JSON API (decide, peek,
-// record, reserve, cancel) with the same semantics and fields.
+// record, reserve, cancel, acquire, release, settle, extend) with the same
+// semantics and fields.
 //
 // Generated code is committed beside this file. make proto regenerates it
 // (protoc from Debian's protobuf-compiler package, the plugins pinned in
@@ -105,8 +106,9 @@ type Decision struct {
 	Shadowed     bool                   `protobuf:"varint,6,opt,name=shadowed,proto3" json:"shadowed,omitempty"`
 	Degraded     bool                   `protobuf:"varint,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	Limits       []*LimitStatus         `protobuf:"bytes,8,rep,name=limits,proto3" json:"limits,omitempty"`
-	// Why denied_by's rule did not fit: "limit" (its window is full) or
-	// "gap" (too soon after the last event); empty when allowed.
+	// Why denied_by's rule did not fit: "limit" (its window is full), "gap"
+	// (too soon after the last event) or "concurrency" (its leases are all
+	// held); empty when allowed.
 	Cause         string `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -549,6 +551,221 @@ func (x *CancelResponse) GetCancelled() bool {
 	return false
 }
 
+// Acquired is Acquire's answer: the decision and, when it is allowed, the
+// lease's id (opaque) and the time until it expires unless released or
+// extended.
+type Acquired struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Decision       *Decision              `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	Lease          string                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	LeaseExpiresMs int64                  `protobuf:"varint,3,opt,name=lease_expires_ms,json=leaseExpiresMs,proto3" json:"lease_expires_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Acquired) Reset() {
+	*x = Acquired{}
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acquired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acquired) ProtoMessage() {}
+
+func (x *Acquired) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acquired.ProtoReflect.Descriptor instead.
+func (*Acquired) Descriptor() ([]byte, []int) {
+	return file_proto_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Acquired) GetDecision() *Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *Acquired) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *Acquired) GetLeaseExpiresMs() int64 {
+	if x != nil {
+		return x.LeaseExpiresMs
+	}
+	return 0
+}
+
+type LeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_proto_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LeaseRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lease string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The real cost, at least 0.
+	Cost          int64 `protobuf:"varint,2,opt,name=cost,proto3" json:"cost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_proto_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SettleRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *SettleRequest) GetCost() int64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+// LeaseState says whether the lease was alive: false for an unknown lease,
+// one already released or settled, or one that expired (nothing changed);
+// after an extension, the time until it expires.
+type LeaseState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Held           bool                   `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	LeaseExpiresMs int64                  `protobuf:"varint,2,opt,name=lease_expires_ms,json=leaseExpiresMs,proto3" json:"lease_expires_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LeaseState) Reset() {
+	*x = LeaseState{}
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseState) ProtoMessage() {}
+
+func (x *LeaseState) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_sluice_v1_sluice_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
+func (*LeaseState) Descriptor() ([]byte, []int) {
+	return file_proto_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LeaseState) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *LeaseState) GetLeaseExpiresMs() int64 {
+	if x != nil {
+		return x.LeaseExpiresMs
+	}
+	return 0
+}
+
 var File_proto_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_proto_sluice_v1_sluice_proto_rawDesc = "" +
@@ -609,13 +826,30 @@ const file_proto_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\".\n" +
 	"\x0eCancelResponse\x12\x1c\n" +
-	"\tcancelled\x18\x01 \x01(\bR\tcancelled2\xae\x02\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"{\n" +
+	"\bAcquired\x12/\n" +
+	"\bdecision\x18\x01 \x01(\v2\x13.sluice.v1.DecisionR\bdecision\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x12(\n" +
+	"\x10lease_expires_ms\x18\x03 \x01(\x03R\x0eleaseExpiresMs\"$\n" +
+	"\fLeaseRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\"9\n" +
+	"\rSettleRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\x12\x12\n" +
+	"\x04cost\x18\x02 \x01(\x03R\x04cost\"J\n" +
+	"\n" +
+	"LeaseState\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\x12(\n" +
+	"\x10lease_expires_ms\x18\x02 \x01(\x03R\x0eleaseExpiresMs2\x98\x04\n" +
 	"\x06Sluice\x127\n" +
 	"\x06Decide\x12\x18.sluice.v1.DecideRequest\x1a\x13.sluice.v1.Decision\x125\n" +
 	"\x04Peek\x12\x18.sluice.v1.DecideRequest\x1a\x13.sluice.v1.Decision\x127\n" +
 	"\x06Record\x12\x18.sluice.v1.DecideRequest\x1a\x13.sluice.v1.Decision\x12<\n" +
 	"\aReserve\x12\x19.sluice.v1.ReserveRequest\x1a\x16.sluice.v1.Reservation\x12=\n" +
-	"\x06Cancel\x12\x18.sluice.v1.CancelRequest\x1a\x19.sluice.v1.CancelResponseB7Z5github.com/sluicerate/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x06Cancel\x12\x18.sluice.v1.CancelRequest\x1a\x19.sluice.v1.CancelResponse\x128\n" +
+	"\aAcquire\x12\x18.sluice.v1.DecideRequest\x1a\x13.sluice.v1.Acquired\x129\n" +
+	"\aRelease\x12\x17.sluice.v1.LeaseRequest\x1a\x15.sluice.v1.LeaseState\x129\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x15.sluice.v1.LeaseState\x128\n" +
+	"\x06Extend\x12\x17.sluice.v1.LeaseRequest\x1a\x15.sluice.v1.LeaseStateB7Z5github.com/sluicerate/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_proto_sluice_v1_sluice_proto_rawDescOnce sync.Once
@@ -629,7 +863,7 @@ func file_proto_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_proto_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_proto_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_proto_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_proto_sluice_v1_sluice_proto_goTypes = []any{
 	(*DecideRequest)(nil),  // 0: sluice.v1.DecideRequest
 	(*Decision)(nil),       // 1: sluice.v1.Decision
@@ -638,30 +872,43 @@ var file_proto_sluice_v1_sluice_proto_goTypes = []any{
 	(*Reservation)(nil),    // 4: sluice.v1.Reservation
 	(*CancelRequest)(nil),  // 5: sluice.v1.CancelRequest
 	(*CancelResponse)(nil), // 6: sluice.v1.CancelResponse
-	nil,                    // 7: sluice.v1.DecideRequest.AttributesEntry
-	nil,                    // 8: sluice.v1.ReserveRequest.AttributesEntry
-	nil,                    // 9: sluice.v1.CancelRequest.AttributesEntry
+	(*Acquired)(nil),       // 7: sluice.v1.Acquired
+	(*LeaseRequest)(nil),   // 8: sluice.v1.LeaseRequest
+	(*SettleRequest)(nil),  // 9: sluice.v1.SettleRequest
+	(*LeaseState)(nil),     // 10: sluice.v1.LeaseState
+	nil,                    // 11: sluice.v1.DecideRequest.AttributesEntry
+	nil,                    // 12: sluice.v1.ReserveRequest.AttributesEntry
+	nil,                    // 13: sluice.v1.CancelRequest.AttributesEntry
 }
 var file_proto_sluice_v1_sluice_proto_depIdxs = []int32{
-	7, // 0: sluice.v1.DecideRequest.attributes:type_name -> sluice.v1.DecideRequest.AttributesEntry
-	2, // 1: sluice.v1.Decision.limits:type_name -> sluice.v1.LimitStatus
-	8, // 2: sluice.v1.ReserveRequest.attributes:type_name -> sluice.v1.ReserveRequest.AttributesEntry
-	9, // 3: sluice.v1.CancelRequest.attributes:type_name -> sluice.v1.CancelRequest.AttributesEntry
-	0, // 4: sluice.v1.Sluice.Decide:input_type -> sluice.v1.DecideRequest
-	0, // 5: sluice.v1.Sluice.Peek:input_type -> sluice.v1.DecideRequest
-	0, // 6: sluice.v1.Sluice.Record:input_type -> sluice.v1.DecideRequest
-	3, // 7: sluice.v1.Sluice.Reserve:input_type -> sluice.v1.ReserveRequest
-	5, // 8: sluice.v1.Sluice.Cancel:input_type -> sluice.v1.CancelRequest
-	1, // 9: sluice.v1.Sluice.Decide:output_type -> sluice.v1.Decision
-	1, // 10: sluice.v1.Sluice.Peek:output_type -> sluice.v1.Decision
-	1, // 11: sluice.v1.Sluice.Record:output_type -> sluice.v1.Decision
-	4, // 12: sluice.v1.Sluice.Reserve:output_type -> sluice.v1.Reservation
-	6, // 13: sluice.v1.Sluice.Cancel:output_type -> sluice.v1.CancelResponse
-	9, // [9:14] is the sub-list for method output_type
-	4, // [4:9] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	11, // 0: sluice.v1.DecideRequest.attributes:type_name -> sluice.v1.DecideRequest.AttributesEntry
+	2,  // 1: sluice.v1.Decision.limits:type_name -> sluice.v1.LimitStatus
+	12, // 2: sluice.v1.ReserveRequest.attributes:type_name -> sluice.v1.ReserveRequest.AttributesEntry
+	13, // 3: sluice.v1.CancelRequest.attributes:type_name -> sluice.v1.CancelRequest.AttributesEntry
+	1,  // 4: sluice.v1.Acquired.decision:type_name -> sluice.v1.Decision
+	0,  // 5: sluice.v1.Sluice.Decide:input_type -> sluice.v1.DecideRequest
+	0,  // 6: sluice.v1.Sluice.Peek:input_type -> sluice.v1.DecideRequest
+	0,  // 7: sluice.v1.Sluice.Record:input_type -> sluice.v1.DecideRequest
+	3,  // 8: sluice.v1.Sluice.Reserve:input_type -> sluice.v1.ReserveRequest
+	5,  // 9: sluice.v1.Sluice.Cancel:input_type -> sluice.v1.CancelRequest
+	0,  // 10: sluice.v1.Sluice.Acquire:input_type -> sluice.v1.DecideRequest
+	8,  // 11: sluice.v1.Sluice.Release:input_type -> sluice.v1.LeaseRequest
+	9,  // 12: sluice.v1.Sluice.Settle:input_type -> sluice.v1.SettleRequest
+	8,  // 13: sluice.v1.Sluice.Extend:input_type -> sluice.v1.LeaseRequest
+	1,  // 14: sluice.v1.Sluice.Decide:output_type -> sluice.v1.Decision
+	1,  // 15: sluice.v1.Sluice.Peek:output_type -> sluice.v1.Decision
+	1,  // 16: sluice.v1.Sluice.Record:output_type -> sluice.v1.Decision
+	4,  // 17: sluice.v1.Sluice.Reserve:output_type -> sluice.v1.Reservation
+	6,  // 18: sluice.v1.Sluice.Cancel:output_type -> sluice.v1.CancelResponse
+	7,  // 19: sluice.v1.Sluice.Acquire:output_type -> sluice.v1.Acquired
+	10, // 20: sluice.v1.Sluice.Release:output_type -> sluice.v1.LeaseState
+	10, // 21: sluice.v1.Sluice.Settle:output_type -> sluice.v1.LeaseState
+	10, // 22: sluice.v1.Sluice.Extend:output_type -> sluice.v1.LeaseState
+	14, // [14:23] is the sub-list for method output_type
+	5,  // [5:14] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_proto_sluice_v1_sluice_proto_init() }
@@ -677,7 +924,7 @@ func file_proto_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_sluice_v1_sluice_proto_rawDesc), len(file_proto_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,5 +1,6 @@
 // sluice's gRPC service: the operations of the HTTP JSON API (decide, peek,
-// record, reserve, cancel) with the same semantics and fields.
+// record, reserve, cancel, acquire, release, settle, extend) with the same
+// semantics and fields.
 //
 // Generated code is committed beside this file. make proto regenerates it
 // (protoc from Debian's protobuf-compiler package, the plugins pinned in
@@ -31,6 +32,10 @@ const (
 	Sluice_Record_FullMethodName  = "/sluice.v1.Sluice/Record"
 	Sluice_Reserve_FullMethodName = "/sluice.v1.Sluice/Reserve"
 	Sluice_Cancel_FullMethodName  = "/sluice.v1.Sluice/Cancel"
+	Sluice_Acquire_FullMethodName = "/sluice.v1.Sluice/Acquire"
+	Sluice_Release_FullMethodName = "/sluice.v1.Sluice/Release"
+	Sluice_Settle_FullMethodName  = "/sluice.v1.Sluice/Settle"
+	Sluice_Extend_FullMethodName  = "/sluice.v1.Sluice/Extend"
 )
 
 // SluiceClient is the client API for Sluice service.
@@ -56,6 +61,17 @@ type SluiceClient interface {
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*Reservation, error)
 	// Cancel gives back a pending reservation.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// Acquire decides as Decide does and, when allowed, holds a lease: a
+	// slot of each concurrency rule of the policy, and the cost recorded in
+	// its rate rules as an estimate that Settle replaces.
+	Acquire(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*Acquired, error)
+	// Release frees a lease's slots, keeping its estimate.
+	Release(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseState, error)
+	// Settle records a lease's real cost in place of its estimate and frees
+	// its slots.
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*LeaseState, error)
+	// Extend keeps a lease for another lease time from now.
+	Extend(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseState, error)
 }
 
 type sluiceClient struct {
@@ -116,6 +132,46 @@ func (c *sluiceClient) Cancel(ctx context.Context, in *CancelRequest, opts ...gr
 	return out, nil
 }
 
+func (c *sluiceClient) Acquire(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*Acquired, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Acquired)
+	err := c.cc.Invoke(ctx, Sluice_Acquire_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sluiceClient) Release(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseState, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseState)
+	err := c.cc.Invoke(ctx, Sluice_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sluiceClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*LeaseState, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseState)
+	err := c.cc.Invoke(ctx, Sluice_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sluiceClient) Extend(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseState, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseState)
+	err := c.cc.Invoke(ctx, Sluice_Extend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SluiceServer is the server API for Sluice service.
 // All implementations must embed UnimplementedSluiceServer
 // for forward compatibility.
@@ -139,6 +195,17 @@ type SluiceServer interface {
 	Reserve(context.Context, *ReserveRequest) (*Reservation, error)
 	// Cancel gives back a pending reservation.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// Acquire decides as Decide does and, when allowed, holds a lease: a
+	// slot of each concurrency rule of the policy, and the cost recorded in
+	// its rate rules as an estimate that Settle replaces.
+	Acquire(context.Context, *DecideRequest) (*Acquired, error)
+	// Release frees a lease's slots, keeping its estimate.
+	Release(context.Context, *LeaseRequest) (*LeaseState, error)
+	// Settle records a lease's real cost in place of its estimate and frees
+	// its slots.
+	Settle(context.Context, *SettleRequest) (*LeaseState, error)
+	// Extend keeps a lease for another lease time from now.
+	Extend(context.Context, *LeaseRequest) (*LeaseState, error)
 	mustEmbedUnimplementedSluiceServer()
 }
 
@@ -163,6 +230,18 @@ func (UnimplementedSluiceServer) Reserve(context.Context, *ReserveRequest) (*Res
 }
 func (UnimplementedSluiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedSluiceServer) Acquire(context.Context, *DecideRequest) (*Acquired, error) {
+	return nil, status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedSluiceServer) Release(context.Context, *LeaseRequest) (*LeaseState, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedSluiceServer) Settle(context.Context, *SettleRequest) (*LeaseState, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
+}
+func (UnimplementedSluiceServer) Extend(context.Context, *LeaseRequest) (*LeaseState, error) {
+	return nil, status.Error(codes.Unimplemented, "method Extend not implemented")
 }
 func (UnimplementedSluiceServer) mustEmbedUnimplementedSluiceServer() {}
 func (UnimplementedSluiceServer) testEmbeddedByValue()                {}
@@ -275,6 +354,78 @@ func _Sluice_Cancel_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sluice_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SluiceServer).Acquire(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sluice_Acquire_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SluiceServer).Acquire(ctx, req.(*DecideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sluice_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SluiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sluice_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SluiceServer).Release(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sluice_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SluiceServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sluice_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SluiceServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sluice_Extend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SluiceServer).Extend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sluice_Extend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SluiceServer).Extend(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Sluice_ServiceDesc is the grpc.ServiceDesc for Sluice service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -301,6 +452,22 @@ var Sluice_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _Sluice_Cancel_Handler,
+		},
+		{
+			MethodName: "Acquire",
+			Handler:    _Sluice_Acquire_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _Sluice_Release_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _Sluice_Settle_Handler,
+		},
+		{
+			MethodName: "Extend",
+			Handler:    _Sluice_Extend_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
