@@ -23,6 +23,8 @@ type Metrics struct {
 
 	decideDuration prometheus.Observer // storeDuration's decide, looked up once
 
+	leases *leaseBook // the leases this server granted
+
 	obs Observer // told of what is counted; nil: none
 }
 
@@ -80,7 +82,8 @@ func NewMetrics(reg prometheus.Registerer, obs Observer) *Metrics {
 			Help: "API requests answered, by API (decide, peek, record, reserve, cancel, forward_auth, grpc, envoy) and status; each request of a batch counted on its own.",
 		}, []string{"api", "code"}),
 	}
-	reg.MustRegister(m.decisions, m.degraded, m.storeDuration, m.storeErrors, m.reservations, m.delays, m.reloads, m.requests)
+	m.leases = newLeaseBook()
+	reg.MustRegister(m.decisions, m.degraded, m.storeDuration, m.storeErrors, m.reservations, m.delays, m.reloads, m.requests, m.leases)
 	m.decideDuration = m.storeDuration.WithLabelValues("decide")
 	return m
 }

@@ -132,6 +132,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	start := time.Now()
 	err := lr.Acquire(ctx, req, lease)
 	s.Observe("acquire", start, err)
+	if err == nil && !lease.Expires.IsZero() {
+		s.m.leases.granted(req, lease)
+	}
 	return err
 }
 
@@ -144,6 +147,9 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	start := time.Now()
 	st, err := lr.Finish(ctx, req)
 	s.Observe("finish", start, err)
+	if err == nil {
+		s.m.leases.finished(req, st)
+	}
 	return st, err
 }
 

@@ -1,0 +1,121 @@
+package front
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// leaseBook counts the leases this server granted, for the metrics: those
+// in flight, per concurrency rule, and those that expired before this
+// server released, settled or extended them, a leak of leases (a client
+// that never released, or died). It knows only its own: a lease released
+// through another server of a fleet counts here as expired. It is a
+// prometheus.Collector, swept of expired leases at each scrape. It is
+// safe for concurrent use.
+type leaseBook struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	held    map[string]*heldLease // by lease id
+	flight  map[ruleKey]float64
+	expired map[ruleKey]float64
+
+	flightDesc, expiredDesc *prometheus.Desc
+}
+
+// ruleKey names a concurrency rule.
+type ruleKey struct{ policy, rule string }
+
+// heldLease is a lease this server granted: its concurrency rules, and
+// when it expires on this server's clock.
+type heldLease struct {
+	rules    []ruleKey
+	deadline time.Time
+}
+
+func newLeaseBook() *leaseBook {
+	return &leaseBook{now: time.Now, held: map[string]*heldLease{}, flight: map[ruleKey]float64{}, expired: map[ruleKey]float64{},
+		flightDesc: prometheus.NewDesc("sluice_leases_in_flight",
+			"Leases this server granted that are alive (not released, settled or expired), by policy and concurrency rule.",
+			[]string{"policy", "rule"}, nil),
+		expiredDesc: prometheus.NewDesc("sluice_leases_expired_total",
+			"Leases this server granted that expired before they were released or settled through it (a leak of leases), by policy and concurrency rule.",
+			[]string{"policy", "rule"}, nil),
+	}
+}
+
+// granted notes the lease of req the store granted.
+func (b *leaseBook) granted(req *store.Request, lease *store.LeaseGrant) {
+	h := &heldLease{deadline: b.now().Add(lease.TTL)}
+	for i := range req.Checks {
+		if req.Checks[i].Algorithm == store.Concurrency {
+			h.rules = append(h.rules, ruleKey{req.Policy, req.Checks[i].Rule})
+		}
+	}
+	if len(h.rules) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweep()
+	b.held[lease.ID] = h
+	for _, k := range h.rules {
+		b.flight[k]++
+	}
+}
+
+// finished notes what Finish of req found.
+func (b *leaseBook) finished(req *store.FinishRequest, st store.LeaseState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweep()
+	h := b.held[req.ID]
+	switch {
+	case h == nil || !st.Held:
+	case req.Op == store.LeaseExtend:
+		h.deadline = b.now().Add(req.TTL)
+	default:
+		delete(b.held, req.ID)
+		for _, k := range h.rules {
+			b.flight[k]--
+		}
+	}
+}
+
+// sweep moves the leases past their deadline from in flight to expired.
+// The caller holds b.mu.
+func (b *leaseBook) sweep() {
+	now := b.now()
+	for id, h := range b.held {
+		if now.Before(h.deadline) {
+			continue
+		}
+		delete(b.held, id)
+		for _, k := range h.rules {
+			b.flight[k]--
+			b.expired[k]++
+		}
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (b *leaseBook) Describe(ch chan<- *prometheus.Desc) {
+	ch <- b.flightDesc
+	ch <- b.expiredDesc
+}
+
+// Collect implements prometheus.Collector.
+func (b *leaseBook) Collect(ch chan<- prometheus.Metric) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweep()
+	for k, v := range b.flight {
+		ch <- prometheus.MustNewConstMetric(b.flightDesc, prometheus.GaugeValue, v, k.policy, k.rule)
+	}
+	for k, v := range b.expired {
+		ch <- prometheus.MustNewConstMetric(b.expiredDesc, prometheus.CounterValue, v, k.policy, k.rule)
+	}
+}
