@@ -10,6 +10,15 @@
 //	go run ./examples/dialer -redis redis://127.0.0.1:6390/0 -name p1 &
 //	go run ./examples/dialer -redis redis://127.0.0.1:6390/0 -name p2
 //
+// With -in-progress N, a carrier also takes at most N calls in progress at
+// once, across every process: a call holds a lease of its carrier's
+// concurrency rule from before its slot until it hangs up, -call-length
+// after it left; a carrier whose N calls are up is skipped for the next
+// one. A process that dies frees its calls' slots when their leases
+// expire (-lease):
+//
+//	go run ./examples/dialer -carriers 45=4/s -in-progress 30 -call-length 10s -workers 40 -for 20s
+//
 // Each call that leaves prints one line: when it left, its carrier, the
 // process and worker that placed it, and how long it waited; with -json,
 // one object per call.
@@ -44,10 +53,13 @@ func main() {
 }
 
 // carrier is one downstream carrier and the schedule its calls go through:
-// one queue per carrier, at the carrier's own rate.
+// one queue per carrier, at the carrier's own rate; and, with a limit of
+// calls in progress, the policy whose lease a call holds while it is up
+// (nil: none).
 type carrier struct {
 	id    string
 	sched *sluice.Schedule
+	calls *sluice.Policy
 }
 
 // call is one call that left, as printed with -json.
@@ -60,6 +72,9 @@ type call struct {
 	Slot     int64 `json:"slot_us"`
 	Sent     int64 `json:"sent_us"`
 	WaitedUS int64 `json:"waited_us"`
+	// InProgress is the carrier's calls in progress, this one included,
+	// when it left (with -in-progress).
+	InProgress int64 `json:"in_progress,omitempty"`
 
 	start time.Time // the run's start, set by the test
 }
@@ -77,13 +92,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := fs.String("name", fmt.Sprintf("pid%d", os.Getpid()), "this process's name in the output")
 	asJSON := fs.Bool("json", false, "print one JSON object per call")
 	timeout := fs.Duration("timeout", time.Second, "the deadline of each store call")
+	inProgress := fs.Int64("in-progress", 0, "the most calls in progress at once per carrier (0: no limit)")
+	callLength := fs.Duration("call-length", 0, "how long a call stays up after it left, holding its slot of -in-progress")
+	lease := fs.Duration("lease", 10*time.Minute, "how long a call's slot of -in-progress is held if its process dies")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	cs, err := parseCarriers(*carriers, *maxDelay)
+	cs, err := parseCarriers(*carriers, *maxDelay, *inProgress, *lease)
 	if err != nil {
 		fmt.Fprintln(stderr, "dialer:", err)
 		return 2
@@ -127,9 +145,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			_ = enc.Encode(c)
 			return
 		}
-		fmt.Fprintf(stdout, "%s  call to carrier %-4s left  (%s worker %d, waited %v)\n",
+		up := ""
+		if c.InProgress > 0 {
+			up = fmt.Sprintf(", %d in progress", c.InProgress)
+		}
+		fmt.Fprintf(stdout, "%s  call to carrier %-4s left  (%s worker %d, waited %v%s)\n",
 			time.UnixMicro(c.Sent).Format("15:04:05.000000"), c.Carrier, c.Process, c.Worker,
-			time.Duration(c.WaitedUS)*time.Microsecond)
+			time.Duration(c.WaitedUS)*time.Microsecond, up)
 	}
 	logf := func(format string, args ...any) {
 		mu.Lock()
@@ -137,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dialer: "+format+"\n", args...)
 	}
 	for w := range *workers {
-		wg.Go(func() { work(ctx, lim, cs, *name, w, report, logf) })
+		wg.Go(func() { work(ctx, lim, cs, *name, w, *callLength, report, logf) })
 	}
 	wg.Wait()
 	return 0
@@ -147,8 +169,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // round the carriers; a call its carrier rejects (the wait would be longer
 // than MaxDelay) is offered to the next one, and when every carrier rejects
 // it the worker waits until the first one could take it. A store failure is
-// logged, and the call tried again an interval later.
-func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string, w int, report func(call), logf func(string, ...any)) {
+// logged, and the call tried again an interval later. With a limit of calls
+// in progress, a call first takes its lease (a carrier whose calls are all
+// up is skipped like a full one), and holds it until callLength after it
+// left.
+func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string, w int, callLength time.Duration, report func(call), logf func(string, ...any)) {
 	next := w % len(cs)
 	for {
 		var (
@@ -158,12 +183,30 @@ func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string
 		for try := range cs {
 			c := cs[(next+try)%len(cs)]
 			asked := time.Now()
+			lease, up, err := takeLine(ctx, lim, c)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err != nil:
+				logf("worker %d: %v; trying again in %v", w, err, c.sched.Interval())
+				wait = shorter(wait, c.sched.Interval())
+				continue
+			case lease == nil:
+				// Every line of the carrier is busy: try the next one, and
+				// this one again an interval later.
+				wait = shorter(wait, c.sched.Interval())
+				continue
+			}
 			r, err := lim.Wait(ctx, c.sched, nil, 1)
+			if err != nil {
+				_, _ = lease.Release(context.WithoutCancel(ctx)) // a release that fails expires
+			}
 			switch {
 			case err == nil:
 				sent := time.Now()
 				report(call{Process: process, Worker: w, Carrier: c.id, Slot: r.Slot.UnixMicro(),
-					Sent: sent.UnixMicro(), WaitedUS: sent.Sub(asked).Microseconds()})
+					Sent: sent.UnixMicro(), WaitedUS: sent.Sub(asked).Microseconds(), InProgress: up})
+				hangUp(ctx, lease, callLength)
 				next = (next + try + 1) % len(cs)
 				wait = 0
 			case errors.Is(err, sluice.ErrRejected):
@@ -201,6 +244,40 @@ func work(ctx context.Context, lim *sluice.Limiter, cs []carrier, process string
 	}
 }
 
+// takeLine takes a lease of c's calls in progress and returns it with the
+// calls in progress with it, or a nil lease when they are all up. Without
+// a limit it returns a lease that holds nothing.
+func takeLine(ctx context.Context, lim *sluice.Limiter, c carrier) (*sluice.Lease, int64, error) {
+	if c.calls == nil {
+		return &sluice.Lease{}, 0, nil
+	}
+	lease, d, err := lim.Acquire(ctx, c.calls, nil, 1)
+	if err != nil || !d.Allowed {
+		return nil, 0, err
+	}
+	return lease, d.Limits[0].Used, nil
+}
+
+// hangUp keeps the call up for length, or until ctx ends, then releases
+// its lease.
+func hangUp(ctx context.Context, lease *sluice.Lease, length time.Duration) {
+	if length > 0 {
+		select {
+		case <-time.After(length):
+		case <-ctx.Done():
+		}
+	}
+	_, _ = lease.Release(context.WithoutCancel(ctx)) // a release that fails expires
+}
+
+// shorter returns the shorter of the wait so far (-1: none yet) and d.
+func shorter(wait, d time.Duration) time.Duration {
+	if wait < 0 || d < wait {
+		return d
+	}
+	return wait
+}
+
 // checkStore makes and cancels a reservation on a schedule of this process
 // alone, so that a store that does not answer is reported before any call
 // is placed (and Redis has the scripts loaded when calls start).
@@ -215,8 +292,10 @@ func checkStore(ctx context.Context, lim *sluice.Limiter, process string) error 
 	return err
 }
 
-// parseCarriers parses "45=4/s,46=10/s".
-func parseCarriers(s string, maxDelay time.Duration) ([]carrier, error) {
+// parseCarriers parses "45=4/s,46=10/s"; with inProgress above 0, each
+// carrier takes that many calls in progress at once, a call's slot held at
+// most lease.
+func parseCarriers(s string, maxDelay time.Duration, inProgress int64, lease time.Duration) ([]carrier, error) {
 	var cs []carrier
 	for part := range strings.SplitSeq(s, ",") {
 		id, rate, ok := strings.Cut(strings.TrimSpace(part), "=")
@@ -231,7 +310,16 @@ func parseCarriers(s string, maxDelay time.Duration) ([]carrier, error) {
 		if err := sched.Validate(); err != nil {
 			return nil, err
 		}
-		cs = append(cs, carrier{id: id, sched: sched})
+		c := carrier{id: id, sched: sched}
+		if inProgress > 0 {
+			c.calls = &sluice.Policy{Name: "calls-" + id, Rules: []sluice.Rule{
+				{Name: "in-progress", Concurrency: inProgress, Lease: lease},
+			}}
+			if err := c.calls.Validate(); err != nil {
+				return nil, fmt.Errorf("carrier %s: %w", id, err)
+			}
+		}
+		cs = append(cs, c)
 	}
 	return cs, nil
 }

@@ -255,3 +255,45 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestInProgress checks -in-progress from the calls' send times: calls of
+// 150ms at 100 a second by 8 workers would have 8 up at once; with at
+// most 3, no moment has more than 3 calls up (each call holds its lease
+// from before it left until after it hangs up), and the limit is reached.
+func TestInProgress(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	const length = 150 * time.Millisecond
+	code := run(t.Context(), []string{"-carriers", "45=100/s", "-workers", "8", "-for", "500ms", "-max-delay", "100ms",
+		"-in-progress", "3", "-call-length", length.String(), "-json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var calls []call
+	dec := json.NewDecoder(&stdout)
+	for dec.More() {
+		var c call
+		if err := dec.Decode(&c); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, c)
+	}
+	most := int64(0)
+	for _, c := range calls {
+		if c.InProgress < 1 || c.InProgress > 3 {
+			t.Errorf("call at %d: %d in progress, want 1 to 3", c.Sent, c.InProgress)
+		}
+		most = max(most, c.InProgress)
+		up := 0 // calls up at c.Sent, by their send times
+		for _, o := range calls {
+			if o.Sent <= c.Sent && c.Sent < o.Sent+length.Microseconds() {
+				up++
+			}
+		}
+		if up > 3 {
+			t.Errorf("at %d: %d calls up, want at most 3", c.Sent, up)
+		}
+	}
+	if len(calls) < 3 || most != 3 {
+		t.Errorf("%d calls, at most %d in progress; want the limit of 3 reached", len(calls), most)
+	}
+}
