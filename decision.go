@@ -74,8 +74,8 @@ type Decision struct {
 	// would have denied.
 	DeniedBy string
 
-	// Cause says why DeniedBy's rule did not fit: CauseLimit or CauseGap;
-	// empty when every rule fits.
+	// Cause says why DeniedBy's rule did not fit: CauseLimit, CauseGap or
+	// CauseConcurrency; empty when every rule fits.
 	Cause Cause
 
 	// Shadowed reports that the request was admitted although DeniedBy
@@ -152,7 +152,9 @@ type LimitStatus struct {
 	// Rule is the rule's name.
 	Rule string
 
-	// Limit and Window are the rule's.
+	// Limit and Window are the rule's; for a concurrency rule, the most
+	// leases alive at once and the lease time, and Used counts the leases
+	// alive.
 	Limit  int64
 	Window time.Duration
 
@@ -172,7 +174,8 @@ type LimitStatus struct {
 	// Cause says why the request did not fit this rule: CauseLimit when the
 	// window had no room for its cost, CauseGap when it came too soon after
 	// the last event, and when both, the one that takes longer to clear
-	// (CauseLimit on a tie). Empty when it fit.
+	// (CauseLimit on a tie); CauseConcurrency when a concurrency rule's
+	// leases were all alive. Empty when it fit.
 	Cause Cause
 
 	// RetryAfter is 0 when the decision allowed the request. When it

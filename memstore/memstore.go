@@ -131,6 +131,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := store.CheckDecide(req); err != nil {
+		return err
+	}
 	if len(req.Checks) == 1 {
 		s.decideOne(req)
 		return nil

@@ -25,6 +25,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := store.CheckDecide(req); err != nil {
+		return err
+	}
 	pl := s.names.plan(req)
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -48,6 +49,24 @@ type Leaser interface {
 	// Finish releases, settles or extends a lease.
 	Finish(ctx context.Context, req *FinishRequest) (LeaseState, error)
 }
+
+// CheckDecide returns ErrLeaseOnly when req holds a Concurrency check and
+// is not a dry run: Decide does not take slots. Stores call it in Decide.
+func CheckDecide(req *Request) error {
+	if req.DryRun {
+		return nil
+	}
+	for i := range req.Checks {
+		if req.Checks[i].Algorithm == Concurrency {
+			return ErrLeaseOnly
+		}
+	}
+	return nil
+}
+
+// ErrLeaseOnly reports a Decide that would take a slot of a Concurrency
+// check: only Leaser.Acquire does.
+var ErrLeaseOnly = errors.New("sluice: a concurrency rule's slot is taken by Acquire only; Decide may peek at it")
 
 // LeaseGrant is the lease an Acquire holds when it admits its request.
 type LeaseGrant struct {

@@ -131,6 +131,13 @@ var leaseCases = []testCase{
 		if _, err := e.lim.Record(e.ctx, p, user("ann"), 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
 			e.t.Errorf("Record on a concurrency rule: %v, want ErrInvalidPolicy", err)
 		}
+		req, err := sluice.Resolve(p, user("ann"), 1)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.target.Store.Decide(e.ctx, req); !errors.Is(err, store.ErrLeaseOnly) {
+			e.t.Errorf("the store's Decide of a concurrency rule: %v, want ErrLeaseOnly", err)
+		}
 	})},
 
 	{"LeaseExpiry", leased(func(e *env) {
