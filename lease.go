@@ -28,7 +28,8 @@ const MaxSettleCost = 1 << 53
 // policy (Rule.Concurrency), and the estimate it recorded in the rate
 // rules, which Settle replaces with the real cost.
 //
-// A Lease is safe for concurrent use. Release and Settle end it: the
+// A Lease is safe for concurrent use; the zero Lease holds nothing.
+// Release and Settle end it: the
 // second of them, or either after the lease expired, reports it not held
 // and changes nothing. A Lease that holds nothing (its policy limited
 // nothing, or the store failed and the failure policy admitted the
@@ -209,10 +210,12 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 		req.Checks = append(req.Checks, c)
 	}
 	if len(req.Checks) > 0 {
+		// The shared values, in the order of the first rule's By, as
+		// resolve gives them; the first check's rule holds each.
 		first := &p.Rules[slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == req.Checks[0].Rule })]
-		for k, a := range first.By {
+		for _, a := range p.Rules[0].By {
 			if p.Shares(a) {
-				req.Shared = append(req.Shared, req.Checks[0].Values[k])
+				req.Shared = append(req.Shared, req.Checks[0].Values[slices.Index(first.By, a)])
 			}
 		}
 	}

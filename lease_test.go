@@ -130,3 +130,28 @@ func FuzzLeaseID(f *testing.F) {
 		}
 	})
 }
+
+// TestResumeLeaseShared checks that a lease resumed from its id names the
+// windows its acquire did: the same checks and shared values, in the
+// order of the policy's first rule even when that rule did not apply.
+func TestResumeLeaseShared(t *testing.T) {
+	t.Parallel()
+	p := &Policy{Name: "p", Rules: []Rule{
+		{Name: "paid", By: []string{"tenant", "user"}, Limit: 10, Window: time.Minute, Match: map[string]string{"plan": "paid"}},
+		{Name: "in-flight", By: []string{"user", "tenant"}, Concurrency: 2, Lease: time.Minute},
+	}}
+	attrs := map[string]string{"tenant": "t1", "user": "ann", "plan": "free"}
+	req, err := Resolve(p, attrs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimiter(nil, Config{})
+	x, err := l.ResumeLease(p, newLeaseID(p.Name, req.Checks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.finish.Shared, req.Shared) || len(x.finish.Checks) != 1 || !slices.Equal(x.finish.Checks[0].Values, req.Checks[0].Values) ||
+		x.finish.Checks[0].Algorithm != store.Concurrency || x.finish.Checks[0].Window != time.Minute {
+		t.Errorf("resumed %+v, want shared %q and the check %+v", x.finish, req.Shared, req.Checks[0])
+	}
+}
