@@ -185,7 +185,9 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 		}
 		v := reply[stride*k : stride*(k+1)]
 		used, status, retry, reset := v[0], v[1]&3, v[1]>>2, v[2]
-		if used < 0 || v[1] < 0 || reset < 0 {
+		// Status 3 (its leases all alive) is a concurrency rule's, the only
+		// one that rule has besides 0.
+		if used < 0 || v[1] < 0 || reset < 0 || (status == 3) != (req.Checks[i].Algorithm == store.Concurrency) && status != 0 {
 			return fmt.Errorf("redisstore: decide.lua replied used=%d status=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
 				used, status, retry, reset, req.Checks[i].Rule)
 		}

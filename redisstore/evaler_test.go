@@ -92,7 +92,7 @@ func TestMalformedReplies(t *testing.T) {
 		{"empty", nil},
 		{"too short", []int64{1, 0}},
 		{"too long", []int64{1, 0, 0, 7}},
-		{"unknown status 3", []int64{1, 3, 0}},
+		{"a concurrency status for a rate rule", []int64{1, 3, 0}},
 		{"negative used", []int64{-1, 0, 0}},
 		{"negative retry", []int64{1, -4, 0}},
 		{"negative reset", []int64{1, 0, -1}},
