@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/redisstore"
 )
 
 // The leases section: a lease taken and ended (two script calls, lease.lua
@@ -32,41 +31,18 @@ func leasePolicy(rate, concurrency bool) *sluice.Policy {
 // openLease is a contender that acquires a lease of p on each key and
 // releases it at once, or settles it at 2 when settle is set.
 func openLease(p *sluice.Policy, settle bool) func(addr string, names []string) (*instance, error) {
-	return func(addr string, names []string) (*instance, error) {
-		s, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Prefix: "sluice"})
-		if err != nil {
-			return nil, err
+	return openSluiceOp(p, benchLimiterConfig, func(ctx context.Context, lim *sluice.Limiter, attrs map[string]string) (bool, error) {
+		x, d, err := lim.Acquire(ctx, p, attrs, 1)
+		if err != nil || !d.Allowed {
+			return false, err
 		}
-		lim := sluice.NewLimiter(s, benchLimiterConfig)
-		last := len(p.Rules) - 1
-		return &instance{
-			worker: func() decideFunc {
-				attrs := map[string]string{"key": ""}
-				return func(ctx context.Context, i int) (bool, error) {
-					attrs["key"] = names[i]
-					x, d, err := lim.Acquire(ctx, p, attrs, 1)
-					if err != nil || !d.Allowed {
-						return false, err
-					}
-					if settle {
-						_, err = x.Settle(ctx, 2)
-					} else {
-						_, err = x.Release(ctx)
-					}
-					return true, err
-				}
-			},
-			redisKey: func(i int) string {
-				req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
-				if err != nil {
-					return ""
-				}
-				return s.Keys(req)[last]
-			},
-			zset:  true,
-			close: func() { s.Close() },
-		}, nil
-	}
+		if settle {
+			_, err = x.Settle(ctx, 2)
+		} else {
+			_, err = x.Release(ctx)
+		}
+		return true, err
+	})
 }
 
 func (b *bench) leasesTable(rounds int) {

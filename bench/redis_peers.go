@@ -103,6 +103,15 @@ func rulesPolicy(n int) *sluice.Policy {
 // openSluice opens sluice's Redis store and decides p through a Limiter, as
 // an application calls it.
 func openSluice(p *sluice.Policy, limiterCfg sluice.Config) func(addr string, names []string) (*instance, error) {
+	return openSluiceOp(p, limiterCfg, func(ctx context.Context, lim *sluice.Limiter, attrs map[string]string) (bool, error) {
+		d, err := lim.Allow(ctx, p, attrs)
+		return d.Allowed, err
+	})
+}
+
+// openSluiceOp is openSluice with op in place of Allow: what one
+// operation on a key does.
+func openSluiceOp(p *sluice.Policy, limiterCfg sluice.Config, op func(ctx context.Context, lim *sluice.Limiter, attrs map[string]string) (bool, error)) func(addr string, names []string) (*instance, error) {
 	return func(addr string, names []string) (*instance, error) {
 		s, err := redisstore.New(redisstore.Config{Addrs: []string{addr}, Prefix: "sluice"})
 		if err != nil {
@@ -115,8 +124,7 @@ func openSluice(p *sluice.Policy, limiterCfg sluice.Config) func(addr string, na
 				attrs := map[string]string{"key": ""}
 				return func(ctx context.Context, i int) (bool, error) {
 					attrs["key"] = names[i]
-					d, err := lim.Allow(ctx, p, attrs)
-					return d.Allowed, err
+					return op(ctx, lim, attrs)
 				}
 			},
 			redisKey: func(i int) string {
