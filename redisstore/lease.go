@@ -29,8 +29,9 @@ import (
 //
 // A policy whose windows fall into several slot groups (Config.Slots
 // SlotsPerRule, with rules of different attributes) cannot be leased: its
-// lease would not be one atomic step. Config.WaitForReplicas does not wait
-// for a lease's writes.
+// lease would not be one atomic step. The scripts run as decide.lua's do
+// (routed by the slot map, acknowledged by replicas with
+// Config.WaitForReplicas).
 
 var _ store.Leaser = (*Store)(nil)
 
