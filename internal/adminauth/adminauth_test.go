@@ -30,10 +30,10 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("tokens %+v", ts)
 	}
 	for content, want := range map[string]string{
-		"a write\n":                    "tokens:1: 2 fields",
-		"a admin s\n":                  `tokens:1: access "admin" is neither read nor write`,
-		"a read s1\na write s2\n":      `tokens:2: two tokens are named "a"`,
-		"a read s1\nb write s1\n":      `tokens:2: tokens "a" and "b" have the same secret`,
+		"a write\n":                   "tokens:1: 2 fields",
+		"a admin s\n":                 `tokens:1: access "admin" is neither read nor write`,
+		"a read s1\na write s2\n":     `tokens:2: two tokens are named "a"`,
+		"a read s1\nb write s1\n":     `tokens:2: tokens "a" and "b" have the same secret`,
 		"# nothing but a comment\n\n": "holds no token",
 	} {
 		if _, err := adminauth.ReadFile(write(content)); err == nil || !strings.Contains(err.Error(), want) {
