@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/envoy"
 )
 
 // Target is a rule an override may apply to: a rule of a sluice policy,
@@ -119,4 +120,21 @@ func (c catalog) check(o *Override) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// EnvoyTargets returns the targets of an Envoy configuration: every limit
+// of each domain (none for nil).
+func EnvoyTargets(c *envoy.Config) []Target {
+	if c == nil {
+		return nil
+	}
+	var ts []Target
+	for _, r := range c.Rules() {
+		rule := sluice.Rule{Name: r.Name, Limit: int64(r.Limit.Requests), Window: r.Limit.Window, Algorithm: r.Limit.Algorithm}
+		if rule.Limit == 0 {
+			rule.Algorithm = sluice.Log
+		}
+		ts = append(ts, Target{Domain: r.Domain, Rule: rule, By: r.Keys})
+	}
+	return ts
 }
