@@ -139,15 +139,24 @@ func (ts Tokens) match(got string) *Token {
 	return &ts[found]
 }
 
-// whoKey is the context key of a request's token name.
-type whoKey struct{}
+// tokenKey is the context key of a request's token.
+type tokenKey struct{}
 
 // Who returns the name of the token r was allowed with, or Anonymous.
 func Who(r *http.Request) string {
-	if who, ok := r.Context().Value(whoKey{}).(string); ok {
-		return who
+	if t, ok := r.Context().Value(tokenKey{}).(*Token); ok {
+		return t.Name
 	}
 	return Anonymous
+}
+
+// AccessOf returns what r's token allows: Write when the listener takes
+// no token.
+func AccessOf(r *http.Request) Access {
+	if t, ok := r.Context().Value(tokenKey{}).(*Token); ok {
+		return t.Access
+	}
+	return Write
 }
 
 // Changes reports whether r may change something: every method but GET
@@ -204,7 +213,7 @@ func (ts Tokens) Require(cookie string, next http.Handler) http.Handler {
 			httplimit.Problem{Status: http.StatusForbidden, Code: "forbidden",
 				Detail: fmt.Sprintf("the admin token %q may read, not change; use a token with write access", t.Name)}.Write(w)
 		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, t.Name)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
 		}
 	})
 }

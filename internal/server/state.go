@@ -14,6 +14,7 @@ import (
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/httpapi"
+	"github.com/sluicerate/sluice/internal/overrides"
 )
 
 // Swap makes cfg the configuration of every request that starts after it
@@ -28,6 +29,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	s.overrides.SetTargets("policies", overrides.PolicyTargets(cfg.Policies))
 	if old := s.front.State(); old != nil && storeChanged(old.Config.Store, cfg.Store) {
 		s.front.Log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
 			slog.String("file", cfg.File))
@@ -40,7 +42,8 @@ func (s *Server) Swap(cfg *config.Config) error {
 // store, and the edge's road for its policies and schedules, with
 // forward-auth's keys.
 func (s *Server) newState(cfg *config.Config) (*front.State, error) {
-	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache)}
+	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache),
+		Overrides: s.overrides, OnCacheHit: s.front.Store.CacheHit}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
