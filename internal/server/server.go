@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,6 +127,9 @@ type Server struct {
 	denyCache int
 
 	hasOverrides bool // the store keeps runtime overrides
+
+	fallbackOnce sync.Once
+	fallback     store.Store // on_error: fallback's, made on first use
 }
 
 // New returns a Server over store with the configuration cfg. The server

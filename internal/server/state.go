@@ -15,6 +15,8 @@ import (
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/httpapi"
 	"github.com/sluicerate/sluice/internal/overrides"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Swap makes cfg the configuration of every request that starts after it
@@ -48,6 +50,9 @@ func (s *Server) newState(cfg *config.Config) (*front.State, error) {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
 			lc.Timeout = cfg.Store.Timeout
+		}
+		if cfg.Store.Fallback {
+			lc.Fallback, lc.FallbackShare = s.fallbackStore(), cfg.Store.FallbackShare
 		}
 	}
 	ip, err := httplimit.NewIPResolver(httplimit.IPConfig{TrustedProxies: cfg.ForwardAuth.TrustedProxies})
@@ -93,4 +98,12 @@ func storeChanged(a, b *config.Store) bool {
 		return true
 	}
 	return !reflect.DeepEqual(a, b)
+}
+
+// fallbackStore is the memory store that decides while the store fails
+// under on_error: fallback: one for the server's life, so that a reload
+// keeps what it counted.
+func (s *Server) fallbackStore() store.Store {
+	s.fallbackOnce.Do(func() { s.fallback = memstore.New(memstore.Config{}) })
+	return s.fallback
 }
