@@ -24,9 +24,9 @@ func TestFallback(t *testing.T) {
 		t.Errorf("no share: %+v, %v; want a share of 1", cfg.Store, err)
 	}
 	for file, want := range map[string]string{
-		"store:\n  fallback_share: 3\n":                     "f.yaml:2:19: fallback_share is for on_error: fallback",
+		"store:\n  fallback_share: 3\n":                       "f.yaml:2:19: fallback_share is for on_error: fallback",
 		"store:\n  on_error: fallback\n  fallback_share: 0\n": "f.yaml:3:19: ",
-		"store:\n  on_error: local\n":                       `use deny (fail closed, the default), allow (fail open) or fallback`,
+		"store:\n  on_error: local\n":                         `use deny (fail closed, the default), allow (fail open) or fallback`,
 	} {
 		if _, err := config.Parse("f.yaml", []byte(file+policy)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", file, err, want)

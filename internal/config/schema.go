@@ -115,9 +115,9 @@ type storeYAML struct {
 	Redis   node[*redisYAML]    `yaml:"redis" what:"store.redis"`
 	Prefix  node[string]        `yaml:"prefix" form:"prefix" eg:"sluice"`
 	Timeout node[time.Duration] `yaml:"timeout" bound:"timeout" eg:"50ms"`
-	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"` // deny, allow or fallback
+	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"`  // deny, allow or fallback
 	Share   node[int64]         `yaml:"fallback_share" bound:"share" eg:"3"` // with on_error: fallback
-	Layout  node[int64]         `yaml:"layout" bound:"layout" eg:"2"`       // the keys' layout: 1 or 2
+	Layout  node[int64]         `yaml:"layout" bound:"layout" eg:"2"`        // the keys' layout: 1 or 2
 }
 
 // redisYAML is store.redis: a Redis.
