@@ -5,9 +5,10 @@
 //
 //	sluice demo [--redis URL] [--json]
 //	sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
-//	sluice check --config FILE --policy P --attr k=v [--cost N] [--json]
+//	sluice check --config FILE [--policy P --attr k=v [--cost N]] [--json]
 //	sluice inspect --config FILE --policy P --attr k=v [--redis URL] [--json]
 //	sluice reserve --config FILE --schedule S --attr k=v [--n N] [--json]
+//	sluice override set|list|get|delete [flags]
 //	sluice bench [--redis URL | --server URL] [flags]
 //
 // "sluice --help" lists the commands and "sluice COMMAND -h" a command's
@@ -46,6 +47,7 @@ func commands() []command {
 		{"check", "decide one request against a configured policy without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
+		{"override", "set, list or delete runtime overrides of limits on a running sluice serve", runOverride},
 		{"bench", "drive a store or a server with a workload; print throughput and a latency histogram", runBench},
 	}
 }

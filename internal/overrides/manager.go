@@ -174,7 +174,7 @@ func (m *Manager) Poll(ctx context.Context) error {
 		return err
 	}
 	if was := m.state.Load(); was.err != "" {
-		m.log.Info("runtime overrides: the store answers again", slog.Duration("after", now.Sub(was.errSince)))
+		m.log.Info("runtime overrides: the store answers again", slog.String("outage", now.Sub(was.errSince).Round(time.Millisecond).String()))
 	}
 	if set.Changed {
 		m.load(set)
