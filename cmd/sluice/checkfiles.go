@@ -227,8 +227,8 @@ func printConfig(w io.Writer, s *configSummary) {
 	for _, a := range slices.Sorted(maps.Keys(s.Algorithms)) {
 		algs = append(algs, fmt.Sprintf("%s %d", a, s.Algorithms[a]))
 	}
-	fmt.Fprintf(w, "  %d policies, %d rules (%s), %d schedules, %d file overrides\n", len(s.Policies), s.Rules, strings.Join(algs, ", "),
-		len(s.Schedules), s.FileOverrides)
+	fmt.Fprintf(w, "  %s, %s (%s), %s, %s\n", count(len(s.Policies), "policy", "policies"), count(s.Rules, "rule", "rules"),
+		strings.Join(algs, ", "), count(len(s.Schedules), "schedule", "schedules"), count(s.FileOverrides, "file override", "file overrides"))
 	for _, p := range s.Policies {
 		fmt.Fprintf(w, "  policy %s", p.Name)
 		if len(p.Modes) > 0 {
@@ -243,6 +243,14 @@ func printConfig(w io.Writer, s *configSummary) {
 		fmt.Fprintf(w, "  schedule %s by %v: %s\n", sc.Name, sc.By, sc.Detail)
 	}
 	fmt.Fprintln(w, "  runtime overrides: kept in the store and applied over these rules; sluice override list shows them")
+}
+
+// count is "1 rule" or "n rules".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func printRule(w io.Writer, prefix string, r ruleSummary) {
@@ -273,7 +281,7 @@ func summarizeEnvoy(cfg *envoy.Config) *envoySummary {
 }
 
 func printEnvoy(w io.Writer, s *envoySummary) {
-	fmt.Fprintf(w, "%s: ok, %d files, %d domains with limits\n", s.Dir, s.Files, len(s.Domains))
+	fmt.Fprintf(w, "%s: ok, %s, %s with limits\n", s.Dir, count(s.Files, "file", "files"), count(len(s.Domains), "domain", "domains"))
 	for _, d := range s.Domains {
 		fmt.Fprintf(w, "  domain %s\n", d.Domain)
 		for _, r := range d.Limits {

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,29 +30,11 @@ policies:
 // empty) and reads the response.
 func (p *serveProc) admin(method, path, body, token string) *response {
 	p.t.Helper()
-	req, err := http.NewRequest(method, "http://"+p.adminAddr()+path, strings.NewReader(body))
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	var header []string
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		header = []string{"Authorization", "Bearer " + token}
 	}
-	res, err := httpClient.Do(req)
-	if err != nil {
-		p.t.Fatalf("admin %s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	r := &response{Status: res.StatusCode, Header: res.Header}
-	r.Body = make([]byte, 0, 512)
-	buf := make([]byte, 4096)
-	for {
-		n, err := res.Body.Read(buf)
-		r.Body = append(r.Body, buf[:n]...)
-		if err != nil {
-			break
-		}
-	}
-	return r
+	return request(p.t, method, "http://"+p.adminAddr()+path, body, header...)
 }
 
 // userLimit is what a request of user on p says of its per-user limit:

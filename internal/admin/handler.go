@@ -45,7 +45,7 @@ type Options struct {
 
 	// Routes adds the routes of other fronts to the listener's mux
 	// (Envoy's window reset). Default: none.
-	Routes func(mux *http.ServeMux)
+	Routes func(mux front.Mux)
 }
 
 // admin serves the view of a Front.
@@ -56,11 +56,21 @@ type admin struct {
 	overrides bool
 }
 
+// Listener is the handler of the admin listener (View.Handler).
+type Listener struct {
+	http.Handler
+	routes *front.Routes
+}
+
+// Patterns returns every route the listener serves, as registered ("GET
+// /api/v1/config"); each needs a token when tokens are set.
+func (l *Listener) Patterns() []string { return l.routes.Patterns() }
+
 // Handler returns the handler of the admin listener over f: the page at /,
 // its JSON API under /api/v1/, /metrics, and pprof under /debug/pprof/.
-func (v *View) Handler(f *front.Front, opts Options) http.Handler {
+func (v *View) Handler(f *front.Front, opts Options) *Listener {
 	a := &admin{v: v, f: f, insp: opts.Inspector, overrides: opts.Overrides}
-	mux := http.NewServeMux()
+	mux := front.NewRoutes()
 	static, _ := fs.Sub(pageFiles, "page")
 	files := http.FileServerFS(static)
 	mux.Handle("GET /{$}", noCache(files))
@@ -83,7 +93,7 @@ func (v *View) Handler(f *front.Front, opts Options) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return securityHeaders(opts.Tokens.Require(Cookie, front.Handler(f.Log, mux)))
+	return &Listener{Handler: securityHeaders(opts.Tokens.Require(Cookie, front.Handler(f.Log, mux.ServeMux))), routes: mux}
 }
 
 // securityHeaders keeps the page from being framed or loading anything

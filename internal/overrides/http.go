@@ -26,7 +26,7 @@ const maxSetBody = 16 << 10
 //
 // The admin listener's tokens guard them (package adminauth): setting and
 // deleting need a token with write access, and are logged with its name.
-func (m *Manager) Routes(mux *http.ServeMux) {
+func (m *Manager) Routes(mux front.Mux) {
 	mux.HandleFunc("GET /api/v1/overrides", func(w http.ResponseWriter, r *http.Request) { front.WriteJSON(w, m.List()) })
 	mux.HandleFunc("GET /api/v1/overrides/{id}", m.handleGet)
 	mux.HandleFunc("PUT /api/v1/overrides", m.handleSet)

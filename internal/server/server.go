@@ -202,9 +202,9 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // AdminHandler returns the handler of the admin listener (package admin):
 // the page, its JSON API, /metrics, pprof, the runtime overrides and
 // Envoy's window reset.
-func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
+func (s *Server) AdminHandler(opts AdminOptions) *admin.Listener {
 	return s.view.Handler(s.front, admin.Options{Tokens: opts.tokens(), Inspector: s.inspector, Metrics: s.metricsHandler(),
-		Overrides: s.hasOverrides, Routes: func(mux *http.ServeMux) {
+		Overrides: s.hasOverrides, Routes: func(mux front.Mux) {
 			s.envoy.AdminRoutes(mux)
 			s.overrides.Routes(mux)
 		}})
