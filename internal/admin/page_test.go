@@ -113,47 +113,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 	decide(`{"policy":"trial"}`)
 	decide(`{"policy":"trial"}`)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 2200),
-		chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer bcancel()
-
-	// Opening the page with ?token= sets the cookie the API calls carry.
-	if err := chromedp.Do(bctx, chromedp.Navigate(admin.URL+"/?token="+token),
-		chromedp.WaitVisible(chromedp.CSS(`[data-policy="notify"]`))); err != nil {
-		t.Fatalf("opening the admin page: %v", err)
-	}
-
-	// eventually evaluates js until it returns want, or fails at the deadline.
-	eventually := func(what, js, want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the page shows %q, want %q", what, got, want)
-			}
-			time.Sleep(100 * time.Millisecond) // the page polls every 1.5 s
-		}
-	}
-	text := func(js string) string {
-		t.Helper()
-		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return got
-	}
+	b := openPage(t, chrome, admin.URL+"/?token="+token, `[data-policy="notify"]`)
+	bctx, eventually, text := b.ctx, b.eventually, b.text
 
 	// The policies, from the loaded file.
 	if got := text(`[...document.querySelectorAll("[data-policy]")].map(e => e.dataset.policy).join(",")`); got != "notify,push,trial" {
@@ -227,18 +188,79 @@ func TestAdminPageInBrowser(t *testing.T) {
 		t.Errorf("store shown as %q, want redis", got)
 	}
 
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100: PNG
+	b.screenshot("SLUICE_ADMIN_SCREENSHOT")
+}
+
+// page is the admin page open in headless Chromium.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// openPage opens url in a headless Chromium that lives until the test
+// ends, and waits until the element visible is shown. Opening the page
+// with ?token= sets the cookie the API calls carry.
+func openPage(t *testing.T, chrome, url, visible string) *page {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 2200),
+		chromedp.Flag("disable-dev-shm-usage", true))...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(visible))); err != nil {
+		t.Fatalf("opening the admin page: %v", err)
+	}
+	return &page{t: t, ctx: bctx}
+}
+
+// eventually evaluates js until it returns want, or fails at the deadline.
+func (p *page) eventually(what, js, want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			p.t.Fatalf("%s: %v", what, err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: the page shows %q, want %q", what, got, want)
+		}
+		time.Sleep(100 * time.Millisecond) // the page polls every 1.5 s
+	}
+}
+
+// text evaluates js, which returns a string.
+func (p *page) text(js string) string {
+	p.t.Helper()
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatalf("%s: %v", js, err)
 	}
-	shot := filepath.Join(t.TempDir(), "admin.png")
+	return got
+}
+
+// screenshot saves the page in the test's temporary directory, and at the
+// path in the environment variable env when it is set.
+func (p *page) screenshot(env string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	shot := filepath.Join(p.t.TempDir(), "admin.png")
 	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
-	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	if dst := os.Getenv("SLUICE_ADMIN_SCREENSHOT"); dst != "" {
+	p.t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if dst := os.Getenv(env); dst != "" {
 		if err := os.WriteFile(dst, png, 0o644); err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
 	}
 }
