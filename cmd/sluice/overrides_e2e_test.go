@@ -3,6 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,13 +90,27 @@ func waitLimit(t *testing.T, procs []*serveProc, user string, want int64, from t
 // wildcard applies to a key never seen, an override with an end ends on
 // time, a delete gives the file's limit back, and with Redis stopped the
 // decisions (from the in-memory fallback) keep the last overrides read.
+// Changes go through the admin API and through sluice override, with the
+// admin token.
 func TestServeOverridesEverywhere(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	file := writeFile(t, t.TempDir(), "sluice.yaml", overridesConfig(rs.Addr()))
+	const token = "ops-secret"
+	tokenEnv := []string{adminTokenEnv + "=" + token}
 	var procs []*serveProc
 	for range 3 {
-		procs = append(procs, startServe(t, file, "--admin", "127.0.0.1:0"))
+		procs = append(procs, startServeArgs(t, tokenEnv, "--config", file, "--admin", "127.0.0.1:0"))
+	}
+	// cli runs sluice override against instance p's admin listener.
+	cli := func(p *serveProc, args ...string) string {
+		t.Helper()
+		args = append([]string{"override", args[0], "--admin", p.adminAddr()}, args[1:]...)
+		code, out, errOut := runCLIEnv(t, append(os.Environ(), tokenEnv...), args...)
+		if code != exitOK {
+			t.Fatalf("sluice %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
 	}
 	for i, p := range procs {
 		if got, _ := userLimit(p, "acme", false); got != 5 {
@@ -101,7 +119,7 @@ func TestServeOverridesEverywhere(t *testing.T) {
 	}
 	set := func(via *serveProc, body string) {
 		t.Helper()
-		if r := via.admin("PUT", "/api/v1/overrides", body, ""); r.Status != 200 {
+		if r := via.admin("PUT", "/api/v1/overrides", body, token); r.Status != 200 {
 			t.Fatalf("PUT %s = %d %s", body, r.Status, r.Body)
 		}
 	}
@@ -112,7 +130,10 @@ func TestServeOverridesEverywhere(t *testing.T) {
 	t.Logf("an override set through instance 1 applied on all three in %v", took.Round(time.Millisecond))
 
 	start = time.Now()
-	set(procs[1], `{"policy":"api","rule":"per-user","values":["premium_*"],"limit":100}`)
+	out := cli(procs[1], "set", "--policy", "api", "--rule", "per-user", "--value", "premium_*", "--limit", "100", "--reason", "premium tier")
+	if !strings.HasPrefix(out, "set api:per-user:premium_*: limit 100; set by admin at ") {
+		t.Errorf("sluice override set says %q", out)
+	}
 	took = waitLimit(t, procs, "premium_new", 100, start, time.Second)
 	t.Logf("a wildcard set through instance 2 applied to a new key on all three in %v", took.Round(time.Millisecond))
 
@@ -153,14 +174,26 @@ func TestServeOverridesEverywhere(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("the override that ended: the file's limit again on each instance at most %v after its end", slices3Max(lateness).Round(time.Millisecond))
+	t.Logf("the override that ended: the file's limit again on each instance at most %v after its end", slices.Max(lateness).Round(time.Millisecond))
 
 	start = time.Now()
-	if r := procs[1].admin("DELETE", "/api/v1/overrides/api:per-user:acme", "", ""); r.Status != 200 {
-		t.Fatalf("DELETE = %d %s", r.Status, r.Body)
+	if out := cli(procs[1], "delete", "--policy", "api", "--rule", "per-user", "--value", "acme"); out != "deleted api:per-user:acme\n" {
+		t.Errorf("sluice override delete says %q", out)
 	}
 	took = waitLimit(t, procs, "acme", 5, start, time.Second)
 	t.Logf("a delete through instance 2 gave the file's limit back on all three in %v", took.Round(time.Millisecond))
+
+	out = cli(procs[2], "list")
+	if !regexp.MustCompile(`(?m)^api:per-user:premium_\*\s+active\s+limit 100; set by admin at \S+ \(premium tier\)$`).MatchString(out) ||
+		strings.Contains(out, "acme") {
+		t.Errorf("sluice override list through instance 3:\n%s", out)
+	}
+	// Each change is logged where it was made, with the token that made it.
+	for _, msg := range []string{"runtime override set", "runtime override deleted"} {
+		if rec := procs[1].waitLog(msg, time.Second); rec["who"] != "admin" {
+			t.Errorf("%q logged as %v, want who=admin", msg, rec)
+		}
+	}
 
 	// Redis stopped: the last overrides read stay in use, here in the
 	// decisions of the memory fallback.
@@ -184,7 +217,7 @@ func TestServeOverridesEverywhere(t *testing.T) {
 				Stale     bool
 				Overrides []struct{ ID string }
 			}
-			if err := json.Unmarshal(p.admin("GET", "/api/v1/overrides", "", "").Body, &l); err != nil {
+			if err := json.Unmarshal(p.admin("GET", "/api/v1/overrides", "", token).Body, &l); err != nil {
 				t.Fatal(err)
 			}
 			if l.Stale {
@@ -199,12 +232,7 @@ func TestServeOverridesEverywhere(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-}
-
-func slices3Max(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
+	if out := cli(procs[0], "list"); !strings.HasPrefix(out, "the store does not answer") || !strings.Contains(out, "api:per-user:premium_*") {
+		t.Errorf("sluice override list with Redis stopped:\n%s", out)
 	}
-	return m
 }
