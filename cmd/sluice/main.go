@@ -44,7 +44,7 @@ func commands() []command {
 	return []command{
 		{"demo", "run the notifier scenario: a global cap of 10 over a per-category cap of 3 per minute", runDemo},
 		{"serve", "serve a configuration file's policies over HTTP, gRPC and Envoy's rate-limit API", runServe},
-		{"check", "decide one request against a configured policy without recording it", runCheck},
+		{"check", "validate a configuration file, or decide one request against it without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
 		{"override", "set, list or delete runtime overrides of limits on a running sluice serve", runOverride},
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: sluice <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
 }
