@@ -2,14 +2,9 @@ package admin_test
 
 import (
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicerate/sluice/internal/admin"
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/server"
-	"github.com/sluicerate/sluice/memstore"
 )
 
 // TestDeniedCountsCachedDenials: 40 requests from two clients over two
@@ -20,19 +15,8 @@ import (
 // sluice_deny_cache_hits_total.
 func TestDeniedCountsCachedDenials(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse("test.yaml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st := memstore.New(memstore.Config{Clock: clock.Now})
-	t.Cleanup(func() { st.Close() })
-	reg := prometheus.NewRegistry()
-	srv, err := server.New(st, cfg, server.Options{Clock: clock, Registry: reg, DenyCache: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	as := &adminServer{t: t, srv: srv, reg: reg, h: srv.Handler(), clock: clock, admin: srv.AdminHandler(server.AdminOptions{})}
+	as := newAdminServerWith(t, testConfig, "", server.Options{DenyCache: 100})
+	reg := as.reg
 	for range 20 {
 		as.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"alerts"}}`)
 		as.do("POST", "/v1/decide", `{"policy":"edge","attributes":{"ip":"203.0.113.9","user":"ann"}}`)

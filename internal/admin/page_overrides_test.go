@@ -4,19 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/redistest"
-	"github.com/sluicerate/sluice/internal/server"
-	"github.com/sluicerate/sluice/redisstore"
 )
 
 const overridesPageConfig = `
@@ -34,27 +27,8 @@ policies:
 // every denial counted, the deny cache's answers included.
 func TestAdminOverridesInBrowser(t *testing.T) {
 	chrome := browserPath(t)
-	rs := redistest.Start(t)
-	clock := &stepClock{now: time.Now().Truncate(time.Second)}
-	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-overrides", Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg, err := config.Parse("sluice.yaml", []byte(overridesPageConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	srv, err := server.New(st, cfg, server.Options{Clock: clock, Registry: reg, DenyCache: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := httptest.NewServer(srv.Handler())
-	t.Cleanup(public.Close)
-	const token = "browser-test-token"
-	admin := httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: token}))
-	t.Cleanup(admin.Close)
+	bs := newBrowserServer(t, overridesPageConfig, 100)
+	clock, reg, public, admin, token := bs.clock, bs.reg, bs.public, bs.admin, browserToken
 	// limitOf is the per-user limit the server applies to user now.
 	limitOf := func(user string) int64 {
 		t.Helper()

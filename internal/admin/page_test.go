@@ -66,27 +66,8 @@ schedules:
 // $SLUICE_ADMIN_SCREENSHOT when set).
 func TestAdminPageInBrowser(t *testing.T) {
 	chrome := browserPath(t)
-	rs := redistest.Start(t)
-	clock := &stepClock{now: time.Now().Truncate(time.Second)}
-	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg, err := config.Parse("sluice.yaml", []byte(browserConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	srv, err := server.New(st, cfg, server.Options{Clock: clock, Registry: reg, Inspector: redisinspect.Inspector{Store: st}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := httptest.NewServer(srv.Handler())
-	t.Cleanup(public.Close)
-	const token = "browser-test-token"
-	admin := httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: token}))
-	t.Cleanup(admin.Close)
+	bs := newBrowserServer(t, browserConfig, 0)
+	clock, reg, public := bs.clock, bs.reg, bs.public
 
 	decide := func(body string) {
 		t.Helper()
@@ -113,7 +94,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	decide(`{"policy":"trial"}`)
 	decide(`{"policy":"trial"}`)
 
-	b := openPage(t, chrome, admin.URL+"/?token="+token, `[data-policy="notify"]`)
+	b := openPage(t, chrome, bs.admin.URL+"/?token="+browserToken, `[data-policy="notify"]`)
 	bctx, eventually, text := b.ctx, b.eventually, b.text
 
 	// The policies, from the loaded file.
@@ -189,6 +170,45 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 
 	b.screenshot("SLUICE_ADMIN_SCREENSHOT")
+}
+
+// browserToken is the admin token of a browserServer.
+const browserToken = "browser-test-token"
+
+// browserServer is a server of a browser test on Redis, on a clock that
+// moves only when told, with its public listener and its admin listener
+// (behind browserToken).
+type browserServer struct {
+	clock         *stepClock
+	reg           *prometheus.Registry
+	public, admin *httptest.Server
+}
+
+// newBrowserServer starts a browserServer for the configuration file
+// text, with a deny cache of denyCache entries (0: none).
+func newBrowserServer(t *testing.T, text string, denyCache int) *browserServer {
+	t.Helper()
+	rs := redistest.Start(t)
+	bs := &browserServer{clock: &stepClock{now: time.Now().Truncate(time.Second)}, reg: prometheus.NewRegistry()}
+	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: bs.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg, err := config.Parse("sluice.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(st, cfg, server.Options{Clock: bs.clock, Registry: bs.reg, DenyCache: denyCache,
+		Inspector: redisinspect.Inspector{Store: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.public = httptest.NewServer(srv.Handler())
+	t.Cleanup(bs.public.Close)
+	bs.admin = httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: browserToken}))
+	t.Cleanup(bs.admin.Close)
+	return bs
 }
 
 // page is the admin page open in headless Chromium.

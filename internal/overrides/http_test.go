@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // TestHTTP drives the admin API behind named tokens: a write token sets
@@ -17,7 +18,7 @@ import (
 // names the token that made each change.
 func TestHTTP(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Clock: c.Now}), c, 0)
 	mux := http.NewServeMux()
 	in.m.Routes(mux)

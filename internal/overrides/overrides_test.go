@@ -14,27 +14,10 @@ import (
 	"github.com/sluicerate/sluice/internal/overrides"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// clock is a manual clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // policies are the rules overrides may name in these tests.
 var policies = []sluice.Policy{
@@ -52,7 +35,7 @@ type instance struct {
 	log *bytes.Buffer
 }
 
-func newInstance(t *testing.T, s store.OverrideStore, c *clock, max int) *instance {
+func newInstance(t *testing.T, s store.OverrideStore, c *storetest.Clock, max int) *instance {
 	t.Helper()
 	var buf bytes.Buffer
 	m := overrides.New(overrides.Options{Store: s, Now: c.Now, Max: max, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
@@ -79,7 +62,7 @@ func get(m *overrides.Manager, rule string, values ...string) int64 {
 // The log names who did what.
 func TestSetAppliesEverywhere(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	s := memstore.New(memstore.Config{Clock: c.Now})
 	a, b := newInstance(t, s, c, 0), newInstance(t, s, c, 0)
 	set, err := a.m.Set(context.Background(), "ops-alice", overrides.Override{Policy: "api", Rule: "per-user", Values: []string{"acme"},
@@ -129,7 +112,7 @@ func TestSetAppliesEverywhere(t *testing.T) {
 // with more exact values, then the longer prefix; "*" matches anything.
 func TestPatterns(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Clock: c.Now}), c, 0)
 	for _, o := range []overrides.Override{
 		{Rule: "per-user", Values: []string{"premium_*"}, Limit: limit(100)},
@@ -168,7 +151,7 @@ func TestPatterns(t *testing.T) {
 // Manager's clock, and not from it; the store stops returning it too.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	s := memstore.New(memstore.Config{Clock: c.Now})
 	in := newInstance(t, s, c, 0)
 	if _, err := in.m.Set(context.Background(), "t", overrides.Override{Policy: "api", Rule: "per-user", Values: []string{"abuser"},
@@ -176,14 +159,14 @@ func TestExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := t0.Add(time.Hour)
-	c.set(end.Add(-time.Nanosecond))
+	c.Set(end.Add(-time.Nanosecond))
 	if got := get(in.m, "per-user", "abuser"); got != 0 {
 		t.Errorf("just before the end: %d, want blocked (0)", got)
 	}
 	if l := in.m.List(); len(l.Overrides) != 1 || !l.Overrides[0].Active || !l.Overrides[0].Until.Equal(end) {
 		t.Errorf("listing before the end: %+v", l.Overrides)
 	}
-	c.set(end)
+	c.Set(end)
 	if got := get(in.m, "per-user", "abuser"); got != -1 {
 		t.Errorf("at the end: %d, want none", got)
 	}
@@ -203,7 +186,7 @@ func TestExpiry(t *testing.T) {
 // TestInvalid: what cannot apply to a rule in use is refused, saying why.
 func TestInvalid(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Clock: c.Now}), c, 0)
 	for _, tc := range []struct {
 		o    overrides.Override
@@ -236,7 +219,7 @@ func TestInvalid(t *testing.T) {
 // applies the first by ID and says how many it left out.
 func TestBound(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	s := memstore.New(memstore.Config{Clock: c.Now})
 	big := newInstance(t, s, c, 3)
 	for _, u := range []string{"a", "b", "c"} {
@@ -285,7 +268,7 @@ func (f *failingStore) ReadOverrides(ctx context.Context, known string) (store.O
 // recovery are logged once each.
 func TestStoreDown(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	fs := &failingStore{OverrideStore: memstore.New(memstore.Config{Clock: c.Now})}
 	in := newInstance(t, fs, c, 0)
 	if _, err := in.m.Set(context.Background(), "t", overrides.Override{Policy: "api", Rule: "per-user", Values: []string{"acme"}, Limit: limit(500)}); err != nil {
@@ -294,7 +277,7 @@ func TestStoreDown(t *testing.T) {
 	fs.mu.Lock()
 	fs.down = true
 	fs.mu.Unlock()
-	c.set(t0.Add(time.Second))
+	c.Set(t0.Add(time.Second))
 	for range 3 {
 		if err := in.m.Poll(context.Background()); err == nil {
 			t.Fatal("a poll of a failing store succeeded")
@@ -329,7 +312,7 @@ func TestStoreDown(t *testing.T) {
 // the rule comes back.
 func TestTargetsChange(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Clock: c.Now}), c, 0)
 	if _, err := in.m.Set(context.Background(), "t", overrides.Override{Policy: "api", Rule: "per-user", Values: []string{"acme"}, Limit: limit(500)}); err != nil {
 		t.Fatal(err)
@@ -349,7 +332,7 @@ func TestTargetsChange(t *testing.T) {
 
 // TestLookupAllocs: looking a window up allocates nothing.
 func TestLookupAllocs(t *testing.T) {
-	c := &clock{now: t0}
+	c := storetest.NewClock(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Clock: c.Now}), c, 0)
 	for _, o := range []overrides.Override{
 		{Policy: "api", Rule: "per-tenant-user", Values: []string{"acme", "ann"}, Limit: limit(1)},
