@@ -75,7 +75,7 @@ func ReadFile(path string) (Tokens, error) {
 		}
 		f := strings.Fields(text)
 		bad := func(format string, a ...any) error {
-			return fmt.Errorf("%s:%d: %s; write each token as NAME ACCESS SECRET, such as: ci read 8f1c0e...", path, line, fmt.Sprintf(format, a...))
+			return fmt.Errorf("%s:%d: %s; write each token as NAME ACCESS SECRET, such as: ci read 8f1c0e5a", path, line, fmt.Sprintf(format, a...))
 		}
 		switch {
 		case len(f) != 3:
