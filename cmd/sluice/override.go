@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -213,8 +214,17 @@ func (c *overrideClient) one(ctx context.Context, sub string, fs *flag.FlagSet, 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	switch rest := fs.Args(); {
+	case len(rest) == 1 && id == "":
+		id = rest[0] // the ID after the flags
+	case len(rest) > 0:
+		return usageError(c.stderr, "override "+sub, "unexpected argument %q; give one ID", rest[len(rest)-1])
 	}
 	switch {
 	case id == "" && *t.rule != "" && (*t.policy == "") != (*t.domain == ""):

@@ -41,6 +41,19 @@ func (p *serveProc) admin(method, path, body, token string) *response {
 	return request(p.t, method, "http://"+p.adminAddr()+path, body, header...)
 }
 
+// override runs sluice override SUBCOMMAND ARGS... against p's admin
+// listener, with env added to the environment, and returns what it
+// printed; it must exit 0.
+func (p *serveProc) override(env []string, args ...string) string {
+	p.t.Helper()
+	args = append([]string{"override", args[0], "--admin", p.adminAddr()}, args[1:]...)
+	code, out, errOut := runCLIEnv(p.t, append(os.Environ(), env...), args...)
+	if code != exitOK {
+		p.t.Fatalf("sluice %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
 // userLimit is what a request of user on p says of its per-user limit:
 // peeked, or decided when decide is set.
 func userLimit(p *serveProc, user string, decide bool) (limit int64, degraded bool) {
@@ -102,16 +115,7 @@ func TestServeOverridesEverywhere(t *testing.T) {
 	for range 3 {
 		procs = append(procs, startServeArgs(t, tokenEnv, "--config", file, "--admin", "127.0.0.1:0"))
 	}
-	// cli runs sluice override against instance p's admin listener.
-	cli := func(p *serveProc, args ...string) string {
-		t.Helper()
-		args = append([]string{"override", args[0], "--admin", p.adminAddr()}, args[1:]...)
-		code, out, errOut := runCLIEnv(t, append(os.Environ(), tokenEnv...), args...)
-		if code != exitOK {
-			t.Fatalf("sluice %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	cli := func(p *serveProc, args ...string) string { t.Helper(); return p.override(tokenEnv, args...) }
 	for i, p := range procs {
 		if got, _ := userLimit(p, "acme", false); got != 5 {
 			t.Fatalf("instance %d: acme's limit %d before any override, want the file's 5", i+1, got)
@@ -234,5 +238,50 @@ func TestServeOverridesEverywhere(t *testing.T) {
 	}
 	if out := cli(procs[0], "list"); !strings.HasPrefix(out, "the store does not answer") || !strings.Contains(out, "api:per-user:premium_*") {
 		t.Errorf("sluice override list with Redis stopped:\n%s", out)
+	}
+}
+
+// TestServeEnvoyOverride: a runtime override on an Envoy domain, set and
+// deleted with sluice override, changes what /json answers for the
+// descriptors it matches, and only for them.
+func TestServeEnvoyOverride(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "rl.yaml", "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")
+	p := startServeArgs(t, nil, "--envoy-config", dir, "--admin", "127.0.0.1:0")
+	// check asks /json for user and returns the status code and the limit.
+	check := func(user string) (int, string, float64) {
+		t.Helper()
+		r := p.do("POST", "/json", `{"domain":"rl","descriptors":[{"entries":[{"key":"user","value":"`+user+`"}]}]}`)
+		var res struct {
+			Statuses []struct {
+				Code         string
+				CurrentLimit struct{ RequestsPerUnit float64 }
+			}
+		}
+		r.JSON(t, &res)
+		if len(res.Statuses) != 1 {
+			t.Fatalf("/json for %s: %d %s", user, r.Status, r.Body)
+		}
+		return r.Status, res.Statuses[0].Code, res.Statuses[0].CurrentLimit.RequestsPerUnit
+	}
+	if status, code, limit := check("bot_7"); status != 200 || code != "OK" || limit != 10 {
+		t.Fatalf("bot_7 before any override: %d %s, limit %v; want OK at the file's 10", status, code, limit)
+	}
+	out := p.override(nil, "set", "--domain", "rl", "--rule", "user", "--value", "bot_*", "--blocked", "--for", "1h", "--reason", "scraping")
+	if !strings.HasPrefix(out, "set envoy%2Frl:user:bot_*: blocked, until ") { // the ID escapes the '/' of the Limiter's policy name
+		t.Errorf("sluice override set says %q", out)
+	}
+	if status, code, limit := check("bot_7"); status != 429 || code != "OVER_LIMIT" || limit != 0 {
+		t.Errorf("bot_7 blocked: %d %s, limit %v; want 429 OVER_LIMIT at 0", status, code, limit)
+	}
+	if status, code, limit := check("ann"); status != 200 || code != "OK" || limit != 10 {
+		t.Errorf("ann: %d %s, limit %v; want OK at the file's 10", status, code, limit)
+	}
+	if out := p.override(nil, "delete", "envoy%2Frl:user:bot_*"); out != "deleted envoy%2Frl:user:bot_*\n" {
+		t.Errorf("sluice override delete says %q", out)
+	}
+	if status, code, limit := check("bot_7"); status != 200 || code != "OK" || limit != 10 {
+		t.Errorf("bot_7 after the delete: %d %s, limit %v; want OK at the file's 10", status, code, limit)
 	}
 }
