@@ -109,6 +109,16 @@ func (af *adminFlags) tokens(getenv func(string) string) (adminauth.Tokens, erro
 	return ts, nil
 }
 
+// check returns the admin tokens, or why the admin listener may not be
+// served with them (checkAdminExposure).
+func (af *adminFlags) check(getenv func(string) string) (adminauth.Tokens, error) {
+	ts, err := af.tokens(getenv)
+	if err == nil {
+		err = checkAdminExposure(*af.addr, ts, *af.trusted)
+	}
+	return ts, err
+}
+
 // errOpenAdmin is what sluice serve says when asked to serve the admin
 // listener to other machines without a token.
 var errOpenAdmin = errors.New("serves other machines, and no admin token is set: anyone who reaches it could read attribute values and change limits. " +

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -205,4 +206,46 @@ func TestServeAdminRoutesNeedToken(t *testing.T) {
 		})
 	}
 	t.Logf("%d admin routes, each 401 without a token: %s", len(patterns), strings.Join(patterns, ", "))
+}
+
+// TestAdminTokensFromFlagsAndEnvironment: the admin tokens of sluice
+// serve come from a token file, the flags and the environment, the flags
+// before the environment, and a token listed twice is refused.
+func TestAdminTokensFromFlagsAndEnvironment(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, t.TempDir(), "tokens", "# who access secret\noncall write w-1\ngrafana read r-1\n")
+	env := map[string]string{adminTokenEnv: "env-write", adminReadTokenEnv: "env-read", adminTokenFileEnv: file}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // name:access:secret, in order
+		err  string
+	}{
+		{"environment", nil, "oncall:write:w-1 grafana:read:r-1 admin:write:env-write read:read:env-read", ""},
+		{"flags first", []string{"--admin-token", "flag-write"}, "oncall:write:w-1 grafana:read:r-1 admin:write:flag-write read:read:env-read", ""},
+		{"a secret twice", []string{"--admin-read-token", "w-1"}, "", `tokens "oncall" and "read" have the same secret`},
+		{"no file", []string{"--admin-token-file", file + ".missing"}, "", "admin token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFlagSet("serve", io.Discard)
+			af := addAdminFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			ts, err := af.tokens(func(k string) string { return env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("tokens = %v, %v; want an error with %q", ts, err, tc.err)
+				}
+				return
+			}
+			var got []string
+			for _, tok := range ts {
+				got = append(got, tok.Name+":"+tok.Access.String()+":"+tok.Secret)
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Errorf("tokens = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
 }

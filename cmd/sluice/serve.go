@@ -57,7 +57,7 @@ reaches it may.
 
 Runtime overrides (sluice override, the admin API's /api/v1/overrides)
 live in the store: every instance on the same store applies a change
-within --override-poll. See docs/server.md.
+within --override-poll. See docs/operations.md.
 
 --deny-cache keeps the denials of the last N keys over their limit in
 memory: until such a key has room again, its requests are denied without a
@@ -118,10 +118,7 @@ flags:`)
 	if *outageEvery <= 0 {
 		return fail("--log-outage-interval %v: give a positive duration, such as 10s", *outageEvery)
 	}
-	adminTokens, err := af.tokens(os.Getenv)
-	if err == nil {
-		err = checkAdminExposure(*af.addr, adminTokens, *af.trusted)
-	}
+	adminTokens, err := af.check(os.Getenv)
 	if err == nil {
 		err = of.check()
 	}
