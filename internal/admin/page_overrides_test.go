@@ -106,6 +106,9 @@ func TestAdminOverridesInBrowser(t *testing.T) {
 	if got := limitOf("bob"); got != 5 {
 		t.Errorf("an hour later bob's limit is %d, want the file's 5", got)
 	}
+	if got := b.text(`(document.querySelector('button[data-remove="api:per-user:bob"]') ? "shown" : "none")`); got != "none" {
+		t.Errorf("an ended override has a remove button: %s", got)
+	}
 
 	// A flood: 1,000 requests from one key, 5 allowed, the rest denied, all
 	// but the first denial by the deny cache.

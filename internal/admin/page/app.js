@@ -435,7 +435,7 @@ function renderOverrides(l) {
       el("td", {}, overrideTargetName(o)), el("td", {}, el("code", {}, o.values.join(", ") || "(one window)")),
       el("td", { class: "num" }, limit), el("td", {}, o.until ? fmtTime(o.until) : "for good"),
       el("td", {}, o.set_by + " at " + fmtTime(o.set_at)), el("td", {}, o.reason || ""), el("td", {}, st),
-      el("td", {}, canWrite ? el("button", { type: "button", class: "remove", "data-remove": o.id, onclick: () => removeOverride(o.id) }, "remove") : null));
+      el("td", {}, canWrite && !o.expired ? el("button", { type: "button", class: "remove", "data-remove": o.id, onclick: () => removeOverride(o.id) }, "remove") : null));
   }))));
 }
 
