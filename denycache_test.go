@@ -51,17 +51,13 @@ type cacheEnv struct {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// newCacheEnv returns a Limiter with a deny cache of size entries over a
-// memory store on a manual clock, with no deadline on a store call: under
-// the race detector on a busy machine a call may take longer than the
-// default 50 ms, and a decision the failure policy made is not cached.
 func newCacheEnv(t *testing.T, size int) *cacheEnv {
 	t.Helper()
 	clock := &manualClock{now: t0}
 	s := &countingStore{Store: memstore.New(memstore.Config{Clock: clock.Now})}
 	t.Cleanup(func() { s.Close() })
 	return &cacheEnv{t: t, clock: clock, store: s,
-		lim: sluice.NewLimiter(s, sluice.Config{Clock: clock, DenyCache: size, Timeout: -1})}
+		lim: sluice.NewLimiter(s, sluice.Config{Clock: clock, DenyCache: size})}
 }
 
 func (e *cacheEnv) set(d time.Duration) {
