@@ -139,7 +139,7 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 	}
 	s := getScratch()
 	defer putScratch(s)
-	if err := s.resolve(p, attrs, cost); err != nil {
+	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
 		return nil, Decision{}, err
 	}
 	x := &Lease{l: l}

@@ -44,6 +44,8 @@ type Store struct {
 	closed atomic.Bool
 	queues queues // the schedules' queues (see reserve.go)
 	leases leases // the leases' records (see lease.go)
+
+	overrides overrides // runtime overrides (see overrides.go)
 }
 
 var _ store.Local = (*Store)(nil)

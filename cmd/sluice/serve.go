@@ -46,10 +46,18 @@ flags the command line leaves out. See docs/envoy.md.
 
 --admin serves the admin view on its own listener, loopback only unless
 a host is named: a live page of the policies, decision rates, the keys
-denied now and when each is let through, a key inspector and the store's
-health, with its JSON API, /metrics and pprof. It shows attribute values
-(user ids, client addresses): set a token with --admin-token or the
-SLUICE_ADMIN_TOKEN environment variable to require it of every request.
+denied now and when each is let through, a key inspector, the store's
+health and the runtime overrides, with its JSON API, /metrics and pprof.
+It shows attribute values (user ids, client addresses) and changes
+limits: tokens (SLUICE_ADMIN_TOKEN, SLUICE_ADMIN_READ_TOKEN for one that
+only reads, or a file of named tokens) are required of every request when
+set, and on any address but loopback sluice serve refuses to start
+without one, unless --admin-trusted-network says every machine that
+reaches it may.
+
+Runtime overrides (sluice override, the admin API's /api/v1/overrides)
+live in the store: every instance on the same store applies a change
+within --override-poll. See docs/operations.md.
 
 --deny-cache keeps the denials of the last N keys over their limit in
 memory: until such a key has room again, its requests are denied without a
@@ -72,8 +80,8 @@ flags:`)
 	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
 	denyCache := fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)")
 	ef := addEnvoyFlags(fs, true)
-	adminAddrFlag := fs.String("admin", defaultAdminAddr, "serve the admin view, /metrics and pprof on this `address` (a bare :PORT is loopback only; '' turns it off)")
-	adminToken := fs.String("admin-token", "", "require this bearer `token` on the admin listener (default: $"+adminTokenEnv+"; none when both are empty)")
+	af := addAdminFlags(fs)
+	of := addOverrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -110,6 +118,13 @@ flags:`)
 	if *outageEvery <= 0 {
 		return fail("--log-outage-interval %v: give a positive duration, such as 10s", *outageEvery)
 	}
+	adminTokens, err := af.check(os.Getenv)
+	if err == nil {
+		err = of.check()
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
 	cfg := &config.Config{}
 	if *file != "" {
 		if cfg, err = config.Load(*file); err != nil {
@@ -122,7 +137,8 @@ flags:`)
 	}
 	defer store.Close()
 	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping, Inspector: store.inspector()})
+	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping,
+		Inspector: store.inspector(), MaxOverrides: *of.max, OverridePoll: *of.poll})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -147,7 +163,7 @@ flags:`)
 
 	adminSet := false
 	fs.Visit(func(f *flag.Flag) { adminSet = adminSet || f.Name == "admin" })
-	al, err := listenAdmin(*adminAddrFlag, adminSet)
+	al, err := listenAdmin(*af.addr, adminSet)
 	if err != nil && adminSet {
 		hl.Close()
 		if gl != nil {
@@ -157,12 +173,9 @@ flags:`)
 	} else if err != nil {
 		log.Warn(err.Error())
 	}
-	if *adminToken == "" {
-		*adminToken = os.Getenv(adminTokenEnv)
-	}
-
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	srv.FollowOverrides(ctx, 2*time.Second)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -186,7 +199,7 @@ flags:`)
 	}
 	var as *http.Server
 	if al != nil {
-		as = srv.AdminServer(al.Addr().String(), server.AdminOptions{Token: *adminToken})
+		as = srv.AdminServer(al.Addr().String(), server.AdminOptions{Tokens: adminTokens})
 		go func() { errc <- as.Serve(al) }()
 	}
 	attrs := []any{slog.String("http", hl.Addr().String()), slog.String("store", store.Where),
@@ -198,7 +211,7 @@ flags:`)
 		attrs = append(attrs, slog.String("envoy_config", ec.Dir), slog.Int("envoy_domains", len(ec.Domains())))
 	}
 	if al != nil {
-		attrs = append(attrs, slog.String("admin", al.Addr().String()), slog.Bool("admin_token", *adminToken != ""))
+		attrs = append(attrs, slog.String("admin", al.Addr().String()), slog.Bool("admin_token", len(adminTokens) > 0))
 	}
 	log.Info("sluice serving", attrs...)
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,12 +25,14 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/admin"
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/grpcapi"
 	"github.com/sluicerate/sluice/internal/httpapi"
+	"github.com/sluicerate/sluice/internal/overrides"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -81,6 +84,15 @@ type Options struct {
 	// key inspector. Default: none (the inspector shows a window's
 	// figures and no queue).
 	Inspector admin.Inspector
+
+	// OverrideStore keeps the runtime overrides (package overrides).
+	// Default: the store, when it keeps them (memstore and redisstore
+	// do). MaxOverrides bounds how many the server holds (default
+	// overrides.DefaultMax), and OverridePoll is how often it asks the
+	// store whether they changed (default overrides.DefaultPoll).
+	OverrideStore store.OverrideStore
+	MaxOverrides  int
+	OverridePoll  time.Duration
 }
 
 // Defaults of sluice serve.
@@ -92,10 +104,13 @@ const (
 // EnvoyOptions configures the Envoy model (LoadEnvoyConfig).
 type EnvoyOptions = rls.Options
 
-// AdminOptions configures AdminHandler (admin.Options.Token).
+// AdminOptions configures AdminHandler (admin.Options.Tokens).
 type AdminOptions struct {
-	// Token, when set, is required of every request of the admin listener.
-	Token string
+	// Tokens, when set, are required of every request of the admin
+	// listener; changes need one with write access. Token is one more,
+	// named "admin", with write access.
+	Tokens adminauth.Tokens
+	Token  string
 }
 
 // Server serves sluice over HTTP and gRPC. It is safe for concurrent use.
@@ -106,9 +121,15 @@ type Server struct {
 	view      *admin.View
 	api       *httpapi.API
 	envoy     *rls.Front
+	overrides *overrides.Manager
 	inspector admin.Inspector
 	timeout   time.Duration
 	denyCache int
+
+	hasOverrides bool // the store keeps runtime overrides
+
+	fallbackOnce sync.Once
+	fallback     store.Store // on_error: fallback's, made on first use
 }
 
 // New returns a Server over store with the configuration cfg. The server
@@ -128,6 +149,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	s.reg.MustRegister(s.view.Collectors(s.front)...)
 	s.api = httpapi.New(s.front)
 	s.envoy = rls.New(s.front, s.reg)
+	s.newOverrides(store, opts)
 	if err := s.Swap(cfg); err != nil {
 		return nil, err
 	}
@@ -178,10 +200,14 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 }
 
 // AdminHandler returns the handler of the admin listener (package admin):
-// the page, its JSON API, /metrics, pprof, and Envoy's window reset.
-func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
-	return s.view.Handler(s.front, admin.Options{Token: opts.Token, Inspector: s.inspector, Metrics: s.metricsHandler(),
-		Routes: s.envoy.AdminRoutes})
+// the page, its JSON API, /metrics, pprof, the runtime overrides and
+// Envoy's window reset.
+func (s *Server) AdminHandler(opts AdminOptions) *admin.Listener {
+	return s.view.Handler(s.front, admin.Options{Tokens: opts.tokens(), Inspector: s.inspector, Metrics: s.metricsHandler(),
+		Overrides: s.hasOverrides, Routes: func(mux front.Mux) {
+			s.envoy.AdminRoutes(mux)
+			s.overrides.Routes(mux)
+		}})
 }
 
 // AdminServer returns an http.Server for AdminHandler with timeouts set. Its
@@ -212,7 +238,10 @@ func (s *Server) SetWindowReset(reset func(ctx context.Context, req *store.Reque
 // files dir and serves its domains on Envoy's rate-limit service and /json
 // (rls.Front.Load). It is called once, before serving; an invalid
 // directory is returned as an error with every problem.
-func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error { return s.envoy.Load(dir, opts) }
+func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error {
+	opts.Decide.Overrides = s.overrides
+	return s.envoy.Load(dir, opts)
+}
 
 // EnvoyConfig returns the Envoy configuration in use, or nil.
 func (s *Server) EnvoyConfig() *envoy.Config { return s.envoy.Config() }

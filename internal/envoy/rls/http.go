@@ -33,7 +33,7 @@ func (e *Front) Routes(mux *http.ServeMux) {
 // RateLimitRequest as /json takes it; the windows its descriptors match
 // are emptied, giving those keys their whole limits back. It is an
 // operator's tool, so it is not on the public listener.
-func (e *Front) AdminRoutes(mux *http.ServeMux) {
+func (e *Front) AdminRoutes(mux front.Mux) {
 	mux.HandleFunc("POST /api/v1/envoy/reset", e.handleReset)
 }
 
