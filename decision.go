@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"sync"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -195,7 +196,7 @@ func newDecision(req *store.Request) Decision {
 	if len(req.Checks) == 0 {
 		return Decision{Allowed: true, Unlimited: true, Remaining: UnlimitedRemaining}
 	}
-	d := Decision{Allowed: true, Limits: make([]LimitStatus, len(req.Checks))}
+	d := Decision{Allowed: true, Limits: newStatuses(len(req.Checks))}
 	var shadowRetry time.Duration
 	shadowedBy, shadowCause := "", Cause("")
 	for i := range req.Checks {
@@ -239,6 +240,36 @@ func newDecision(req *store.Request) Decision {
 	}
 	return d
 }
+
+// newStatuses returns room for the n rule statuses of a decision: a part
+// of a block of statusBlock, which the decisions after it share, so that
+// most decisions allocate nothing (a Decision that is kept keeps its block
+// alive: at most statusBlock statuses). A decision of more rules than half
+// a block gets a slice of its own.
+func newStatuses(n int) []LimitStatus {
+	if n > statusBlock/2 {
+		return make([]LimitStatus, n)
+	}
+	b := statusBlocks.Get().(*statuses)
+	if b.next+n > statusBlock {
+		b = new(statuses)
+	}
+	out := b.buf[b.next : b.next+n : b.next+n]
+	b.next += n
+	statusBlocks.Put(b)
+	return out
+}
+
+// statusBlock is the number of rule statuses in a block of newStatuses.
+const statusBlock = 16
+
+// statuses is a block of rule statuses, handed out from next on.
+type statuses struct {
+	buf  [statusBlock]LimitStatus
+	next int
+}
+
+var statusBlocks = sync.Pool{New: func() any { return new(statuses) }}
 
 // causes maps a store's causes to a Decision's.
 var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap}

@@ -3,7 +3,7 @@
 // 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
 // (docs/benchmarks.md holds a run's output) and progress on stderr.
 //
-//	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http]
+//	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,instructions]
 //
 // The Redis contenders run round-robin, -rounds times each, on a flushed
 // server; the tables report the median round. On a machine shared with
@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,13 +29,17 @@ func main() {
 		rounds     = flag.Int("rounds", 3, "rounds of the Redis comparison; the median is reported")
 		goroutines = flag.Int("goroutines", 64, "goroutines deciding at once")
 		keys       = flag.Int("keys", 10_000, "distinct keys")
-		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,keys,flood,service,http", "sections to run, comma-separated")
+		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http", "sections to run, comma-separated")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")
+		irGs       = flag.String("ir-goroutines", "1,40", "instructions section: the goroutine counts, comma-separated")
+		irN        = flag.Int("ir-decisions", 4000, "instructions section: decisions per row")
+		irKeep     = flag.Bool("ir-keep", false, "instructions section: keep callgrind's dumps and name them")
+		irServer   = flag.String("ir-redis-server", "", "instructions section: the redis-server executable to count (default: from PATH)")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -65,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	b := &bench{addr: srv.addr, adm: adm, w: w, only: *only, cmdStats: *cmdStats}
+	b := &bench{addr: srv.addr, srvPid: srv.cmd.Process.Pid, adm: adm, w: w, only: *only, cmdStats: *cmdStats}
 	b.header()
 	if want["redis"] {
 		b.redisTable(*rounds)
@@ -91,11 +96,23 @@ func main() {
 	if want["hotkey"] {
 		b.hotKeyTable(*rounds)
 	}
+	if want["cluster"] {
+		b.clusterTable(*rounds)
+	}
 	if want["keys"] {
 		b.keysTable(*maxKeys)
 	}
 	if want["flood"] {
 		b.floodTable(*rounds)
+	}
+	if want["instructions"] {
+		var gs []int
+		for _, f := range strings.Split(*irGs, ",") {
+			if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g > 0 {
+				gs = append(gs, g)
+			}
+		}
+		b.instructionsTable(*irServer, gs, *irN, *irKeep)
 	}
 	if want["service"] {
 		b.serviceTable(*rounds, *svcProfile)
@@ -107,6 +124,7 @@ func main() {
 
 type bench struct {
 	addr     string
+	srvPid   int // the redis-server's process
 	adm      *admin
 	w        workload
 	only     string
@@ -287,13 +305,19 @@ func (b *bench) redisTable(rounds int) {
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {
-		var s []string
-		for _, r := range all[i] {
-			s = append(s, fmt.Sprintf("%.0f", r.o.perSecond()))
-		}
-		fmt.Printf("- %s: %s decisions/s\n", c.name, strings.Join(s, ", "))
+		printRounds(c.name, all[i], func(r redisRow) outcome { return r.o })
 	}
 	fmt.Println()
+}
+
+// printRounds prints the decisions/s of each of a contender's rounds, as
+// one item of a list.
+func printRounds[R any](name string, rounds []R, o func(R) outcome) {
+	var s []string
+	for _, r := range rounds {
+		s = append(s, fmt.Sprintf("%.0f", o(r).perSecond()))
+	}
+	fmt.Printf("- %s: %s decisions/s\n", name, strings.Join(s, ", "))
 }
 
 func fmtDur(d time.Duration) string {

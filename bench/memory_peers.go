@@ -43,7 +43,7 @@ func memContenders() []memContender {
 				}
 			}
 		}},
-		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: validation, a Request and statuses per call", func(names []string) func() decideFunc {
+		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: validation, a Request, statuses from shared blocks", func(names []string) func() decideFunc {
 			lim := sluice.NewLimiter(memstore.New(memstore.Config{}), benchLimiterConfig)
 			p := onePolicy()
 			return func() decideFunc {

@@ -244,6 +244,9 @@ func (b *bench) measureService(s *serviceRun, p *serviceProc, sc serviceScenario
 		}
 		defer client.close()
 	}
+	if b.cmdStats {
+		b.adm.resetStats()
+	}
 	redis0, cpu0 := b.adm.cpu(), p.cpu()
 	var l serviceLoad
 	if client != nil {
@@ -257,6 +260,9 @@ func (b *bench) measureService(s *serviceRun, p *serviceProc, sc serviceScenario
 	}
 	redis1, cpu1 := b.adm.cpu(), p.cpu()
 	row := serviceRow{l: l}
+	if n := l.allowed + l.denied; b.cmdStats && n > 0 {
+		b.printCommandStats(fmt.Sprintf("%s, domain %s, %s", p.name, sc.dom.name, sc.proto), n)
+	}
 	if n := l.allowed + l.denied; n > 0 {
 		row.redisCPU = (redis1 - redis0) * 1e6 / float64(n)
 		row.serverCPU = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(n)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,17 +14,24 @@ import (
 )
 
 // Batching. Decisions bound for one Redis server are queued while earlier
-// calls are in flight and sent together, as one batch.lua call, when a call
+// calls are in flight and sent together, as one decide.lua call, when a call
 // returns: under light load each decision goes out at once, alone; under
 // heavy load the batches grow with the load, and the server runs one script
 // per batch instead of one per decision. Each decision in a batch is still
-// decided atomically and exactly (batch.lua runs them one after the other),
-// a failed batch fails each of its decisions, and nothing is ever sent twice.
+// decided atomically and exactly (decide.lua runs them one after the
+// other), a failed batch fails each of its decisions, and nothing is ever
+// sent twice.
 //
 // A client talking to one server has one batcher. A Cluster client has one
-// per hash slot (slotBatchers), since a script's keys must lie in one slot:
-// decisions on a hot slot, such as a global cap's, share batches, and
-// decisions spread over many slots mostly go out alone.
+// per master (masterBatchers): a decision's keys lie in one slot (keys.go),
+// and a batch of decisions of several slots of one master goes out with
+// its keys among the arguments (no declared keys, so no CROSSSLOT refusal),
+// routed to the master of its first decision's slot; a script may touch
+// keys of several slots of its node. A decision whose slot the node no
+// longer serves (a failover or a resharding since the store read the
+// slots) fails there before it writes anything, and is sent again alone,
+// with its keys declared, which the client follows to the slot's new
+// master. A batch of one slot declares its keys as any call does.
 
 const (
 	// maxInflight is how many batches may wait for their reply at once.
@@ -33,8 +40,9 @@ const (
 	maxInflight = 2
 
 	// maxBatch bounds the requests in one batch, so that one script call
-	// never holds the server for long.
-	maxBatch = 256
+	// never holds the server for long (and a request's shape number fits
+	// in a byte).
+	maxBatch = 255
 
 	// maxShapes bounds the distinct argument lists a batch looks through
 	// for a request's own.
@@ -43,13 +51,14 @@ const (
 
 // batchCall is one decision waiting in a batcher.
 type batchCall struct {
-	ctx        context.Context
-	keys, args []string
-	done       chan struct{} // receives once reply or err is set
-	reply      []int64
-	err        error
-	sent       bool // in a batch that was sent; guarded by the batcher's mu
-	left       bool // its caller stopped waiting before it was sent
+	ctx   context.Context
+	keys  []string
+	shape string        // shapeOf's
+	done  chan struct{} // receives once reply or err is set
+	reply []int64
+	err   error
+	sent  bool // in a batch that was sent; guarded by the batcher's mu
+	left  bool // its caller stopped waiting before it was sent
 }
 
 // calls recycles the batchCalls whose callers got their reply.
@@ -67,6 +76,7 @@ func (c *batchCall) finish() ([]int64, error) {
 // that arrive while others are in flight.
 type batcher struct {
 	ev       rueidisEvaler
+	slots    bool // a Cluster master's: its batches may span slots
 	mu       sync.Mutex
 	inflight int
 	queue    []*batchCall
@@ -74,42 +84,47 @@ type batcher struct {
 
 var (
 	_ decider = (*batcher)(nil)
-	_ decider = (*slotBatchers)(nil)
+	_ decider = (*masterBatchers)(nil)
 )
 
 func newBatcher(ev rueidisEvaler) *batcher {
 	return &batcher{ev: ev}
 }
 
-// slotBatchers are a Cluster client's batchers, one per hash slot that a
-// decision went to. A script's keys must lie in one slot, and every key of
-// one script call does (see keys.go), so the decisions of one slot can
-// share a batch.
-type slotBatchers struct {
-	ev rueidisEvaler
-	m  sync.Map // hash slot (uint16) -> *batcher
+// masterBatchers are a Cluster client's batchers, one per master that a
+// decision went to (by the store's slot map; one per slot while the map is
+// not read yet).
+type masterBatchers struct {
+	ev    rueidisEvaler
+	slots *slotReader
+	m     sync.Map // master's ID (string), or hash slot (uint16) -> *batcher
 }
 
-// decide runs decide.lua with the batcher of the keys' slot.
-func (s *slotBatchers) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+// decide runs decide.lua with the batcher of the keys' master.
+func (s *masterBatchers) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("decide.lua needs at least one key")
 	}
-	cmd := s.ev.client.B().Exists().Key(keys[0]).Build()
-	slot := cmd.Slot() // rueidis's CRC16 of the key's hash tag
-	b, ok := s.m.Load(slot)
-	if !ok {
-		b, _ = s.m.LoadOrStore(slot, newBatcher(s.ev))
+	slot := keySlot(keys[0])
+	var group any = slot
+	if m := s.slots.load(); m != nil {
+		if i := m.of[slot]; i > 0 {
+			group = m.masters[i-1]
+		}
 	}
-	return b.(*batcher).decide(ctx, keys, args)
+	b, ok := s.m.Load(group)
+	if !ok {
+		b, _ = s.m.LoadOrStore(group, &batcher{ev: s.ev, slots: true})
+	}
+	return b.(*batcher).decide(ctx, keys, shape)
 }
 
-// decide runs decide.lua with keys and args, alone or in a batch, and
-// returns its reply. Its errors are the client's or the server's, never
-// ErrNoScript (a batcher loads its scripts itself).
-func (b *batcher) decide(ctx context.Context, keys, args []string) ([]int64, error) {
+// decide runs decide.lua for a decision of keys and shape, alone or in a
+// batch, and returns its reply. Its errors are the client's or the
+// server's, never ErrNoScript (a batcher loads its scripts itself).
+func (b *batcher) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
 	c := calls.Get().(*batchCall)
-	c.ctx, c.keys, c.args = ctx, keys, args
+	c.ctx, c.keys, c.shape = ctx, keys, shape
 	b.mu.Lock()
 	if b.inflight < maxInflight {
 		b.inflight++
@@ -197,54 +212,52 @@ func (b *batcher) exec(calls []*batchCall) {
 	defer cancel()
 	if len(calls) == 1 {
 		c := calls[0]
-		c.reply, c.err = intSender(b.ev).eval(ctx, decideScripts.forFlags(c.args[2]), c.keys, c.args)
+		c.reply, c.err = ints(b.ev.decideMessage(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape), ""))
 		return
 	}
-	// Requests with equal arguments (one policy, cost and mode) share a
-	// shape; a few shapes are looked for, then every new request gets one.
-	type shape struct {
-		nk   int
-		args []string
-	}
-	var shapes []shape
-	sc := batchScripts.log
-	index := make([]int, len(calls))
-	nkeys, nargs := 0, 2+len(calls)
+	// Requests with equal shapes (one policy, cost and mode) share one; a
+	// few shapes are looked for, then every new request gets one.
+	args := make([]string, 1, 3)
+	sc := decideScripts.log
+	index := make([]byte, len(calls))
+	nkeys := 0
 	for i, c := range calls {
 		nkeys += len(c.keys)
-		j := -1
-		for si := range shapes[:min(len(shapes), maxShapes)] {
-			if shapes[si].nk == len(c.keys) && slices.Equal(shapes[si].args, c.args) {
-				j = si
-				break
-			}
-		}
+		j := slices.Index(args[1:min(len(args), 1+maxShapes)], c.shape)
 		if j < 0 {
-			j = len(shapes)
-			shapes = append(shapes, shape{len(c.keys), c.args})
-			if batchScripts.forFlags(c.args[2]) == batchScripts.all {
-				sc = batchScripts.all
+			j = len(args) - 1
+			args = append(args, c.shape)
+			if !shapeIsLog(c.shape) {
+				sc = decideScripts.all
 			}
-			nargs += 2 + len(c.args)
 		}
-		index[i] = j
+		index[i] = byte(j + 1)
 	}
-	keys := make([]string, 0, nkeys)
-	args := make([]string, 2, nargs)
-	args[0], args[1] = strconv.Itoa(len(calls)), strconv.Itoa(len(shapes))
-	for _, sh := range shapes {
-		args = append(args, strconv.Itoa(sh.nk), strconv.Itoa(len(sh.args)))
-		args = append(args, sh.args...)
+	shapes := len(args) - 1
+	args[0] = batchHead(len(calls), shapes)
+	if shapes > 1 {
+		args = append(args, string(index))
 	}
-	for i, c := range calls {
-		keys = append(keys, c.keys...)
-		if len(shapes) > 1 {
-			args = append(args, strconv.Itoa(index[i]+1))
+	var keys []string
+	var route string // a key of the slot to send a batch of several slots to
+	if b.slots && spansSlots(calls) {
+		route = calls[0].keys[0]
+		args = slices.Grow(args, nkeys)
+		for _, c := range calls {
+			args = append(args, c.keys...)
+		}
+	} else {
+		keys = make([]string, 0, nkeys)
+		for _, c := range calls {
+			keys = append(keys, c.keys...)
 		}
 	}
-	reply, err := sender[[]rueidis.RedisMessage]{b.ev.arrayBySHA, b.ev.arrayBySource}.eval(ctx, sc, keys, args)
+	reply, err := array(b.ev.decideMessage(ctx, sc, keys, args, route))
 	if err == nil {
 		err = splitBatchReply(reply, calls)
+	}
+	if err == nil && route != "" {
+		b.resendMoved(ctx, calls)
 	}
 	if err != nil {
 		err = fmt.Errorf("in a batch of %d requests: %w", len(calls), err)
@@ -254,38 +267,69 @@ func (b *batcher) exec(calls []*batchCall) {
 	}
 }
 
-// splitBatchReply sets each call's reply or error from batch.lua's flat
-// reply: per request, a length k and k integers, or -1 and an error message.
+// spansSlots reports whether calls' keys lie in more than one slot.
+func spansSlots(calls []*batchCall) bool {
+	first := keySlot(calls[0].keys[0])
+	for _, c := range calls[1:] {
+		if keySlot(c.keys[0]) != first {
+			return true
+		}
+	}
+	return false
+}
+
+// errNotLocal is the error of a script that touched a key of a slot its
+// node does not serve: raised by the first command on the key, before the
+// decision wrote anything.
+const errNotLocal = "Script attempted to access a non local key in a cluster node"
+
+// resendMoved sends again, alone and with its keys declared, each call of
+// a batch of several slots that failed because its node no longer serves
+// its slot: the decision did not run there.
+func (b *batcher) resendMoved(ctx context.Context, calls []*batchCall) {
+	for _, c := range calls {
+		if c.err != nil && strings.Contains(c.err.Error(), errNotLocal) {
+			c.reply, c.err = ints(b.ev.decideMessage(ctx, decideScripts.forShape(c.shape), c.keys, singleArgs(c.shape), ""))
+		}
+	}
+}
+
+// splitBatchReply sets each call's reply or error from decide.lua's flat
+// reply for a batch: per request, its integers (replyWidth of its shape),
+// or -1 and an error message.
 func splitBatchReply(reply []rueidis.RedisMessage, calls []*batchCall) error {
 	at := 0
 	for i, c := range calls {
 		if at >= len(reply) {
-			return fmt.Errorf("batch.lua replied for %d of %d requests", i, len(calls))
+			return fmt.Errorf("decide.lua replied for %d of %d requests", i, len(calls))
 		}
-		k, err := reply[at].AsInt64()
-		if err != nil || k < -1 || at+1+int(max(k, 1)) > len(reply) {
-			return fmt.Errorf("batch.lua's reply for request %d has a bad length (%v)", i+1, err)
-		}
-		at++
-		if k == -1 {
-			msg, err := reply[at].ToString()
+		if first, err := reply[at].AsInt64(); err == nil && first == -1 {
+			if at+1 >= len(reply) {
+				return fmt.Errorf("decide.lua's error for request %d has no message", i+1)
+			}
+			msg, err := reply[at+1].ToString()
 			if err != nil {
-				return fmt.Errorf("batch.lua's error for request %d is not a string: %w", i+1, err)
+				return fmt.Errorf("decide.lua's error for request %d is not a string: %w", i+1, err)
 			}
 			c.err = errors.New(msg)
-			at++
+			at += 2
 			continue
+		}
+		k := replyWidth(c.shape)
+		if at+k > len(reply) {
+			return fmt.Errorf("decide.lua's reply for request %d has %d of its %d integers", i+1, len(reply)-at, k)
 		}
 		c.reply = make([]int64, k)
 		for j := range c.reply {
+			var err error
 			if c.reply[j], err = reply[at+j].AsInt64(); err != nil {
-				return fmt.Errorf("batch.lua's reply for request %d: element %d is not an integer: %w", i+1, j, err)
+				return fmt.Errorf("decide.lua's reply for request %d: element %d is not an integer: %w", i+1, j, err)
 			}
 		}
-		at += int(k)
+		at += k
 	}
 	if at != len(reply) {
-		return fmt.Errorf("batch.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
+		return fmt.Errorf("decide.lua replied %d elements, %d more than its %d requests'", len(reply), len(reply)-at, len(calls))
 	}
 	return nil
 }

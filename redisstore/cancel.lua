@@ -10,7 +10,7 @@
 -- the end of the last reservation left, at once if that has passed.
 
 local key = KEYS[1]
-local now = clock(ARGV[1])
+local now = clock(tonumber(ARGV[1]))
 local member = ARGV[2]
 
 local slot = call('ZSCORE', key, member)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -347,24 +348,8 @@ func TestClusterBatchesBySlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scriptCalls := func() int {
-		info, err := master.Do("INFO", "commandstats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, line := range strings.Split(info, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval"); ok {
-				_, fields, _ := strings.Cut(rest, ":")
-				calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
-				v, _ := strconv.Atoi(calls)
-				n += v
-			}
-		}
-		return n
-	}
 	const goroutines, each = 64, 40
-	before := scriptCalls()
+	before := scriptCalls(t, master)
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Add(1)
@@ -379,7 +364,7 @@ func TestClusterBatchesBySlot(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	calls := scriptCalls() - before
+	calls := scriptCalls(t, master) - before
 	if decisions := goroutines * each; calls <= 0 || calls > decisions/2 {
 		t.Errorf("%d decisions on one slot took %d script calls, want at most %d: batched", decisions, calls, decisions/2)
 	}
@@ -456,6 +441,84 @@ func TestClusterSlot(t *testing.T) {
 		}
 		if want := strconv.Itoa(int(redisstore.ClusterSlot(tag))); strings.TrimSpace(got) != want {
 			t.Errorf("tag %d %q: CLUSTER KEYSLOT %s, the store's %s", i, tag, got, want)
+		}
+	}
+}
+
+// TestClusterBatchesByMaster decides users spread over every slot from 64
+// goroutines: batches form per master, across slots, and every user's
+// window counts exactly its admissions.
+func TestClusterBatchesByMaster(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix()})
+	p := &sluice.Policy{Name: "spread", Rules: []sluice.Rule{{Name: "user", Limit: 1 << 30, Window: time.Minute, By: []string{"user"}}}}
+	const goroutines, each, users = 64, 40, 512
+	before := scriptCalls(t, c.Masters()...)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				u := fmt.Sprintf("u%d", (g*each+i)%users)
+				if _, err := direct(s).Decide(context.Background(), request(t, p, map[string]string{"user": u}, 1)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	n := scriptCalls(t, c.Masters()...) - before
+	if decisions := goroutines * each; n <= 0 || n > decisions/2 {
+		t.Errorf("%d decisions over %d users took %d script calls, want at most %d: batched across slots", decisions, users, n, decisions/2)
+	}
+	for u := range users {
+		attrs := map[string]string{"user": fmt.Sprintf("u%d", u)}
+		if d := peek(t, s, p, attrs, 1); d.Limits[0].Used != int64(goroutines*each/users)+1 {
+			t.Fatalf("user u%d counts %d, want %d", u, d.Limits[0].Used-1, goroutines*each/users)
+		}
+	}
+	t.Logf("%d decisions over %d users, %d script calls", goroutines*each, users, n)
+}
+
+// TestClusterBatchOnWrongMaster sends one batch of users of every master
+// to the master of the first: those the node does not serve fail there
+// before writing, and are sent again to their own masters; each counts
+// once.
+func TestClusterBatchOnWrongMaster(t *testing.T) {
+	c := sharedCluster(t)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix(), Clock: storetest.NewClock(storetest.T0).Now})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p := &sluice.Policy{Name: "wrong", Rules: []sluice.Rule{{Name: "user", Limit: 5, Window: time.Minute, By: []string{"user"}}}}
+	var keys [][]string
+	var reqs []*store.Request
+	masters := map[string]bool{}
+	for u := 0; len(reqs) < 12; u++ {
+		req := request(t, p, map[string]string{"user": fmt.Sprintf("u%d", u)}, 1)
+		k := s.Keys(req)
+		m, _, err := c.MasterOf(k[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Addr()] = true
+		keys, reqs = append(keys, k), append(reqs, req)
+	}
+	if len(masters) < 2 {
+		t.Fatalf("12 users on %d master(s); want several", len(masters))
+	}
+	for round := range 2 {
+		for i, err := range redisstore.DecideAcrossSlots(client, keys, reqs, storetest.T0.UnixMicro()) {
+			if err != nil {
+				t.Fatalf("round %d, user %d: %v", round+1, i, err)
+			}
+			if r := reqs[i].Results[0]; !r.Fits || r.Used != int64(round+1) {
+				t.Errorf("round %d, user %d: %+v, want fits with used %d", round+1, i, r, round+1)
+			}
 		}
 	}
 }

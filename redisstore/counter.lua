@@ -5,31 +5,15 @@
 -- The sliding window's count is estimated as curr plus prev weighted by the
 -- part of the previous bucket the window still covers,
 -- floor(prev * (W - elapsed) / W), in double precision as memstore does.
--- A counter state is a record of key, idx, prev and curr, rolled to now.
+-- A counter state is a record of key, idx, prev and curr, rolled to now,
+-- and held: whether the key holds bucket idx (its expiry is then that
+-- bucket's).
 
 -- counter returns the sliding counter's steps (see decision.lua). A script makes them only
 -- when one of its rules needs them, so that rules of the log alone do not
 -- pay for what they do not use.
 local function counter()
-  local function roll(s, r, t)
-    local idx = idiv(t, r.w)
-    if idx == s.idx + 1 then
-      s.idx, s.prev, s.curr = idx, s.curr, 0
-    elseif idx ~= s.idx then
-      s.idx, s.prev, s.curr = idx, 0, 0
-    end
-  end
-
-  local function load(key, r, now)
-    local s = {key = key, idx = idiv(now, r.w), prev = 0, curr = 0}
-    local v = call('GET', key)
-    if v then
-      local i, j = find(v, ':', 1, true), find(v, ':', find(v, ':', 1, true) + 1, true)
-      s.idx, s.prev, s.curr = tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1, j - 1)), tonumber(sub(v, j + 1))
-      roll(s, r, now)
-    end
-    return s
-  end
+  local match = string.match
 
   -- estimate returns the estimated count at t of s, with pending more
   -- units in the current bucket of now.
@@ -44,11 +28,25 @@ local function counter()
     return curr + floor(prev * (r.w - (t - idx * r.w)) / r.w)
   end
 
-  local function check(s, r, now)
-    if estimate(s, r, 0, now) + r.cost > r.limit then
-      return false, 'limit'
+  -- load returns key's state, rolled to now, and how r stands on it: 0 it
+  -- fits, 1 no room.
+  local function load(key, r, now)
+    local idx = idiv(now, r.w)
+    local s = {key = key, idx = idx, prev = 0, curr = 0, held = false}
+    local v = call('GET', key)
+    if v then
+      local b, prev, curr = match(v, '^(%d+):(%d+):(%d+)$')
+      b = b + 0
+      if b == idx then
+        s.prev, s.curr, s.held = prev + 0, curr + 0, true
+      elseif b + 1 == idx then
+        s.prev = curr + 0
+      end
     end
-    return true, nil
+    if estimate(s, r, 0, now) + r.cost > r.limit then
+      return s, 1
+    end
+    return s, 0
   end
 
   -- solve returns about the least e at which a previous bucket of count
@@ -95,15 +93,8 @@ local function counter()
     return t - now
   end
 
-  local function write(s, r, now)
-    s.curr = s.curr + r.cost
-    local ends = (s.idx + 2) * r.w
-    call('SET', s.key, int(s.idx) .. ':' .. int(s.prev) .. ':' .. int(s.curr), 'PX', int(max(1, ceil((ends - now) / 1000))))
-    return now
-  end
-
-  -- figures returns used (the estimate), remaining and reset-after µs
-  -- (until the estimate falls to 0) for s at now, with pending more units.
+  -- figures returns used (the estimate) and reset-after µs (until the
+  -- estimate falls to 0) for s at now, with pending more units.
   local function figures(s, r, now, pending)
     local used = estimate(s, r, pending, now)
     local reset = 0
@@ -112,8 +103,29 @@ local function counter()
     elseif s.prev > 0 then
       reset = (s.idx + 1) * r.w - now
     end
-    return used, max(0, r.limit - used), reset
+    return used, reset
   end
 
-  return {load = load, check = check, wait = wait, write = write, figures = figures}
+  -- write adds r's cost to the current bucket. A key that holds the bucket
+  -- keeps its expiry; otherwise the key expires when the bucket after it
+  -- ends. It returns now, then figures'.
+  local function write(s, r, now)
+    s.curr = s.curr + r.cost
+    local v = format('%d:%d:%d', s.idx, s.prev, s.curr)
+    if s.held then
+      call('SET', s.key, v, 'KEEPTTL')
+      return now, figures(s, r, now, 0)
+    end
+    s.held = true
+    local ends = (s.idx + 2) * r.w
+    if r.own then
+      call('SET', s.key, v, 'PX', format('%d', max(1, ceil((ends - now) / 1000))))
+    else
+      call('SET', s.key, v)
+      call('PEXPIREAT', s.key, format('%d', ceil(ends / 1000)))
+    end
+    return now, figures(s, r, now, 0)
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures}
 end

@@ -55,12 +55,12 @@ var backgroundRollbacks = make(chan struct{}, maxBackgroundRollbacks)
 // decideGroups decides req over the several slot groups of its plan.
 func (s *Store) decideGroups(ctx context.Context, req *store.Request, pl plan) error {
 	req.ResultsBuffer()
-	d := &groupDecision{s: s, req: req, now: s.nowArg()}
+	d := &groupDecision{s: s, req: req, now: s.nowMicros()}
 	switch {
 	case req.Mode == store.ModeRecord:
 		// Recorded whatever the windows hold: each group records on its own.
 		for _, g := range pl.groups {
-			if _, err := d.run(ctx, g, scriptMode(req)); err != nil {
+			if _, err := d.run(ctx, g, modeOf(req)); err != nil {
 				return err
 			}
 		}
@@ -69,7 +69,7 @@ func (s *Store) decideGroups(ctx context.Context, req *store.Request, pl plan) e
 		// that fit are reported as the denial leaves them, unrecorded.
 		var fit []groupResult
 		for _, g := range pl.groups {
-			res, err := d.run(ctx, g, "peek-group")
+			res, err := d.run(ctx, g, modeDry|modeGroup)
 			if err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ func (s *Store) decideGroups(ctx context.Context, req *store.Request, pl plan) e
 type groupDecision struct {
 	s   *Store
 	req *store.Request
-	now string // the time argument: Config.Clock's µs, or "" for Redis's TIME
+	now int64 // the time: Config.Clock's µs, or -1 for Redis's TIME
 }
 
 // groupResult is what decide.lua did in a group mode on one group: whether
@@ -111,7 +111,7 @@ type groupResult struct {
 func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 	var written []groupResult
 	for gi, g := range groups {
-		res, err := d.run(ctx, g, "group")
+		res, err := d.run(ctx, g, modeGroup)
 		if err != nil {
 			d.s.rollback(ctx, d.req, written)
 			return err
@@ -123,7 +123,7 @@ func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 		d.s.rollback(ctx, d.req, written)
 		d.unrecord(written)
 		for _, g := range groups[gi+1:] {
-			res, err := d.run(ctx, g, "peek-group")
+			res, err := d.run(ctx, g, modeDry|modeGroup)
 			switch {
 			case err != nil:
 				// The request is denied whatever these windows hold; report
@@ -143,26 +143,26 @@ func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 
 // run runs decide.lua in mode on group g and writes its checks' results
 // into the request's. A group mode's result tells what rollback needs.
-func (d *groupDecision) run(ctx context.Context, g group, mode string) (groupResult, error) {
-	reply, err := d.s.decider.decide(ctx, g.keys, decideArgs(mode, d.req, d.now, g.checks))
+func (d *groupDecision) run(ctx context.Context, g group, mode int32) (groupResult, error) {
+	reply, err := d.s.decider.decide(ctx, g.keys, shapeOf(mode, d.req, d.now, g.checks))
 	if err != nil {
 		return groupResult{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
 	res := groupResult{group: g, fits: true}
-	stride := 5
-	if mode == "group" || mode == "peek-group" {
-		stride = 7
+	stride := ruleWidth
+	if mode&modeGroup != 0 {
+		stride = groupRuleWidth
 	}
 	if err := parseResults(d.req, reply, g.checks, stride); err != nil {
 		return groupResult{}, err
 	}
 	for k, i := range g.checks {
 		res.fits = res.fits && (d.req.Results[i].Fits || d.req.Checks[i].Shadow)
-		if stride == 7 {
-			v := reply[1+7*k : 1+7*(k+1)]
-			before, at := v[5], v[6]
+		if stride == groupRuleWidth {
+			v := reply[groupRuleWidth*k : groupRuleWidth*(k+1)]
+			before, at := v[3], v[4]
 			if before < 0 || at < 0 {
-				return groupResult{}, fmt.Errorf("redisstore: decide.lua (%s) replied reset-before=%dµs time=%d for rule %q, not a valid write",
+				return groupResult{}, fmt.Errorf("redisstore: decide.lua (mode %d) replied reset-before=%dµs time=%d for rule %q, not a valid write",
 					mode, before, at, d.req.Checks[i].Rule)
 			}
 			res.at = append(res.at, at)
@@ -266,4 +266,31 @@ func gcraInterval(c *store.Check) int64 {
 		return w
 	}
 	return (w + c.Limit - 1) / c.Limit
+}
+
+// flagOf returns c's algorithm in rollback.lua's arguments: "." the log,
+// "g" GCRA, "c" the sliding counter, upper case in shadow mode ("s" for
+// the log).
+func flagOf(c *store.Check) byte {
+	f := [...]byte{store.Log: '.', store.GCRA: 'g', store.SlidingCounter: 'c'}[c.Algorithm]
+	if c.Shadow {
+		f = [...]byte{store.Log: 's', store.GCRA: 'G', store.SlidingCounter: 'C'}[c.Algorithm]
+	}
+	return f
+}
+
+// smallCosts are the decimal forms of the costs most requests have.
+var smallCosts = func() (c [17]string) {
+	for i := range c {
+		c[i] = strconv.Itoa(i)
+	}
+	return c
+}()
+
+// costArg returns cost in decimal.
+func costArg(cost int64) string {
+	if cost >= 0 && cost < int64(len(smallCosts)) {
+		return smallCosts[cost]
+	}
+	return strconv.FormatInt(cost, 10)
 }

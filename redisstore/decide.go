@@ -2,10 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -31,129 +29,149 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}
-	reply, err := s.decider.decide(ctx, pl.keys, decideArgs(scriptMode(req), req, s.nowArg(), pl.groups[0].checks))
+	reply, err := s.decider.decide(ctx, pl.keys, shapeOf(modeOf(req), req, s.nowMicros(), pl.groups[0].checks))
 	if err != nil {
 		return fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
-	return parseResults(req, reply, nil, 5)
+	return parseResults(req, reply, nil, ruleWidth)
 }
 
-// scriptMode returns decide.lua's name of req's mode (modes in
-// decision.lua).
-func scriptMode(req *store.Request) string {
-	switch {
-	case req.Mode == store.ModeRecord && req.DryRun:
-		return "peek-record"
-	case req.Mode == store.ModeRecord:
-		return "record"
-	case req.DryRun:
-		return "peek"
-	}
-	return "allow"
-}
-
-// decideArgs returns decide.lua's arguments, in mode at the time now (µs
-// in decimal, or "" for Redis's TIME), for the checks of req whose indexes
-// are checks.
-func decideArgs(mode string, req *store.Request, now string, checks []int) []string {
-	args := make([]string, 3, 3+4*len(checks))
-	args[0], args[1] = mode, now
-	var flags []byte // rules in decision.lua: one character per check, "" when all are "."
-	for k, i := range checks {
-		c := &req.Checks[i]
-		if f := flagOf(c); f != '.' {
-			if flags == nil {
-				flags = make([]byte, len(checks))
-				for j := range flags {
-					flags[j] = '.'
-				}
-			}
-			flags[k] = f
-		}
-		a := argsOf(c)
-		args = append(args, a[0], a[1], a[2], costArg(c.Cost))
-	}
-	args[2] = string(flags)
-	return args
-}
-
-// flagOf returns c's character in decide.lua's flags: its algorithm, upper
-// case in shadow mode ("s" for the log).
-func flagOf(c *store.Check) byte {
-	f := [...]byte{store.Log: '.', store.GCRA: 'g', store.SlidingCounter: 'c'}[c.Algorithm]
-	if c.Shadow {
-		f = [...]byte{store.Log: 's', store.GCRA: 'G', store.SlidingCounter: 'C'}[c.Algorithm]
-	}
-	return f
-}
-
-// ruleShape is what decide.lua needs of a check besides its cost and
-// flag.
-type ruleShape struct {
-	window, limit, third int64
-}
-
-// ruleArgs caches the decimal arguments of the rule shapes seen, so that a
-// decision formats none of them; at most maxRuleArgs shapes are kept.
-var (
-	ruleArgs     sync.Map // ruleShape -> *[3]string
-	ruleArgsSize atomic.Int64
+// Modes: the bits of a shape's mode (decision.lua's modes).
+const (
+	modeRecord = 1 // record whether the rules fit or not
+	modeDry    = 2 // a peek: write nothing
+	modeGroup  = 4 // one slot group of several (crossslot.go)
+	modeOwn    = 8 // the time is the store's clock (Config.Clock), not Redis's
 )
 
-const maxRuleArgs = 4096
-
-// argsOf returns decide.lua's first three arguments for c: window µs, limit
-// and min gap µs (GCRA's burst instead).
-func argsOf(c *store.Check) *[3]string {
-	third := c.MinGap.Microseconds()
-	if c.Algorithm == store.GCRA {
-		third = c.Burst
+// modeOf returns the mode bits of req's mode.
+func modeOf(req *store.Request) int32 {
+	var m int32
+	if req.Mode == store.ModeRecord {
+		m |= modeRecord
 	}
-	k := ruleShape{c.Window.Microseconds(), c.Limit, third}
-	if v, ok := ruleArgs.Load(k); ok {
-		return v.(*[3]string)
+	if req.DryRun {
+		m |= modeDry
 	}
-	a := &[3]string{strconv.FormatInt(k.window, 10), strconv.FormatInt(k.limit, 10), strconv.FormatInt(k.third, 10)}
-	if ruleArgsSize.Load() < maxRuleArgs {
-		if _, loaded := ruleArgs.LoadOrStore(k, a); !loaded {
-			ruleArgsSize.Add(1)
-		}
-	}
-	return a
+	return m
 }
 
-// smallCosts are the decimal forms of the costs most requests have.
-var smallCosts = func() (c [17]string) {
-	for i := range c {
-		c[i] = strconv.Itoa(i)
-	}
-	return c
-}()
+// The integers decide.lua replies per rule: used, retry-after µs times 4
+// plus the status, and reset-after µs; in a group mode also the reset-after
+// µs before any write and the time recorded at.
+const (
+	ruleWidth      = 3
+	groupRuleWidth = 5
+)
 
-func costArg(cost int64) string {
-	if cost >= 0 && cost < int64(len(smallCosts)) {
-		return smallCosts[cost]
+// Rule kinds (decision.lua's rules): the algorithm, plus kindShadow in
+// shadow mode.
+var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2}
+
+const kindShadow = 16
+
+// Sizes in a shape: its head (rules, mode, time) and each rule's (kind,
+// window, limit, third, cost).
+const (
+	shapeHead = 4 + 4 + 8
+	shapeRule = 4 + 8*4
+)
+
+// shapeOf returns the shape of req's checks whose indexes are checks, in
+// mode, at the time now (µs; -1 for Redis's TIME): the part of decide.lua's
+// packed numbers (see decide.lua) that one request's decision needs.
+// Requests of one policy, cost and mode have equal shapes, which a batch
+// sends once.
+func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
+	var room [shapeHead + 4*shapeRule]byte
+	b := room[:0]
+	if now >= 0 {
+		mode |= modeOwn
 	}
-	return strconv.FormatInt(cost, 10)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(checks)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(mode))
+	b = binary.LittleEndian.AppendUint64(b, uint64(max(now, 0)))
+	for _, i := range checks {
+		c := &req.Checks[i]
+		kind := ruleKinds[c.Algorithm]
+		if c.Shadow {
+			kind += kindShadow
+		}
+		third := c.MinGap.Microseconds()
+		if c.Algorithm == store.GCRA {
+			third = c.Burst
+		}
+		b = binary.LittleEndian.AppendUint32(b, uint32(kind))
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.Window.Microseconds()))
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.Limit))
+		b = binary.LittleEndian.AppendUint64(b, uint64(third))
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.Cost))
+	}
+	return string(b)
+}
+
+// shapeRules returns the number of rules of shape sh, and its mode.
+func shapeRules(sh string) (n int, mode int32) {
+	return int(le32(sh, 0)), int32(le32(sh, 4))
+}
+
+// le32 reads the little-endian 32-bit integer at s[at:].
+func le32(s string, at int) uint32 {
+	return uint32(s[at]) | uint32(s[at+1])<<8 | uint32(s[at+2])<<16 | uint32(s[at+3])<<24
+}
+
+// shapeIsLog reports whether every rule of shape sh keeps the log.
+func shapeIsLog(sh string) bool {
+	for at := shapeHead; at+4 <= len(sh); at += shapeRule {
+		if le32(sh, at)%kindShadow != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// replyWidth returns how many integers decide.lua replies for a request of
+// shape sh.
+func replyWidth(sh string) int {
+	n, mode := shapeRules(sh)
+	if mode&modeGroup != 0 {
+		return n * groupRuleWidth
+	}
+	return n * ruleWidth
+}
+
+// singleArgs returns decide.lua's arguments for one request of shape sh.
+func singleArgs(sh string) []string {
+	return []string{oneOfOne, sh}
+}
+
+// oneOfOne is the head of decide.lua's arguments for one request.
+var oneOfOne = batchHead(1, 1)
+
+// batchHead returns the head of decide.lua's arguments: the number of
+// requests and of shapes.
+func batchHead(requests, shapes int) string {
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 8), uint32(requests))
+	return string(binary.LittleEndian.AppendUint32(b, uint32(shapes)))
 }
 
 // statusCause is the cause of each status decide.lua replies for a rule
-// (1 fits, 0 no room, -1 too soon).
-var statusCause = map[int64]store.Cause{1: store.CauseNone, 0: store.CauseLimit, -1: store.CauseGap}
+// (decision.lua's check: 0 fits, 1 no room, 2 too soon).
+var statusCause = [...]store.Cause{0: store.CauseNone, 1: store.CauseLimit, 2: store.CauseGap}
 
-// parseResults reads decide.lua's reply into req.Results: the time, then
-// stride numbers per check, of which the first five are its status, used,
-// remaining, retry-after and reset-after. The reply's checks are those of
-// req whose indexes are in (nil: all of them, in order); their results go
-// to the same indexes of req.Results, which the caller has sized when in is
-// not nil.
+// parseResults reads decide.lua's reply into req.Results: stride numbers
+// per check, of which the first three are its used, its retry-after µs
+// times 4 plus its status, and its reset-after µs. The reply's checks are
+// those of req whose indexes are in (nil: all of them, in order); their
+// results go to the same indexes of req.Results, which the caller has
+// sized when in is not nil.
 func parseResults(req *store.Request, reply []int64, in []int, stride int) error {
 	n := len(in)
 	if in == nil {
 		n = len(req.Checks)
 		req.ResultsBuffer()
 	}
-	if want := 1 + stride*n; len(reply) != want {
+	if want := stride * n; len(reply) != want {
 		return fmt.Errorf("redisstore: decide.lua replied %d integers for %d rules, want %d", len(reply), n, want)
 	}
 	for k := range n {
@@ -161,13 +179,24 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 		if in != nil {
 			i = in[k]
 		}
-		v := reply[1+stride*k : 1+stride*(k+1)]
-		status, used, remaining, retry, reset := v[0], v[1], v[2], v[3], v[4]
-		cause, ok := statusCause[status]
-		if !ok || used < 0 || remaining < 0 || retry < 0 || reset < 0 {
-			return fmt.Errorf("redisstore: decide.lua replied status=%d used=%d remaining=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
-				status, used, remaining, retry, reset, req.Checks[i].Rule)
+		v := reply[stride*k : stride*(k+1)]
+		used, status, retry, reset := v[0], v[1]&3, v[1]>>2, v[2]
+		if status > 2 || used < 0 || v[1] < 0 || reset < 0 {
+			return fmt.Errorf("redisstore: decide.lua replied used=%d status=%d retry=%dµs reset=%dµs for rule %q, not a valid status",
+				used, status, retry, reset, req.Checks[i].Rule)
 		}
+		c := &req.Checks[i]
+		remaining := max(0, c.Limit-used)
+		if c.Algorithm == store.GCRA {
+			remaining = 0
+			if c.Limit > 0 {
+				remaining = c.Burst - used
+			}
+		}
+		if remaining < 0 {
+			return fmt.Errorf("redisstore: decide.lua replied used=%d for rule %q of burst %d, more than it holds", used, c.Rule, c.Burst)
+		}
+		cause := statusCause[status]
 		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining,
 			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
 	}

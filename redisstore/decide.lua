@@ -1,15 +1,87 @@
--- decide.lua decides one request: window.lua's decide.
+-- decide.lua decides requests, one after the other with decision.lua's
+-- decide: one request, or a batch of them (batch.go). Each is decided
+-- exactly as it would be alone, so each stays atomic and exact, and a
+-- batch saves the per-call cost of a script (parsing, lookup, reply) for
+-- all but the first.
 --
--- KEYS     the windows of the request's rules.
--- ARGV     mode (see modes), the time in µs or "" for Redis's TIME, flags
---          (see rules), then four per rule, in KEYS order: window µs,
---          limit, minimum gap µs, cost.
+-- KEYS     every request's keys, one request after the other; or none, when
+--          they follow the other arguments (a batch of several slots of a
+--          Cluster node, see batch.go).
+-- ARGV     the numbers, packed little-endian (struct's "<i4" and "<i8"), so
+--          that nothing is parsed from decimal: first the number of
+--          requests n and of shapes s (i4 each); then the s shapes
+--          (decision.lua's shape), the rules a request is decided over, one
+--          argument each: requests of one policy, cost and mode share one;
+--          then, when s > 1, one byte per request: its shape's number, from
+--          1; then the keys, when KEYS holds none.
 --
--- Reply: {now, then decide's numbers}.
+-- Reply: one flat array: per request in turn, three integers per rule
+-- (decision.lua's decide; five in group mode), or, when deciding it raised
+-- an error, -1 and the error's message, which leaves the other requests'
+-- decisions as they are. A call of one request raises its error instead,
+-- so that its reply is integers alone. (Nested arrays would cost the server
+-- a table and a conversion per request.)
 
-local arg = reader(ARGV)
-local mode, now, flags = arg(), clock(arg()), arg()
-local out = {now}
-decide(KEYS, rules(arg, #KEYS, flags), mode, now, out)
+-- A call starts with no cached state (as a function, the helpers and their
+-- tables outlive a call).
+cache, cacheNow = nil, nil
+for i = #dirty, 1, -1 do
+  dirty[i] = nil
+end
+
+local n, s = unpackInts('<i4i4', ARGV[1])
+
+-- Redis's TIME is read once for the whole call: the requests run back to
+-- back, atomically, so they are decided at one instant, as requests
+-- arriving within one microsecond would be.
+local now
+local function timed(sh)
+  if not sh.own then
+    now = now or clock()
+    sh.now = now
+  end
+  return sh
+end
+
+local keys, k = KEYS, 0
+if #keys == 0 then
+  keys, k = ARGV, 1 + s
+  if s > 1 then k = k + 1 end
+end
+
+local out, sh = {}, timed(shapeOf(ARGV[2]))
+if n == 1 then
+  decide(keys, k, sh, out, 0)
+  flushAll()
+  return out
+end
+
+local list
+if s > 1 then
+  list = {sh}
+  for i = 2, s do
+    list[i] = timed(shapeOf(ARGV[1 + i]))
+  end
+end
+local which, pcall, o = ARGV[2 + s], pcall, 0
+for j = 1, n do
+  if list then
+    sh = list[byte(which, j)]
+  end
+  local ok, last = pcall(decide, keys, k, sh, out, o)
+  if ok then
+    o = last
+  else
+    for x = #out, o + 1, -1 do
+      out[x] = nil
+    end
+    if type(last) == 'table' and last.err then
+      last = last.err
+    end
+    out[o + 1], out[o + 2] = -1, tostring(last)
+    o = o + 2
+  end
+  k = k + sh.n
+end
 flushAll()
 return out

@@ -3,105 +3,119 @@
 -- counter.lua), then the request is recorded in all of them or in none,
 -- and the reply says what the decision leaves.
 
--- An algorithm is a table of five steps: load(key, r, now), the key's
--- state; check(s, r, now), whether r fits and why not ('limit' or 'gap');
--- wait(s, r, pending, now), how long from now until r fits once pending
--- units are recorded at now; write(s, r, now), which records r's cost and
--- returns the time it recorded at; and figures(s, r, now, pending), used,
--- remaining and reset-after µs with pending more units. The log's steps
--- are window.lua's; GCRA's and the sliding counter's are made when a rule
--- first needs them.
-local log = {load = logLoad, check = logCheck, wait = logWait, write = logWrite, figures = logFigures}
+-- An algorithm is a table of four steps: load(key, r, now), the key's
+-- state and how r stands on it (0 it fits, 1 no room for its cost, 2 too
+-- soon: its minimum gap has not passed); wait(s, r, pending, now), how long
+-- from now until r fits once pending units are recorded at now; write(s, r,
+-- now), which records r's cost and returns the time it recorded at, then
+-- used and reset-after µs as it leaves them; and figures(s, r, now,
+-- pending), used and reset-after µs with pending more units. The log's
+-- steps are window.lua's; GCRA's and the sliding counter's are made when a
+-- rule first needs them. A rule's kind (see shape) names its algorithm.
+local log = {load = logLoad, wait = logWait, write = logWrite, figures = logFigures}
 local gcraSteps, counterSteps
 
--- rules reads n rules with next (see reader): four each, the window µs, the
--- limit, the minimum gap µs (a GCRA rule's burst instead) and the cost;
--- flags holds a character per rule: "." the log, "g" GCRA, "c" the sliding
--- counter, upper case (for the log "s") in shadow mode; "" is all ".".
-local function rules(next, n, flags)
-  local out = {}
+-- shape reads a request shape (decide.lua), the rules a request is decided
+-- over: its number of rules n (i4), its mode (i4), its time in µs (i8), then
+-- per rule a kind and four numbers: the window µs, the limit, the minimum
+-- gap µs (a GCRA rule's burst instead) and the cost (i4, then i8 each). A
+-- kind is 0 the log, 1 GCRA, 2 the sliding counter, plus 16 in shadow mode.
+-- The mode's bits: 1 record whether the rules fit or not, 2 dry (a peek:
+-- nothing written, figures as a write would leave them), 4 group (one slot
+-- group of several, see crossslot.go: the reply says what rollback.lua
+-- needs), 8 own (the time is the store's clock, else Redis's TIME).
+local function shape(blob)
+  local n, mode, t, pos = unpackInts('<i4i4i8', blob)
+  local own = mode % 16 >= 8
+  local list = {}
   for i = 1, n do
-    local w, limit, third, cost = tonumber(next()), tonumber(next()), tonumber(next()), tonumber(next())
-    local f = byte(flags, i) or 46
-    local alg, shadow = log, f == 115 -- 's'
-    if f == 103 or f == 71 then -- 'g', 'G'
+    local kind, w, limit, third, cost
+    kind, w, limit, third, cost, pos = unpackInts('<i4i8i8i8i8', blob, pos)
+    local shadow = kind >= 16
+    if shadow then kind = kind - 16 end
+    local r = {alg = log, w = w, limit = limit, gap = 0, burst = 0, cost = cost, shadow = shadow, iv = 0,
+      own = own, ttl = false, life = w + third, at = false, expiry = false, step = false}
+    if kind == 0 then
+      r.gap = third
+      if own then r.ttl = format('%d', ceil(r.life / 1000)) end
+    elseif kind == 1 then
       gcraSteps = gcraSteps or gcra()
-      alg, shadow = gcraSteps, f == 71
-    elseif f == 99 or f == 67 then -- 'c', 'C'
+      r.alg, r.burst, r.iv = gcraSteps, third, w -- a limit of 0 admits nothing
+      if limit > 0 then r.iv = idiv(w + limit - 1, limit) end
+      r.step = format('%d', cost * r.iv) -- what a write adds to the TAT
+    elseif kind == 2 then
       counterSteps = counterSteps or counter()
-      alg, shadow = counterSteps, f == 67
+      r.alg = counterSteps
+    else
+      error('unknown rule kind ' .. kind, 0)
     end
-    local gap, burst = third, 0
-    if alg ~= log then
-      gap, burst = 0, third
-    end
-    out[i] = {w = w, limit = limit, gap = gap, burst = burst, cost = cost, alg = alg, shadow = shadow,
-      ttl = int(ceil((w + third) / 1000))}
+    list[i] = r
   end
-  return out
+  return {n = n, rules = list, own = own, t = t, now = t,
+    always = mode % 2 == 1, dry = mode % 4 >= 2, group = mode % 8 >= 4}
 end
 
--- modes returns what mode asks: whether a request is recorded even when a
--- rule does not fit (always: "record"), whether nothing is written but the
--- figures are those a write would leave (dry: a "peek"), and whether the
--- reply tells what rollback.lua needs (group: one slot group of several,
--- see crossslot.go). The modes: allow, record, group, peek, peek-record,
--- peek-group.
-local function modes(mode)
-  local always = mode == 'record' or mode == 'peek-record'
-  local dry = mode == 'peek' or mode == 'peek-record' or mode == 'peek-group'
-  local group = mode == 'group' or mode == 'peek-group'
-  if not (always or dry or group or mode == 'allow') then
-    error('unknown mode "' .. tostring(mode) .. '"', 0)
+-- shapes keeps the shapes read, by their packed form: a function's calls
+-- share it (see function.go), and most calls send the shapes of the calls
+-- before. It holds at most 256.
+local shapes, nshapes = {}, 0
+
+-- shapeOf returns the shape packed in blob, from shapes when it is there.
+local function shapeOf(blob)
+  local sh = shapes[blob]
+  if not sh then
+    sh = shape(blob)
+    if nshapes >= 256 then
+      shapes, nshapes = {}, 0
+    end
+    shapes[blob], nshapes = sh, nshapes + 1
   end
-  return always, dry, group
+  return sh
 end
 
-local states = {} -- decide's states, one per key
+local states, codes = {}, {} -- decide's, per rule of the request
 
--- decide decides a request at now over keys, the windows of rules, in
--- mode, and appends five numbers per rule to out: status (1 fits, 0 no
--- room, -1 too soon), used, remaining, retry-after µs and reset-after µs,
--- as the decision leaves them; a group mode two more: the reset-after µs
--- before any write, and the time (µs) it recorded at, 0 for none. The
+-- decide decides a request of shape sh (its rules, n of them, its modes and
+-- its time now) over keys[k + 1] to keys[k + n], and sets three numbers per
+-- rule from out[o + 1] on: used, retry-after µs times 4 plus the rule's
+-- status (load's), and reset-after µs, as the decision leaves them; in
+-- group mode two more: the reset-after µs before any write, and the time
+-- (µs) it recorded at, 0 for none. It returns the last index it set. The
 -- request is recorded when every rule but the shadow ones fits (or always,
--- in record modes).
-local function decide(keys, rules, mode, now, out)
-  local always, dry, group = modes(mode)
+-- in record mode).
+local function decide(keys, k, sh, out, o)
+  local list, n, now = sh.rules, sh.n, sh.now
   local fits = true
-  for i, key in ipairs(keys) do
-    local r = rules[i]
-    local s = r.alg.load(key, r, now)
-    s.fits, s.cause = r.alg.check(s, r, now)
-    fits = fits and (s.fits or r.shadow)
-    states[i] = s
+  for i = 1, n do
+    local r = list[i]
+    local s, code = r.alg.load(keys[k + i], r, now)
+    states[i], codes[i] = s, code
+    if code ~= 0 and not r.shadow then fits = false end
   end
+  local always, group = sh.always, sh.group
   local record = fits or always
-  for i = 1, #keys do
-    local s, r = states[i], rules[i]
-    local a, retry, at = r.alg, 0, 0
-    if not fits or always or not s.fits then -- a group that records whatever it holds may be denied by another
+  for i = 1, n do
+    local s, r, code = states[i], list[i], codes[i]
+    local a, retry, at, used, reset, before = r.alg, 0, 0
+    if not fits or always or code ~= 0 then -- a group that records whatever it holds may be denied by another
       retry = a.wait(s, r, record and r.cost or 0, now)
     end
-    local pending, before = 0, 0
     if group then
-      local _
-      _, _, before = a.figures(s, r, now, 0)
+      used, before = a.figures(s, r, now, 0)
     end
-    if record and dry then
-      pending = r.cost
-    elseif record then
-      at = a.write(s, r, now)
+    if not record then
+      used, reset = a.figures(s, r, now, 0)
+    elseif sh.dry then
+      used, reset = a.figures(s, r, now, r.cost)
+    else
+      at, used, reset = a.write(s, r, now)
     end
-    local used, remaining, after = a.figures(s, r, now, pending)
-    out[#out + 1] = (s.cause == 'limit' and 0) or (s.cause == 'gap' and -1) or 1
-    out[#out + 1] = used
-    out[#out + 1] = remaining
-    out[#out + 1] = retry
-    out[#out + 1] = after
+    out[o + 1], out[o + 2], out[o + 3] = used, retry * 4 + code, reset
+    o = o + 3
     if group then
-      out[#out + 1] = before
-      out[#out + 1] = at
+      out[o + 1], out[o + 2] = before, at
+      o = o + 2
     end
   end
+  return o
 end

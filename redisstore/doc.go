@@ -35,16 +35,22 @@
 // an error, and it is left as it is.
 //
 // Per rule, an allowed request costs the script four Redis commands on a key
-// older than its window (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIRE, and
+// older than its window (ZRANGE, ZRANGEBYSCORE, ZADD, PEXPIREAT, and
 // ZREMRANGEBYSCORE once per 8 units of cost), three on a younger one or an
-// empty one; a denied request or a peek reads one or two. Within one batch (see Batching), a
+// empty one; a denied request or a peek reads one or two. A GCRA rule
+// costs three (GET, INCRBY or SET, PEXPIREAT), a sliding counter's two
+// (GET, SET; its expiry moves only with its bucket). Within one batch (see Batching), a
 // key already written at the batch's time is read no more, and requests
 // recorded into its newest entry write it once, at the end. RetryAfter
 // comes from the oldest counted entry's time, one more read; only when
 // freeing its cost is not enough does one ZRANGEBYSCORE read at most
 // used+cost-limit entries instead.
 //
-// Every written key expires its rule's Window plus MinGap after the write.
+// Every written key expires its rule's Window plus MinGap after the write
+// (a GCRA bucket when it is full again, a counter when the bucket after its
+// current one ends): at that absolute time of Redis's clock, rounded up to
+// a millisecond (PEXPIREAT), or on a store given its own clock that long
+// after the write on Redis's (PEXPIRE).
 //
 // # Keys
 //
@@ -85,21 +91,32 @@
 //	sluice:{notify}2l:global
 //	sluice:{notify}2l:category:a%3Ab
 //
-// # Scripts and failures
+// # Scripts, functions and failures
 //
-// Scripts run with EVALSHA; when Redis answers NOSCRIPT (after a restart,
-// a failover or SCRIPT FLUSH) the store runs the script with EVAL, which
-// loads it, once. A script that was sent and whose reply was lost is never
-// sent again, since it may have recorded its request: the error is returned,
-// and the sluice.Limiter applies its failure policy.
+// Over rueidis on Redis 7 and later, decide.lua runs as a Redis function
+// (FCALL of a library loaded with FUNCTION LOAD, named after the hash of
+// its source): its helpers are made once, not on every call (a call of
+// one decision cost the server about 160,000 instructions as a script,
+// and 80,000 to 90,000 as a function). A server without functions, or
+// whose ACL refuses them to the store's user, runs it as a script, as every
+// other script of the package runs, and as decide.lua runs through an
+// Evaler of another client. Scripts run with EVALSHA; when Redis answers
+// NOSCRIPT (after a restart, a failover or SCRIPT FLUSH) the store runs the
+// script with EVAL, which loads it, once; when it answers "Function not
+// found" (a restart without persistence, FUNCTION FLUSH) the store loads
+// the library on that node and calls it again, once. A script that was sent
+// and whose reply was lost is never sent again, since it may have recorded
+// its request: the error is returned, and the sluice.Limiter applies its
+// failure policy.
 //
 // # Batching
 //
 // A store made by New or NewFromClient batches its decisions: while two
-// script calls are in flight (per hash slot on a Redis Cluster, where a
-// script's keys must lie in one slot), the decisions that arrive wait and
-// then go out together as one call of batch.lua, which decides each of them in turn as decide.lua would, so
-// each is as atomic and exact as alone. Under light load a decision goes out
+// script calls are in flight (per master on a Redis Cluster; batch.go says
+// how a batch of several slots reaches its master), the decisions that
+// arrive wait and then go out together as one call of decide.lua, which
+// decides each of them in turn as it would decide it alone, so each is as
+// atomic and exact as alone. Under light load a decision goes out
 // at once, alone; under heavy load the server runs one script per batch
 // instead of one per decision. Within a batch, a key that an earlier
 // decision wrote is not read again nor its expiry set again: the script
@@ -137,5 +154,6 @@
 // failover after a master stops answering, do not.
 //
 // The store needs Redis 5 or later (scripts that read TIME and then write
-// rely on effect replication).
+// rely on effect replication), and 6.0 or later for the sliding counter
+// (SET ... KEEPTTL); it runs decide.lua as a function on 7.0 and later.
 package redisstore

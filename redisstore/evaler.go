@@ -13,7 +13,8 @@ import (
 // The road to Redis. A Store runs every script through its Evaler, with
 // run; decide.lua, the hot one, goes through its decider, chosen when the
 // store is made: over a rueidis client, a batcher that sends the decisions
-// arriving together as one batch.lua call (batch.go); over any other
+// arriving together as one decide.lua call (batch.go), as a function where
+// the server has functions (function.go); over any other
 // client, the Evaler itself.
 
 // Evaler is what a Store needs from a Redis client: running a Lua script by
@@ -81,16 +82,17 @@ func run(ctx context.Context, ev Evaler, sc *script, keys, args []string) ([]int
 	return reply, nil
 }
 
-// decider runs decide.lua: a Store's road for decisions.
+// decider runs decide.lua: a Store's road for decisions. A decision is its
+// keys and its shape (shapeOf); the reply is decide.lua's for it alone.
 type decider interface {
-	decide(ctx context.Context, keys, args []string) ([]int64, error)
+	decide(ctx context.Context, keys []string, shape string) ([]int64, error)
 }
 
 // evalerDecider runs each decision as its own script call.
 type evalerDecider struct{ ev Evaler }
 
-func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64, error) {
-	return intSender(d.ev).eval(ctx, decideScripts.forFlags(args[2]), keys, args)
+func (d evalerDecider) decide(ctx context.Context, keys []string, shape string) ([]int64, error) {
+	return intSender(d.ev).eval(ctx, decideScripts.forShape(shape), keys, singleArgs(shape))
 }
 
 // rueidisEvaler runs scripts over a rueidis client. Commands that are not
@@ -98,6 +100,7 @@ func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64
 type rueidisEvaler struct {
 	client rueidis.Client
 	acks   *replicaAcks // with Config.WaitForReplicas, else nil
+	fns    *functions   // whether decisions run as a function (function.go); nil: never
 	slots  *slotReader  // over a Cluster: routes each call to its slot's master (shards.go); else nil
 }
 
@@ -137,21 +140,6 @@ func (e rueidisEvaler) raw(ctx context.Context, build func() rueidis.Completed) 
 		return msg, err
 	}
 	return msg, nil
-}
-
-// arrayBySHA and arrayBySource are EvalSHA and Eval returning the reply as
-// an array of messages, for batch.lua, whose reply mixes integers and error
-// messages.
-func (e rueidisEvaler) arrayBySHA(ctx context.Context, sha1 string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, func() rueidis.Completed {
-		return e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	}))
-}
-
-func (e rueidisEvaler) arrayBySource(ctx context.Context, script string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, func() rueidis.Completed {
-		return e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-	}))
 }
 
 func array(m rueidis.RedisMessage, err error) ([]rueidis.RedisMessage, error) {

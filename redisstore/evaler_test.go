@@ -55,7 +55,7 @@ func decideWith(t *testing.T, ev Evaler) (sluice.Decision, error) {
 }
 
 func TestNoScriptLoadsOnce(t *testing.T) {
-	ev := &stubEvaler{sha: []error{errors.Join(ErrNoScript, errors.New("NOSCRIPT No matching script"))}, reply: []int64{1, 1, 1, 4, 0, 60e6}}
+	ev := &stubEvaler{sha: []error{errors.Join(ErrNoScript, errors.New("NOSCRIPT No matching script"))}, reply: []int64{1, 0, 60e6}}
 	d, err := decideWith(t, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -90,14 +90,12 @@ func TestMalformedReplies(t *testing.T) {
 		reply []int64
 	}{
 		{"empty", nil},
-		{"only the time", []int64{1}},
-		{"too long", []int64{1, 1, 1, 4, 0, 0, 7}},
-		{"unknown status 2", []int64{1, 2, 1, 4, 0, 0}},
-		{"negative used", []int64{1, 1, -1, 4, 0, 0}},
-		{"negative remaining", []int64{1, 1, 1, -4, 0, 0}},
-		{"negative retry", []int64{1, 0, 5, 0, -3, 0}},
-		{"negative reset", []int64{1, 1, 1, 4, 0, -1}},
-		{"unknown status -2", []int64{1, -2, 1, 4, 5, 0}},
+		{"too short", []int64{1, 0}},
+		{"too long", []int64{1, 0, 0, 7}},
+		{"unknown status 3", []int64{1, 3, 0}},
+		{"negative used", []int64{-1, 0, 0}},
+		{"negative retry", []int64{1, -4, 0}},
+		{"negative reset", []int64{1, 0, -1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := decideWith(t, &stubEvaler{reply: tt.reply})
@@ -135,7 +133,7 @@ func TestBuildFollowsAlgorithms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := &stubEvaler{reply: []int64{1, 1, 1, 4, 0, 60e6, 1, 1, 4, 0, 60e6}}
+		ev := &stubEvaler{reply: []int64{1, 0, 60e6, 1, 0, 60e6}}
 		s, err := NewFromEvaler(ev, Config{})
 		if err != nil {
 			t.Fatal(err)

@@ -2,7 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicerate/sluice/store"
@@ -11,29 +11,49 @@ import (
 // NewRueidisEvaler exposes the rueidis Evaler to the external tests.
 func NewRueidisEvaler(c rueidis.Client) Evaler { return rueidisEvaler{client: c} }
 
-// DecideBatch sends decide.lua's requests, keys[i] and args[i] each, as one
-// batch, and returns each request's reply and error.
-func DecideBatch(c rueidis.Client, keys, args [][]string) ([][]int64, []error) {
+// DecideBatch decides reqs, whose keys are keys[i] each, as one batch of
+// decide.lua at the time now (µs), and sets each request's Results, or
+// returns its error.
+func DecideBatch(c rueidis.Client, keys [][]string, reqs []*store.Request, now int64) []error {
+	return decideBatch(newBatcher(rueidisEvaler{client: c}), keys, reqs, now)
+}
+
+// DecideAcrossSlots is DecideBatch through a Cluster master's batcher,
+// which sends a batch of several slots to the master of the first
+// request's slot, whichever master serves the others' (through functions
+// where the server has them).
+func DecideAcrossSlots(c rueidis.Client, keys [][]string, reqs []*store.Request, now int64) []error {
+	return decideBatch(&batcher{ev: rueidisEvaler{client: c, fns: &functions{}}, slots: true}, keys, reqs, now)
+}
+
+// FrozenSlotsBatch returns a decider of batches like DecideAcrossSlots
+// whose calls are routed by a slot map read once now and again only when a
+// call is redirected or refused (no poll each second, so that a test can
+// send by a map a failover made stale), and a func that stops it.
+func FrozenSlotsBatch(c rueidis.Client) (decide func(keys [][]string, reqs []*store.Request, now int64) []error, stop func()) {
+	r := &slotReader{client: c}
+	r.poll()
+	r.poller = startPoller(time.Hour, r.poll)
+	ev := rueidisEvaler{client: c, fns: &functions{}, slots: r}
+	return func(keys [][]string, reqs []*store.Request, now int64) []error {
+		return decideBatch(&batcher{ev: ev, slots: true}, keys, reqs, now)
+	}, r.close
+}
+
+func decideBatch(b *batcher, keys [][]string, reqs []*store.Request, now int64) []error {
 	calls := make([]*batchCall, len(keys))
 	for i := range calls {
-		calls[i] = &batchCall{ctx: context.Background(), keys: keys[i], args: args[i]}
+		calls[i] = &batchCall{ctx: context.Background(), keys: keys[i],
+			shape: shapeOf(modeOf(reqs[i]), reqs[i], now, firstChecks(len(reqs[i].Checks)))}
 	}
-	newBatcher(rueidisEvaler{client: c}).exec(calls)
-	replies, errs := make([][]int64, len(calls)), make([]error, len(calls))
+	b.exec(calls)
+	errs := make([]error, len(calls))
 	for i, c := range calls {
-		replies[i], errs[i] = c.reply, c.err
+		if errs[i] = c.err; errs[i] == nil {
+			errs[i] = parseResults(reqs[i], c.reply, nil, ruleWidth)
+		}
 	}
-	return replies, errs
-}
-
-// DecisionArgs returns decide.lua's arguments for req at the time now (µs).
-func DecisionArgs(req *store.Request, now int64) []string {
-	return decideArgs(scriptMode(req), req, strconv.FormatInt(now, 10), firstChecks(len(req.Checks)))
-}
-
-// ParseResults reads decide.lua's reply for req into req.Results.
-func ParseResults(req *store.Request, reply []int64) error {
-	return parseResults(req, reply, nil, 5)
+	return errs
 }
 
 // ClusterSlot exposes clusterSlot to the external tests.
@@ -41,3 +61,17 @@ func ClusterSlot(tag string) uint16 { return clusterSlot([]byte(tag)) }
 
 // ScriptSHAs returns the SHA-1 of every script Warm loads.
 func ScriptSHAs() []string { return allSHAs }
+
+// UseScripts makes s run decide.lua as a script, as over a server without
+// functions.
+func UseScripts(s *Store) {
+	if ev, ok := s.ev.(rueidisEvaler); ok && ev.fns != nil {
+		ev.fns.off.Store(true)
+	}
+}
+
+// DecideLibrary returns the name of decide.lua's function library.
+func DecideLibrary() string { return decideLibrary.name }
+
+// KeySlot exposes keySlot to the external tests.
+func KeySlot(key string) uint16 { return keySlot(key) }

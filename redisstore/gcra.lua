@@ -2,34 +2,32 @@
 -- theoretical arrival time (TAT, absolute µs): when the bucket would be
 -- full again if nothing else came; it expires then, as a full bucket is as
 -- good as none. Each unit of cost moves the TAT on by the interval,
--- Window/Limit rounded up to a whole µs; a request fits at now when
--- max(TAT, now) + cost*interval - now is at most burst intervals.
--- A GCRA state is a record of key and tat (never before the time it holds
--- for).
+-- Window/Limit rounded up to a whole µs (the rule's iv); a request fits at
+-- now when max(TAT, now) + cost*interval - now is at most burst intervals.
+-- A GCRA state is a record of key, tat (never before the time it holds
+-- for) and held (whether the key holds that tat: it was not behind).
 
 -- gcra returns GCRA's steps (see decision.lua). A script makes them only
 -- when one of its rules needs them, so that rules of the log alone do not
 -- pay for what they do not use.
 local function gcra()
-  local function interval(r)
-    if r.limit <= 0 then
-      return r.w -- a limit of 0 admits nothing
-    end
-    return idiv(r.w + r.limit - 1, r.limit)
-  end
-
+  -- load returns key's state at now and how r stands on it: 0 it fits, 1
+  -- no room.
   local function load(key, r, now)
-    local tat = tonumber(call('GET', key))
-    return {key = key, tat = max(tat or now, now)}
-  end
-
-  -- check returns whether r fits s at now, and why not.
-  local function check(s, r, now)
-    local iv = interval(r)
-    if r.limit == 0 or s.tat + (r.cost - r.burst) * iv > now then
-      return false, 'limit'
+    local s
+    local tat = call('GET', key)
+    if tat then
+      tat = tat + 0
     end
-    return true, nil
+    if tat and tat >= now then
+      s = {key = key, tat = tat, held = true}
+    else
+      s = {key = key, tat = now, held = false}
+    end
+    if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
+      return s, 1
+    end
+    return s, 0
   end
 
   -- wait returns how long from now until r fits s, once pending units
@@ -38,28 +36,49 @@ local function gcra()
     if r.limit == 0 then
       return r.w
     end
-    local iv = interval(r)
-    return max(0, s.tat + (pending + r.cost - r.burst) * iv - now)
+    local d = s.tat + (pending + r.cost - r.burst) * r.iv - now
+    if d < 0 then return 0 end
+    return d
   end
 
-  local function write(s, r, now)
-    s.tat = s.tat + r.cost * interval(r)
-    call('SET', s.key, int(s.tat), 'PX', int(max(1, ceil((s.tat - now) / 1000))))
-    return now
-  end
-
-  -- figures returns used, remaining and reset-after µs for s at now, with
-  -- pending more units recorded: remaining is what is left of the burst,
-  -- used the rest of it, reset the time until the bucket is full again.
+  -- figures returns used and reset-after µs for s at now, with pending
+  -- more units recorded: used is the part of the burst taken (remaining,
+  -- what is left of it, is burst - used), reset the time until the bucket
+  -- is full again.
   local function figures(s, r, now, pending)
     if r.limit == 0 then
-      return 0, 0, 0
+      return 0, 0
     end
-    local iv = interval(r)
+    local iv = r.iv
     local level = s.tat + pending * iv - now
-    local remaining = min(r.burst, max(0, idiv(max(0, r.burst * iv - level), iv)))
-    return r.burst - remaining, remaining, level
+    local room = r.burst * iv - level
+    if room <= 0 then
+      return r.burst, level
+    end
+    local remaining = idiv(room, iv)
+    if remaining > r.burst then remaining = r.burst end
+    return r.burst - remaining, level
   end
 
-  return {load = load, check = check, wait = wait, write = write, figures = figures}
+  -- write moves the TAT on: INCRBY when the key holds it (no value to
+  -- parse), SET when the key is behind or absent; then the key expires at
+  -- the new TAT. It returns now, then figures'.
+  local function write(s, r, now)
+    local add = r.cost * r.iv
+    if s.held then
+      call('INCRBY', s.key, r.step)
+    else
+      call('SET', s.key, format('%d', s.tat + add))
+      s.held = true
+    end
+    s.tat = s.tat + add
+    if r.own then
+      call('PEXPIRE', s.key, format('%d', max(1, ceil((s.tat - now) / 1000))))
+    else
+      call('PEXPIREAT', s.key, format('%d', ceil(s.tat / 1000)))
+    end
+    return now, figures(s, r, now, 0)
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures}
 end

@@ -10,7 +10,7 @@
 -- and its k numbers: the arrival time µs, or the bucket, previous and
 -- current counts}.
 
-local out = {clock(ARGV[1] or '')}
+local out = {clock(tonumber(ARGV[1]))}
 for _, key in ipairs(KEYS) do
   out[#out + 1] = call('PTTL', key)
   local v = call('TYPE', key).ok == 'string' and call('GET', key)

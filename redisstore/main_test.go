@@ -60,7 +60,18 @@ type backend struct {
 
 var backends = []backend{
 	{"rueidis", openRueidis},
+	{"rueidis-scripts", openRueidisScripts},
 	{"goredis", openGoRedis},
+}
+
+// openRueidisScripts opens a store with New on the package's server that
+// runs decide.lua as a script (EVALSHA), as it does on a server without
+// functions.
+func openRueidisScripts(tb testing.TB, cfg redisstore.Config) *redisstore.Store {
+	tb.Helper()
+	s := openRueidis(tb, cfg)
+	redisstore.UseScripts(s)
+	return s
 }
 
 // openRueidis opens a store with New on the package's server.

@@ -1,36 +1,28 @@
 -- prelude.lua starts every script of this package (see scripts.go): the
 -- names the scripts share and the clock they read.
+--
+-- Every Lua step costs Redis's one thread time that no other client gets:
+-- a call into C, a new table or a new string costs as much as tens of
+-- arithmetic steps, and every closure a script makes is made anew on every
+-- call. The scripts therefore make few closures, parse each argument once
+-- per call, format numbers only to hand them to Redis (string.format's %d:
+-- Lua's own conversion writes large numbers in exponent form, and Redis's
+-- conversion of a Lua number is slower), and keep a request's work to its
+-- commands and a few steps.
 
 local call, format, tonumber, byte, find, sub = redis.call, string.format, tonumber, string.byte, string.find, string.sub
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local unpackInts = struct.unpack
 
--- int formats n as an integer. Numbers are passed to Redis formatted so:
--- Lua's own conversion would write large ones in exponent form, and Redis's
--- conversion of a Lua number is slower than string.format's of an integer.
-local function int(n)
-  return format('%d', n)
-end
-
--- clock returns the time in µs: arg when it is a number (a store given a
--- clock, in tests), else Redis's TIME, so that every process sharing the
--- server shares one clock.
-local function clock(arg)
-  local now = tonumber(arg)
-  if now then
-    return now
+-- clock returns the time in µs: t when it is one (a store given a clock, in
+-- tests), else Redis's TIME, so that every process sharing the server
+-- shares one clock.
+local function clock(t)
+  if t then
+    return t
   end
-  local t = call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
--- reader returns a function that returns the next value of list at each
--- call: scripts read ARGV and KEYS in order with it.
-local function reader(list)
-  local i = 0
-  return function()
-    i = i + 1
-    return list[i]
-  end
+  local r = call('TIME')
+  return r[1] * 1000000 + r[2]
 end
 
 -- idiv returns floor(a / b) for integers a >= 0 and b > 0, exactly: the

@@ -318,13 +318,15 @@ func (a *replicaAcks) do(ctx context.Context, build func() rueidis.Completed) (r
 }
 
 // redirected returns a MOVED or ASK reply, from a Cluster node that does
-// not serve the call's slot (any more, or for now), as ErrNotReplicated,
-// and on MOVED reads the slots again from m, the node that redirected,
+// not serve the call's slot (any more, or for now), or a READONLY one, from
+// a master a failover made a replica (to a call of no declared keys), as
+// ErrNotReplicated, and on MOVED or READONLY reads the slots again from m,
+// the node that redirected or refused,
 // before it returns (seen is the slot map the call was sent by); other
 // replies as they are.
 func (a *replicaAcks) redirected(ctx context.Context, seen *slotMap, m *masterAcks, msg rueidis.RedisMessage, err error) (rueidis.RedisMessage, error) {
 	if rerr, ok := rueidis.IsRedisErr(err); ok && a.slots != nil {
-		if _, moved := rerr.IsMoved(); moved {
+		if _, moved := rerr.IsMoved(); moved || isReadOnly(rerr) {
 			a.slots.learn(ctx, seen, m.client)
 			a.poller.kick() // the new master's replicas
 			return msg, fmt.Errorf("%w: %v; the store has read the Cluster's slots again", ErrNotReplicated, err)

@@ -39,6 +39,15 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.clock().UnixMicro(), 10)
 }
 
+// nowMicros is decide.lua's time: Config.Clock's time in µs, or -1 for
+// Redis's TIME.
+func (s *Store) nowMicros() int64 {
+	if s.clock == nil {
+		return -1
+	}
+	return max(0, s.clock().UnixMicro())
+}
+
 // Reserve implements store.Scheduler: one round trip runs reserve.lua,
 // which gives the next free slot or rejects the request without changing
 // anything, on the Redis server's clock (or Config.Clock).

@@ -22,7 +22,7 @@
 
 local key = KEYS[1]
 local arg = reader(ARGV)
-local now = clock(arg())
+local now = clock(tonumber(arg()))
 local length = tonumber(arg())
 local maxdelay = tonumber(arg())
 local maxqueue = tonumber(arg())

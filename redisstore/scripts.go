@@ -14,6 +14,9 @@ import (
 //go:embed prelude.lua
 var preludeLua string
 
+//go:embed args.lua
+var argsLua string
+
 //go:embed window.lua
 var windowLua string
 
@@ -29,9 +32,6 @@ var decisionLua string
 //go:embed decide.lua
 var decideLua string
 
-//go:embed batch.lua
-var batchLua string
-
 //go:embed rollback.lua
 var rollbackLua string
 
@@ -45,22 +45,20 @@ var reserveLua string
 var cancelLua string
 
 var (
-	// decideScripts decide, peek and record one request.
+	// decideScripts decide, peek and record one request or a batch of
+	// them (see batch.go).
 	decideScripts = windowScripts("decide.lua", decideLua)
-	// batchScripts decide several requests in one call (see batch.go).
-	batchScripts = windowScripts("batch.lua", batchLua)
 	// rollbackScript undoes a slot group's write (see crossslot.go). It
-	// reads every algorithm's keys itself, so the log's build serves.
-	rollbackScript = windowScripts("rollback.lua", rollbackLua).log
+	// reads every algorithm's keys itself.
+	rollbackScript = readerScript("rollback.lua", rollbackLua)
 	// inspectScript reads windows for Inspect.
-	inspectScript = windowScripts("inspect.lua", inspectLua).log
+	inspectScript = readerScript("inspect.lua", inspectLua)
 
-	reserveScript = newScript("reserve.lua", preludeLua+"\n-- reserve.lua\n\n"+reserveLua)
-	cancelScript  = newScript("cancel.lua", preludeLua+"\n-- cancel.lua\n\n"+cancelLua)
+	reserveScript = newScript("reserve.lua", preludeLua+"\n"+argsLua+"\n-- reserve.lua\n\n"+reserveLua)
+	cancelScript  = newScript("cancel.lua", preludeLua+"\n"+argsLua+"\n-- cancel.lua\n\n"+cancelLua)
 
 	// allScripts are every script a Store runs, which Warm loads.
-	allScripts = []*script{decideScripts.log, decideScripts.all, batchScripts.log, batchScripts.all,
-		rollbackScript, inspectScript, reserveScript, cancelScript}
+	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript}
 	// allSHAs are their SHA-1s, in the same order.
 	allSHAs = func() []string {
 		shas := make([]string, len(allScripts))
@@ -93,11 +91,18 @@ func windowScripts(name, main string) scriptPair {
 	}
 }
 
-// forFlags returns the build for a request whose rules have decision.lua's
-// flags (see decideArgs): the log's unless a rule has another algorithm.
-func (p scriptPair) forFlags(flags string) *script {
-	if strings.ContainsAny(flags, "gGcC") {
-		return p.all
+// readerScript returns the script named name that reads windows of the
+// log's layout with window.lua's helpers: the prelude, args.lua,
+// window.lua, then main.
+func readerScript(name, main string) *script {
+	return newScript(name, strings.Join([]string{preludeLua, argsLua, windowLua, "-- " + name + "\n\n" + main}, "\n"))
+}
+
+// forShape returns the build for a request of shape sh (appendShape): the
+// log's unless a rule has another algorithm.
+func (p scriptPair) forShape(sh string) *script {
+	if shapeIsLog(sh) {
+		return p.log
 	}
-	return p.log
+	return p.all
 }

@@ -138,6 +138,18 @@ func (m *slotMap) master(slot uint16) string {
 	return ""
 }
 
+// addr returns the address of the master of slot; "" when the map names
+// none. A nil map names none.
+func (m *slotMap) addr(slot uint16) string {
+	if m == nil {
+		return ""
+	}
+	if i := m.of[slot]; i > 0 {
+		return m.addrs[i-1]
+	}
+	return ""
+}
+
 // node returns the client of the master of slot; nil when the map names
 // none or the client does not know it. A nil map names none.
 func (m *slotMap) node(slot uint16) rueidis.Client {
@@ -156,19 +168,23 @@ type slotReader struct {
 	client rueidis.Client
 	cur    atomic.Pointer[slotMap]
 	poller *poller
-	// learning serializes the reads a MOVED reply asks for, so that the
+	// learning serializes the reads a MOVED or READONLY reply asks for, so that the
 	// calls redirected together read the map once.
 	learning sync.Mutex
 }
 
-// maxRedirects bounds the MOVED replies one call follows.
+// maxRedirects bounds the MOVED (or READONLY) replies one call follows.
 const maxRedirects = 3
 
 // do sends the command build makes to the master the slot map names for
 // its slot, over that node's connection, and returns the reply. A MOVED
 // reply means the command did not run: the map is read again from the node
 // that redirected (learn) and the command, made again, is sent to the node
-// the reply names. A slot no master is known to serve, a master the client
+// the reply names. A READONLY reply, from a master that a failover made a
+// replica, to a call that declares no keys (a batch of several slots,
+// batch.go: a keyed call gets MOVED), is taken the same way when the map
+// read again names another master: a function that may write is refused
+// by a replica before it runs. A slot no master is known to serve, a master the client
 // does not know, and an ASK reply (a slot being migrated) go through the
 // Cluster client, which finds the node, and follows ASK, itself. Any
 // other error is returned as it is, and one that is not a reply (a
@@ -178,7 +194,8 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 	seen := r.load()
 	cmd := build()
 	slot := cmd.Slot() // read before the call: a command is recycled once answered
-	node := seen.node(slot)
+	// at is node's address.
+	node, at := seen.node(slot), seen.addr(slot)
 	if node == nil {
 		return r.client.Do(ctx, cmd).ToMessage()
 	}
@@ -198,19 +215,31 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 			return r.client.Do(ctx, build()).ToMessage()
 		}
 		addr, moved := rerr.IsMoved()
-		if !moved || redirects == maxRedirects {
+		if !moved && !isReadOnly(rerr) || redirects == maxRedirects {
 			return msg, err
 		}
 		r.learn(ctx, seen, node)
 		seen = r.load()
-		if node = seen.node(slot); node == nil || seen.addrs[seen.of[slot]-1] != addr {
-			node = r.client.Nodes()[addr] // the map read is not the redirect's (yet)
+		next := seen.addr(slot)
+		switch {
+		case moved:
+			next = addr // the map read may not be the redirect's (yet)
+		case next == at:
+			return msg, err // READONLY, and the map still names the node that refused
+		}
+		if node, at = seen.node(slot), next; node == nil || next != seen.addr(slot) {
+			node = r.client.Nodes()[next]
 		}
 		cmd = build()
 		if node == nil {
 			return r.client.Do(ctx, cmd).ToMessage()
 		}
 	}
+}
+
+// isReadOnly reports whether rerr is a replica's refusal of a write.
+func isReadOnly(rerr *rueidis.RedisError) bool {
+	return strings.HasPrefix(rerr.Error(), "READONLY")
 }
 
 // learn reads the slot map again from node, a Cluster node that just

@@ -154,7 +154,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	if cfg.Slots == SlotsAuto && client.Mode() == rueidis.ClientModeCluster {
 		cfg.Slots = SlotsPerRule
 	}
-	ev := rueidisEvaler{client: client}
+	ev := rueidisEvaler{client: client, fns: &functions{}}
 	s, err := newStore(ev, cfg)
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	}
 	s.ev = ev
 	if s.slots != nil {
-		s.decider = &slotBatchers{ev: ev}
+		s.decider = &masterBatchers{ev: ev, slots: s.slots}
 	} else {
 		s.decider = newBatcher(ev)
 	}

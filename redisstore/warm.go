@@ -16,10 +16,11 @@ import (
 // Warm makes the store's first decisions as fast as its later ones. It
 // loads every script the store runs into the script cache of every node its
 // client knows (a Cluster's masters, and its replicas when the client lists
-// them; a standalone or Sentinel master), over the connections the store's
-// calls will use, which it opens on the way; a Cluster client has learnt the
-// slot map when it was made. It returns nil only when every node has every
-// script.
+// them; a standalone or Sentinel master), and decide.lua's function library
+// where the server has functions (function.go), over the connections the
+// store's calls will use, which it opens on the way; a Cluster client has
+// learnt the slot map when it was made. It returns nil only when every node
+// has every script.
 //
 // Without it a fresh process's first decisions each find their script
 // missing on their master (NOSCRIPT) and send its source: under load the
@@ -27,7 +28,8 @@ import (
 // sluice serve calls Warm before it reports ready (/readyz and gRPC health),
 // and again every few seconds, so that a node that joins after a failover
 // or a SCRIPT FLUSH is warmed as well; a Warm that finds every script in
-// place costs one SCRIPT EXISTS per node.
+// place costs one SCRIPT EXISTS and one FUNCTION LOAD refused as a
+// duplicate per node.
 //
 // A store made by NewFromEvaler cannot reach the nodes: Warm returns nil,
 // and its scripts are loaded by their first calls.
@@ -49,7 +51,11 @@ func (s *Store) Warm(ctx context.Context) error {
 	)
 	for addr, node := range nodes {
 		wg.Go(func() {
-			if err := loadScripts(ctx, node); err != nil {
+			err := loadScripts(ctx, node)
+			if err == nil {
+				err = s.loadFunctions(ctx, node)
+			}
+			if err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("%s: %w", addr, err))
 				mu.Unlock()
@@ -87,4 +93,24 @@ func loadScripts(ctx context.Context, node rueidis.Client) error {
 		}
 	}
 	return nil
+}
+
+// loadFunctions loads decide.lua's library on node, unless the store runs
+// decisions as scripts. A server without functions, or whose ACL forbids
+// them to the store's user, makes the store run them as scripts; a replica,
+// which refuses writes, gets the library from its master.
+func (s *Store) loadFunctions(ctx context.Context, node rueidis.Client) error {
+	ev, ok := s.ev.(rueidisEvaler)
+	if !ok || ev.fns == nil || ev.fns.off.Load() {
+		return nil
+	}
+	err := node.Do(ctx, node.B().FunctionLoad().FunctionCode(decideLibrary.src).Build()).Error()
+	switch {
+	case err == nil, errLibraryLoaded(err), errReadOnly(err):
+		return nil
+	case errNoFunctions(err):
+		ev.fns.off.Store(true)
+		return nil
+	}
+	return fmt.Errorf("FUNCTION LOAD: %w", err)
 }

@@ -66,14 +66,17 @@ func TestWarm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stats, "cmdstat_evalsha:calls=1,") || strings.Contains(stats, "cmdstat_eval:") {
-		t.Errorf("the first decision after Warm, INFO commandstats:\n%s\nwant one EVALSHA and no EVAL", stats)
+	if !strings.Contains(stats, "cmdstat_fcall:calls=1,") || !strings.Contains(stats, "cmdstat_function|load:calls=1,") ||
+		strings.Contains(stats, "cmdstat_evalsha:") || strings.Contains(stats, "cmdstat_eval:") {
+		t.Errorf("the first decision after Warm, INFO commandstats:\n%s\nwant Warm's FUNCTION LOAD, then one FCALL and no script call", stats)
 	}
-	// A second Warm finds every script in place: it only asks.
+	// A second Warm finds every script in place: it only asks, and its
+	// FUNCTION LOAD is refused as a duplicate.
 	if err := s.Warm(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if stats, _ := srv.Do("INFO", "commandstats"); strings.Count(stats, "cmdstat_script|load:calls=") != 1 || !strings.Contains(stats, "cmdstat_script|exists:calls=4,") {
+	if stats, _ := srv.Do("INFO", "commandstats"); strings.Count(stats, "cmdstat_script|load:calls=") != 1 || !strings.Contains(stats, "cmdstat_script|exists:calls=4,") ||
+		!strings.Contains(stats, "cmdstat_function|load:calls=2,") {
 		t.Errorf("after a second Warm, INFO commandstats:\n%s\nwant SCRIPT LOAD from the first only", stats)
 	}
 	s.Close()
@@ -97,6 +100,9 @@ func TestWarmCluster(t *testing.T) {
 	for _, n := range c.Masters() {
 		if flags := held(t, n); !allHeld(flags) {
 			t.Errorf("node %s after Warm: SCRIPT EXISTS = %v, want every script", n.Addr(), flags)
+		}
+		if list, err := n.Do("FUNCTION", "LIST", "LIBRARYNAME", redisstore.DecideLibrary()); err != nil || !strings.Contains(list, redisstore.DecideLibrary()) {
+			t.Errorf("node %s after Warm: FUNCTION LIST = %q, %v; want decide.lua's library", n.Addr(), list, err)
 		}
 	}
 }

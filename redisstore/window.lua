@@ -1,6 +1,7 @@
 -- window.lua: a rule's window, the exact log, and how one is read, checked
--- and written. decide.lua, batch.lua, rollback.lua and inspect.lua are
--- prelude.lua, this file, decision.lua, then their own part (scripts.go).
+-- and written. decide.lua, rollback.lua and inspect.lua are prelude.lua,
+-- this file, then (for decide.lua) the other algorithms and decision.lua,
+-- then their own part (scripts.go).
 --
 -- A window is a sorted set holding
 --   * one entry per instant the key recorded something at: score, the
@@ -21,230 +22,273 @@
 local TRIM = 8             -- units of cost recorded between two trims of what left the window
 local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a key gets a new epoch
 
--- A rule, one window of a request, is a record of w (the window, µs),
--- limit, gap (the minimum gap, µs), cost (what the request counts there),
--- shadow (its denial does not deny) and ttl (a key's lifetime after a
--- write, ms, as a string).
+-- A rule, one window of a request, is a record made once per script call
+-- (decision.lua's rules): w (the window, µs), limit, gap (the minimum gap,
+-- µs), cost (what the request counts there), shadow (its denial does not
+-- deny), and the key's lifetime after a write: ttl (ms, as a string) on a
+-- store's own clock, or life (µs) on Redis's, which expire reads as an
+-- absolute time.
 
--- member returns the member of an entry of end e and cost c; parse reads one.
+-- member returns the member of an entry of end e and cost c; parse reads
+-- one. The members of cost 1 with small ends, most of them, are kept in
+-- ends and their ends in numbers: as a function (function.go) a script
+-- formats and parses each once, not once per call.
+local ends, numbers = {}, {}
+
 local function member(e, c)
-  if c == 1 then return int(e) end
-  return int(e) .. ':' .. int(c)
+  if c == 1 then
+    local m = ends[e]
+    if not m then
+      m = format('%d', e)
+      if e <= 4096 then
+        ends[e], numbers[m] = m, e
+      end
+    end
+    return m
+  end
+  return format('%d:%d', e, c)
 end
 
 local function parse(m)
-  local e = tonumber(m)
+  local e = numbers[m] or tonumber(m)
   if e then return e, 1 end
   local i = find(m, ':', 1, true)
   return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1))
 end
 
 -- newest returns a key's epoch, its newest entry's member and time (absolute
--- µs), and whether the key exists. A key that is not a window is an error.
+-- µs); all nil when the key does not exist. A key that is not a window is an
+-- error.
 local function newest(key)
   local r = call('ZRANGE', key, '-2', '-1', 'WITHSCORES')
   local last = r[3] or r[1]
-  if not last then return nil, nil, nil, false end
+  if not last then return nil end
   local epoch = byte(last, 1) == 64 and tonumber(sub(last, 2)) -- '@'
   if not epoch then
     error('key ' .. key .. ' is not a sluice window (its last member is "' .. last .. '"): ' ..
       'remove it or use another prefix', 0)
   end
-  if not r[3] then return epoch, nil, nil, true end
-  return epoch, r[1], epoch + tonumber(r[2]), true
+  if not r[3] then return epoch end
+  return epoch, r[1], epoch + r[2]
 end
 
 -- A window's state, as a decision reads and writes it:
---   key, w, now   the key, the window µs, the time the state holds for
---   exists, epoch whether the key exists; its epoch (nil: nothing recorded)
---   m, at, e, c   the newest entry: member (as Redis holds it), time, end, cost
---   live, used    whether the newest entry is in the window; the cost counted
---   om, oe, oc    the oldest counted entry's member, end and cost; oe = oc = 0
---                 (om unknown) while the epoch is in the window
+--   key, w        the key and the window µs
+--   epoch         the key's epoch (nil: the key does not exist)
+--   m, at, e, c   the newest entry: member (as Redis holds it), time, end,
+--                 cost (m, at nil: no entry)
+--   used          the cost counted in the window at the state's time
+--   om, oe, oc    the oldest counted entry's member, end and cost; oe = oc =
+--                 0 (om false) while the epoch is in the window
 --   dirty         the newest entry grew here and not yet in Redis
---   fits, cause   the check of the request being decided (decision.lua)
 -- A key a script call wrote keeps its state in cache: a later request of the
--- call (batch.lua decides many) at the same time reads nothing, and one at
+-- call (a batch decides many) at the same time reads nothing, and one at
 -- the same instant grows the state's newest entry alone, which flush writes
--- when the call ends or before Redis is read for that key again.
-local cache, dirty = {}, {}
+-- when the call ends or before Redis is read for that key again. Every
+-- cached state holds for cacheNow, the time of the call's requests: a
+-- request of another time (a store's own clock, in tests) flushes them all.
+local cache, dirty, cacheNow = nil, {}, nil
 
 local function flush(s)
   if s.dirty then
     call('ZREM', s.key, s.m)
     s.m, s.dirty = member(s.e, s.c), false
-    call('ZADD', s.key, int(s.at - s.epoch), s.m)
+    call('ZADD', s.key, format('%d', s.at - s.epoch), s.m)
     if s.oe == s.e then s.om = s.m end
   end
 end
 
 local function flushAll()
-  for _, s in ipairs(dirty) do
-    flush(s)
+  for i = 1, #dirty do
+    flush(dirty[i])
+    dirty[i] = nil
   end
 end
 
--- logLoad returns key's state for rule r's window at now: the cached one
--- when this call wrote the key at now, else read from Redis.
-local function logLoad(key, r, now)
-  local w = r.w
-  local s = cache[key]
-  if s and s.now == now and s.w == w then return s end
-  if s then
-    flush(s)
-    cache[key] = nil
-  end
-  local epoch, m, at, exists = newest(key)
-  s = {key = key, w = w, now = now, exists = exists, epoch = epoch, m = m, at = at,
-    e = 0, c = 0, live = false, used = 0, oe = 0, oc = 0, dirty = false, fits = false, cause = false}
+-- read returns key's state for a window of w µs at now, read from Redis.
+local function read(key, w, now)
+  local epoch, m, at = newest(key)
+  local e, c, used, om, oe, oc = 0, 0, 0, false, 0, 0
   if at then
-    s.e, s.c = parse(m)
-    s.live = at > now - w
-  end
-  if s.live and epoch <= now - w then
-    s.om = call('ZRANGEBYSCORE', key, format('(%d', now - w - epoch), '(+inf', 'LIMIT', '0', '1')[1]
-    s.oe, s.oc = parse(s.om)
-  end
-  if s.live then s.used = s.e - s.oe + s.oc end
-  return s
-end
-
--- freed returns when enough of s's oldest counted entries leave the window
--- to free need units of cost (need <= s.used).
-local function freed(s, need, now)
-  if s.oc >= need then
-    if s.oe == s.e then
-      return s.at + s.w -- the oldest counted entry is the newest
+    e, c = parse(m)
+    if at > now - w then -- the newest entry is in the window
+      used = e
+      if epoch <= now - w then -- something left the window: the oldest counted entry
+        om = call('ZRANGEBYSCORE', key, format('(%d', now - w - epoch), '(+inf', 'LIMIT', '0', '1')[1]
+        oe, oc = parse(om)
+        used = e - oe + oc
+      end
     end
-    return s.epoch + tonumber(call('ZSCORE', s.key, s.om)) + s.w
   end
-  flush(s) -- then walk the counted entries, oldest first; each frees at least 1
-  local entries = call('ZRANGEBYSCORE', s.key, format('(%d', now - s.w - s.epoch), '(+inf',
-    'WITHSCORES', 'LIMIT', '0', int(need))
-  for k = 1, #entries, 2 do
-    local m, score = unpack(entries, k, k + 1)
-    if parse(m) - s.oe + s.oc >= need then return s.epoch + tonumber(score) + s.w end
-  end
-  error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
+  return {key = key, w = w, epoch = epoch, m = m, at = at, e = e, c = c, used = used, om = om, oe = oe, oc = oc, dirty = false}
 end
 
 -- logWait returns how long from now until rule r fits s, once pending units
 -- are recorded at now: the longer of the wait until it has room for its cost
 -- and the wait until its gap has passed, then those two.
 local function logWait(s, r, pending, now)
+  -- freed returns when enough of s's oldest counted entries leave the
+  -- window to free need units of cost (need <= s.used).
+  local function freed(need)
+    if s.oc >= need then
+      if s.oe == s.e then
+        return s.at + s.w -- the oldest counted entry is the newest
+      end
+      return s.epoch + call('ZSCORE', s.key, s.om) + s.w
+    end
+    flush(s) -- then walk the counted entries, oldest first; each frees at least 1
+    local entries = call('ZRANGEBYSCORE', s.key, format('(%d', now - s.w - s.epoch), '(+inf',
+      'WITHSCORES', 'LIMIT', '0', format('%d', need))
+    for k = 1, #entries, 2 do
+      if parse(entries[k]) - s.oe + s.oc >= need then return s.epoch + entries[k + 1] + s.w end
+    end
+    error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
+  end
+
   local room, gap = 0, 0
-  local at = max(now, s.at or now)
+  local at = s.at or now
+  if at < now then at = now end
   local need = s.used + pending + r.cost - r.limit
   if need > s.used then
     room = at + s.w - now -- only the pending entry's leaving makes room
   elseif need > 0 then
-    room = freed(s, need, now) - now
+    room = freed(need) - now
   end
   local last = (pending > 0 and at) or s.at
-  if r.gap > 0 and last then gap = max(0, last + r.gap - now) end
-  return max(room, gap), room, gap
+  if r.gap > 0 and last and last + r.gap > now then gap = last + r.gap - now end
+  if gap > room then return gap, room, gap end
+  return room, room, gap
 end
 
--- logCheck returns whether rule r fits on s at now, and why not: 'limit' (no
--- room for its cost) or 'gap' (too soon), when both the longer wait.
-local function logCheck(s, r, now)
+-- logLoad returns key's state for rule r's window at now (the cached one
+-- when this call wrote the key at now, else read from Redis) and how r
+-- stands on it: 0 it fits, 1 no room for its cost, 2 too soon (its gap has
+-- not passed); when both, the longer wait.
+local function logLoad(key, r, now)
+  local w = r.w
+  if cacheNow ~= now then
+    flushAll()
+    cache, cacheNow = {}, now
+  end
+  local s = cache[key]
+  if s and s.w ~= w then
+    flush(s)
+    cache[key], s = nil, nil
+  end
+  if not s then
+    s = read(key, w, now)
+  end
   local full = s.used + r.cost > r.limit
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
     local _, room, gap = logWait(s, r, 0, now)
-    return false, gap > room and 'gap' or 'limit'
+    if gap > room then return s, 2 end
+    return s, 1
   end
-  return not (full or early), (full and 'limit') or (early and 'gap') or nil
-end
-
--- grow adds cost to s's newest entry, and to the oldest counted when it is
--- the newest.
-local function grow(s, cost)
-  if s.oe == s.e then s.oe, s.oc = s.e + cost, s.c + cost end
-  s.e, s.c = s.e + cost, s.c + cost
-end
-
--- rebase writes s's key anew, without expiry, from a new epoch (the oldest
--- counted entry's time), ends counted from the cost before that entry.
-local function rebase(s, now)
-  local shift, before = tonumber(call('ZSCORE', s.key, s.om)), s.oe - s.oc
-  call('ZREMRANGEBYSCORE', s.key, '-inf', int(now - s.w - s.epoch))
-  local all = call('ZRANGE', s.key, '0', '-2', 'WITHSCORES')
-  call('DEL', s.key)
-  local add = {'ZADD', s.key}
-  for k = 1, #all, 2 do
-    local m, score = unpack(all, k, k + 1)
-    local e, c = parse(m)
-    add[#add + 1] = int(tonumber(score) - shift)
-    add[#add + 1] = member(e - before, c)
-    if #add >= 2002 or k + 1 == #all then
-      call(unpack(add))
-      add = {'ZADD', s.key}
-    end
-  end
-  s.epoch = s.epoch + shift
-  call('ZADD', s.key, '+inf', '@' .. int(s.epoch))
-  s.e, s.oe = s.e - before, s.oe - before
-  s.m, s.om = member(s.e, s.c), member(s.oe, s.oc)
+  if full then return s, 1 end
+  if early then return s, 2 end
+  return s, 0
 end
 
 -- logWrite records rule r's cost in s's key at now (never before its newest
--- entry), caches s, and returns the time it recorded at. A write sets the
+-- entry), caches s, and returns the time it recorded at, then used and
+-- reset-after µs as the write leaves them. A write sets the
 -- key to expire W + gap after it, except one into the newest entry's
--- instant, whose write did.
+-- instant, whose write did: on Redis's clock at an absolute time (PEXPIREAT,
+-- which needs no conversion on the server), which rule r keeps formatted for
+-- the instant it was made for (a call's requests share one), on a store's
+-- own clock r.ttl ms from now.
 local function logWrite(s, r, now)
-  local cost = r.cost
-  local at = max(now, s.at or now)
-  if cache[s.key] == s then
-    grow(s, cost) -- this call's state at this instant: grown in the state alone
+  local cost, key, sat, w, e, oe = r.cost, s.key, s.at, s.w, s.e, s.oe
+  local at = sat or now
+  if at < now then at = now end
+  local used = s.used + cost
+  s.at, s.used = at, used
+  if cache[key] == s then -- this call's state at this instant: grown in the state alone
+    if oe == e then s.oe, s.oc = e + cost, s.c + cost end
+    s.e, s.c = e + cost, s.c + cost
     if not s.dirty then
       s.dirty = true
       dirty[#dirty + 1] = s
     end
-  elseif not s.live then
-    if s.exists then
-      call('DEL', s.key) -- nothing counts any more: ends and epoch restart
-    end
-    s.e, s.c, s.oe, s.oc, s.epoch = cost, cost, cost, cost, at
-    s.m = member(cost, cost)
-    s.om = s.m
-    call('ZADD', s.key, '0', s.m, '+inf', '@' .. int(at))
-    call('PEXPIRE', s.key, r.ttl)
-  else
-    local expire = at ~= s.at
-    if s.om and at - s.epoch >= REBASE and at - s.epoch >= 2 * (s.w + r.gap) then
-      rebase(s, now)
-      expire = true
-    end
-    if at == s.at then
-      call('ZREM', s.key, s.m)
-      grow(s, cost)
-    else
-      if s.epoch <= now - s.w and floor(s.e / TRIM) ~= floor((s.e + cost) / TRIM) then
-        call('ZREMRANGEBYSCORE', s.key, '-inf', int(now - s.w - s.epoch))
-      end
-      s.e, s.c = s.e + cost, cost
-    end
-    s.m = member(s.e, s.c)
-    if s.oe == s.e then s.om = s.m end
-    call('ZADD', s.key, int(at - s.epoch), s.m)
-    if expire then call('PEXPIRE', s.key, r.ttl) end
+    return at, used, at + w - now
   end
-  s.at, s.live, s.exists, s.used = at, true, true, s.used + cost
-  cache[s.key] = s
-  return at
+  cache[key] = s
+  local epoch, m, renew = s.epoch, nil, true
+  if not (sat and sat > now - w) then -- nothing counts: ends and epoch restart
+    if epoch then
+      call('DEL', key)
+    end
+    m = member(cost, cost)
+    s.e, s.c, s.oe, s.oc, s.epoch, s.m, s.om = cost, cost, cost, cost, at, m, m
+    call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
+  else
+    if s.om and at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) then
+      -- Rebase: write the key anew, without expiry, from a new epoch (the
+      -- oldest counted entry's time), ends counted from the cost before
+      -- that entry.
+      local shift, before = tonumber(call('ZSCORE', key, s.om)), oe - s.oc
+      call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
+      local all = call('ZRANGE', key, '0', '-2', 'WITHSCORES')
+      call('DEL', key)
+      local add = {'ZADD', key}
+      for k = 1, #all, 2 do
+        local ek, ck = parse(all[k])
+        add[#add + 1] = format('%d', all[k + 1] - shift)
+        add[#add + 1] = member(ek - before, ck)
+        if #add >= 2002 or k + 1 == #all then
+          call(unpack(add))
+          add = {'ZADD', key}
+        end
+      end
+      epoch, e, oe = epoch + shift, e - before, oe - before
+      s.epoch, s.e, s.oe = epoch, e, oe
+      s.m, s.om = member(e, s.c), member(oe, s.oc)
+      call('ZADD', key, '+inf', '@' .. format('%d', epoch))
+      renew = true -- the key has no expiry now
+    else
+      renew = at ~= sat -- a write into the newest entry's instant: its write set the expiry
+    end
+    local c
+    if at == sat then
+      call('ZREM', key, s.m)
+      c = s.c + cost
+      if oe == e then s.oe, s.oc = e + cost, c end
+    else
+      if epoch <= now - w and e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
+        call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
+      end
+      c = cost
+    end
+    e = e + cost
+    m = member(e, c)
+    s.e, s.c, s.m = e, c, m
+    if s.oe == e then s.om = m end
+    call('ZADD', key, format('%d', at - epoch), m)
+  end
+  if not renew then
+    return at, used, at + w - now
+  end
+  if r.ttl then
+    call('PEXPIRE', key, r.ttl)
+  else
+    if r.at ~= at then
+      r.at, r.expiry = at, format('%d', ceil((at + r.life) / 1000))
+    end
+    call('PEXPIREAT', key, r.expiry)
+  end
+  return at, used, at + w - now
 end
 
--- logFigures returns used, remaining and reset-after µs (until the window is
--- empty) for s at now, with pending more units recorded at now.
+-- logFigures returns used and reset-after µs (until the window is empty)
+-- for s at now, with pending more units recorded at now.
 local function logFigures(s, r, now, pending)
-  local used, reset = s.used + pending, 0
   if pending > 0 then
-    reset = max(now, s.at or now) + s.w - now
-  elseif s.live then
-    reset = s.at + s.w - now
+    local at = s.at or now
+    if at < now then at = now end
+    return s.used + pending, at + s.w - now
+  elseif s.at and s.at > now - s.w then
+    return s.used, s.at + s.w - now
   end
-  local remaining = r.limit - used
-  if remaining < 0 then remaining = 0 end
-  return used, remaining, reset
+  return s.used, 0
 end

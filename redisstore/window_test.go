@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,30 +39,26 @@ func TestBatchReadsItsOwnWrites(t *testing.T) {
 	clock.Advance(time.Second)
 	decide(t, s, p, nil, 1, store.ModeAllow)
 
-	t2 := strconv.FormatInt(storetest.T0.Add(2*time.Second).UnixMicro(), 10)
-	args := func(cost, limit int) []string {
-		return []string{"allow", t2, "", "60000000", strconv.Itoa(limit), "0", strconv.Itoa(cost)}
-	}
-	replies, errs := redisstore.DecideBatch(admin(t),
-		[][]string{{old}, {old}, {old}, {fresh}, {fresh}, {fresh}},
-		[][]string{args(1, 5), args(1, 5), args(3, 5), args(1, 2), args(1, 2), args(1, 2)})
 	now := storetest.T0.Add(2 * time.Second).UnixMicro()
-	const minute = int64(60_000_000)
-	// Per request: the time, then status, used, remaining, retry-after and
-	// reset-after.
-	want := [][]int64{
-		{now, 1, 3, 2, 0, minute}, // a new entry at T0+2s
-		{now, 1, 4, 1, 0, minute}, // into that entry, in the batch's state
+	req := func(cost, limit int64) *store.Request {
+		return &store.Request{Policy: "batch", Checks: []store.Check{{Rule: "r", Limit: limit, Window: time.Minute, Cost: cost}}}
+	}
+	reqs := []*store.Request{req(1, 5), req(1, 5), req(3, 5), req(1, 2), req(1, 2), req(1, 2)}
+	errs := redisstore.DecideBatch(admin(t), [][]string{{old}, {old}, {old}, {fresh}, {fresh}, {fresh}}, reqs, now)
+	// Per request: cause, used, remaining, retry-after and reset-after.
+	want := []store.Result{
+		result(store.CauseNone, 3, 2, 0, time.Minute), // a new entry at T0+2s
+		result(store.CauseNone, 4, 1, 0, time.Minute), // into that entry, in the batch's state
 		// Cost 3 needs 2 freed: the entries at T0 and T0+1s, read after
 		// the grown entry was written.
-		{now, 0, 4, 1, minute - 1_000_000, minute},
-		{now, 1, 1, 1, 0, minute}, // a new key
-		{now, 1, 2, 0, 0, minute}, // into its one entry, which is the oldest counted too
-		{now, 0, 2, 0, minute, minute},
+		result(store.CauseLimit, 4, 1, time.Minute-time.Second, time.Minute),
+		result(store.CauseNone, 1, 1, 0, time.Minute), // a new key
+		result(store.CauseNone, 2, 0, 0, time.Minute), // into its one entry, which is the oldest counted too
+		result(store.CauseLimit, 2, 0, time.Minute, time.Minute),
 	}
 	for i := range want {
-		if errs[i] != nil || !slices.Equal(replies[i], want[i]) {
-			t.Errorf("request %d: %v, %v; want %v", i+1, replies[i], errs[i], want[i])
+		if errs[i] != nil || reqs[i].Results[0] != want[i] {
+			t.Errorf("request %d: %+v, %v; want %+v", i+1, reqs[i].Results, errs[i], want[i])
 		}
 	}
 	checkEntries(t, old, "0s 1", "1s 2", "2s 4:2")
@@ -161,20 +156,26 @@ func TestBatchErrorIsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Do(ctx, c.B().Del().Key(str, foreign).Build())
-	args := []string{"allow", strconv.FormatInt(storetest.T0.UnixMicro(), 10), "", "60000000", "5", "0", "1"}
-	replies, errs := redisstore.DecideBatch(c,
-		[][]string{{prefix + ":{e}:a"}, {str}, {foreign}, {prefix + ":{e}:b"}},
-		[][]string{args, args, args, args})
-	want := []int64{storetest.T0.UnixMicro(), 1, 1, 4, 0, 60_000_000}
+	reqs := make([]*store.Request, 4)
+	for i := range reqs {
+		reqs[i] = &store.Request{Policy: "e", Checks: []store.Check{{Rule: "r", Limit: 5, Window: time.Minute, Cost: 1}}}
+	}
+	errs := redisstore.DecideBatch(c, [][]string{{prefix + ":{e}:a"}, {str}, {foreign}, {prefix + ":{e}:b"}}, reqs, storetest.T0.UnixMicro())
+	want := result(store.CauseNone, 1, 4, 0, time.Minute)
 	for _, i := range []int{0, 3} {
-		if errs[i] != nil || !slices.Equal(replies[i], want) {
-			t.Errorf("request %d: %v, %v; want %v", i+1, replies[i], errs[i], want)
+		if errs[i] != nil || reqs[i].Results[0] != want {
+			t.Errorf("request %d: %+v, %v; want %+v", i+1, reqs[i].Results, errs[i], want)
 		}
 	}
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "WRONGTYPE") {
-		t.Errorf("request on a string key: %v, %v; want a WRONGTYPE error", replies[1], errs[1])
+		t.Errorf("request on a string key: %v; want a WRONGTYPE error", errs[1])
 	}
 	if errs[2] == nil || !strings.Contains(errs[2].Error(), "is not a sluice window") {
-		t.Errorf("request on a foreign sorted set: %v, %v; want an error saying so", replies[2], errs[2])
+		t.Errorf("request on a foreign sorted set: %v; want an error saying so", errs[2])
 	}
+}
+
+// result is the store.Result of a rule of the given cause and figures.
+func result(cause store.Cause, used, remaining int64, retry, reset time.Duration) store.Result {
+	return store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
