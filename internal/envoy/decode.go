@@ -31,11 +31,12 @@ import (
 //	    detailed_metric: bool
 //	    value_to_metric: bool
 //	    share_threshold: bool
+//	    metadata: {...}          # any mapping: RESPONSE_DYNAMIC_METADATA's
 //	    descriptors: [...]       # nested
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode",
-		"detailed_metric", "value_to_metric", "share_threshold"}
+		"detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	limitKeys = []string{"unit", "requests_per_unit", "unit_multiplier", "window", "algorithm", "name", "replaces", "unlimited"}
 )
 
@@ -43,7 +44,7 @@ var (
 // file (and ignores where its structs have no such field).
 var upstreamKeys = map[string]bool{"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true,
 	"unit": true, "requests_per_unit": true, "unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
-	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true, "unit_multiplier": true}
+	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true, "unit_multiplier": true, "metadata": true}
 
 // decoder reads one file into the Config, collecting every problem found.
 type decoder struct {
@@ -227,9 +228,6 @@ func (d *decoder) descriptor(parent *node, n *yaml.Node, prefix string) {
 	if ch.unlimited && len(ch.limits) > 0 {
 		d.Errorf(n, "descriptor %q is unlimited and has limits; keep one", ch.path)
 	}
-	if ch.quota {
-		d.note(n, "quota_mode on %q: an over-limit answer is reported as OK, as shadow_mode is (the windows still count); dynamic metadata is not sent", ch.path)
-	}
 	if ch.toMetric {
 		d.note(n, "value_to_metric on %q is honoured in the ratelimit_service_* metrics' key labels only", ch.path)
 	}
@@ -246,7 +244,7 @@ func (d *decoder) descriptor(parent *node, n *yaml.Node, prefix string) {
 // descriptorNodes are the keys of a descriptor that hold more than a flag,
 // as written; nil when absent.
 type descriptorNodes struct {
-	key, value, limit, limits, descriptors, share *yaml.Node
+	key, value, limit, limits, descriptors, share, metadata *yaml.Node
 }
 
 // descriptorFields reads the keys of the descriptor n, its flags into ch.
@@ -274,6 +272,8 @@ func (d *decoder) descriptorFields(n *yaml.Node, ch *node) descriptorNodes {
 			ch.toMetric = d.boolean(v, k)
 		case "share_threshold":
 			ch.share, f.share = d.boolean(v, k), v
+		case "metadata":
+			ch.metadata = d.metadata(v)
 		}
 	})
 	return f
