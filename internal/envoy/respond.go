@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/envoy/dynmeta"
 )
 
 // Envoy's answers are built here, once, for both models a server speaks:
@@ -209,7 +210,7 @@ func (p *plan) respond(d decided, opts Options) Result {
 	over = over || quotas > 0 && quotasOver == quotas
 	res.Response = Respond(statuses, over, &res.Decision, opts)
 	if opts.DynamicMetadata {
-		res.Response.DynamicMetadata = dynamicMetadata(p.req, p.passedMetadata(statuses))
+		res.Response.DynamicMetadata = dynmeta.Build(p.req, p.passedMetadata(statuses))
 	}
 	return res
 }
