@@ -10,6 +10,9 @@
 //	sluice reserve --config FILE --schedule S --attr k=v [--n N] [--json]
 //	sluice bench [--redis URL | --server URL] [flags]
 //
+// Started under the name ratelimit (the container image's /bin/ratelimit,
+// envoyproxy/ratelimit's command), sluice is sluice serve.
+//
 // "sluice --help" lists the commands and "sluice COMMAND -h" a command's
 // flags.
 //
@@ -22,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -52,7 +56,14 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "ratelimit" {
+		// envoyproxy/ratelimit's command, as its deployments start it
+		// (the container image's /bin/ratelimit): sluice serve, from its
+		// environment.
+		args = append([]string{"serve"}, args...)
+	}
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
