@@ -41,8 +41,8 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicerate/sluice/internal/envoy"
@@ -139,16 +139,17 @@ func New(opts Options) (*Client, error) {
 
 // Run follows the control plane until ctx ends: it opens a stream, applies
 // and acknowledges each version, and opens another when one ends: at once
-// after a stream that brought a response, or when the connection was lost
-// (gRPC then paces the connection's attempts from ConnectRetry on), else
-// after Options.Backoff.
+// after a stream that brought a response, and once more at once when the
+// next fails because the connection was lost (gRPC then paces the
+// attempts to connect again from ConnectRetry on, and the stream waits for
+// one); otherwise after Options.Backoff.
 func (c *Client) Run(ctx context.Context) error {
 	conn, err := grpc.NewClient(c.opts.Server, c.dialOptions()...)
 	if err != nil {
 		return fmt.Errorf("xds: control plane %q: %w", c.opts.Server, err)
 	}
 	defer conn.Close()
-	failures := 0
+	failures, lost := 0, false
 	for {
 		received, err := c.stream(ctx, conn)
 		if ctx.Err() != nil {
@@ -156,9 +157,11 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		switch {
 		case received:
-			failures = 0
-		case conn.GetState() == connectivity.Ready:
-			failures++ // the control plane is there, and ended the stream
+			failures, lost = 0, false
+		case status.Code(err) == codes.Unavailable && !lost:
+			lost = true // opened on a connection that was going away
+		default:
+			failures++
 		}
 		delay := c.opts.Backoff.delay(failures, c.rand)
 		c.setStatus(func(s *Status) { s.Connected, s.LastError = false, err.Error() })
