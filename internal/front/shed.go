@@ -20,8 +20,9 @@ import (
 // requests in flight over gRPC and HTTP together (MAX_CONCURRENT_REQUESTS),
 // one beyond them refused at once, RESOURCE_EXHAUSTED over gRPC and 503
 // with Retry-After over HTTP, saying why; and each request given at most
-// Timeout (REQUEST_TIMEOUT): its store calls end then, and a gRPC call that
-// failed because of it is answered DEADLINE_EXCEEDED. Health checks,
+// Timeout (REQUEST_TIMEOUT): its store calls end then, and a gRPC call
+// still running then is answered DEADLINE_EXCEEDED (over HTTP, the
+// failure policy's answer stands). Health checks,
 // /metrics and the admin listener are never shed. It is safe for
 // concurrent use; a nil *Shedder sheds nothing.
 type Shedder struct {
@@ -97,9 +98,12 @@ func (s *Shedder) Unary() grpc.UnaryServerInterceptor {
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 		out, err := handler(ctx, req)
-		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Answered after its time, by the failure policy most likely
+			// (its store call ended then): as a call past a client's own
+			// deadline, it is not answered.
 			s.shed.WithLabelValues("grpc", "timeout").Inc()
-			return nil, status.Errorf(codes.DeadlineExceeded, "the request took longer than %v (REQUEST_TIMEOUT): %v", s.timeout, status.Convert(err).Message())
+			return nil, status.Errorf(codes.DeadlineExceeded, "the request took longer than %v (REQUEST_TIMEOUT); its store call was cut short", s.timeout)
 		}
 		return out, err
 	}
