@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
-	"github.com/sluicerate/sluice/store"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
+	"github.com/sluicerate/sluice/store"
 )
 
 // gateStore is a real store whose decisions wait at a gate: each says it
