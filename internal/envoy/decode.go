@@ -106,9 +106,10 @@ func (d *decoder) decode(data []byte) {
 	}
 }
 
-// fields calls f for each key of the mapping n that is in valid, and
-// reports the others: unknown keys are errors (with a suggestion), keys
-// envoyproxy/ratelimit accepts but ignores at this place are notes.
+// fields calls f for each key of the mapping n that is in valid and not
+// null (a null value is the key's absence), and reports the others:
+// unknown keys are errors (with a suggestion), keys envoyproxy/ratelimit
+// accepts but ignores at this place are notes.
 func (d *decoder) fields(n *yaml.Node, what string, valid []string, f func(k string, v *yaml.Node)) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -133,6 +134,9 @@ func (d *decoder) fields(n *yaml.Node, what string, valid []string, f func(k str
 			}
 		}
 		switch {
+		case ok && v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+			// "rate_limit: null", as Envoy Gateway writes a descriptor
+			// without one: absent, as envoyproxy/ratelimit reads it.
 		case ok:
 			f(k, v)
 		case upstreamKeys[k]:
