@@ -248,7 +248,7 @@ func (d *decoder) descriptor(parent *node, n *yaml.Node, prefix string) {
 // descriptorNodes are the keys of a descriptor that hold more than a flag,
 // as written; nil when absent.
 type descriptorNodes struct {
-	key, value, limit, limits, descriptors, share, metadata *yaml.Node
+	key, value, limit, limits, descriptors, share *yaml.Node
 }
 
 // descriptorFields reads the keys of the descriptor n, its flags into ch.
