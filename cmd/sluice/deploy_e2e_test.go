@@ -102,7 +102,7 @@ tls:
 `, cp.Addr))
 	p := startServeArgs(t, nil, "--config", file, "--admin", "127.0.0.1:0")
 	base := strings.Replace(p.HTTP, "http://", "https://", 1)
-	client := tlsPair(t, ca, 7, "client")
+	client := ca.Pair(t, 7, "client")
 	if _, _, err := httpsGet(t, base+"/healthz", ca); err == nil {
 		t.Errorf("HTTPS without a client certificate was answered")
 	}

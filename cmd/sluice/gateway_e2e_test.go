@@ -112,9 +112,7 @@ func servedSerial(t *testing.T, addr string, ca *tlsfilestest.CA, cert tls.Certi
 func TestServeUnderEnvoyGateway(t *testing.T) {
 	t.Parallel()
 	ca := tlsfilestest.NewCA(t, "envoy-gateway-ca")
-	vol := tlsfilestest.NewSecretVolume(filepath.Join(t.TempDir(), "certs")) // the envoy-rate-limit secret
-	crt, key := ca.Issue(t, 1, "127.0.0.1", "envoy-ratelimit")
-	vol.Write(t, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca.PEM})
+	vol := ca.ServerVolume(t, filepath.Join(t.TempDir(), "certs"), 1, "127.0.0.1", "envoy-ratelimit") // the envoy-rate-limit secret
 	cpCreds := controlPlaneCreds(t, ca)
 	cp := xdstest.Start(t, "127.0.0.1:0", cpCreds)
 	redis := redistest.Start(t)
@@ -125,7 +123,7 @@ func TestServeUnderEnvoyGateway(t *testing.T) {
 	}
 	env := append(egEnv(vol.Dir, cp.Addr, redis.Addr()), "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "LOG_FORMAT=json")
 	p := startProc(t, bin, nil, env)
-	envoyCert := tlsPair(t, ca, 50, "envoy")
+	envoyCert := ca.Pair(t, 50, "envoy")
 	conn := dialTLS(t, p.GRPC, ca, envoyCert)
 	rls := rlsv3.NewRateLimitServiceClient(conn)
 
@@ -188,7 +186,7 @@ func TestServeUnderEnvoyGateway(t *testing.T) {
 		t.Errorf("a client without a certificate was answered")
 	}
 	refusedAtHandshake(t, p.GRPC, ca)
-	if code, limit := limitOf(t, rlsv3.NewRateLimitServiceClient(dialTLS(t, p.GRPC, ca, tlsPair(t, ca, 51, "other-envoy"))), "carol"); code != rlsv3.RateLimitResponse_OK || limit != 6 {
+	if code, limit := limitOf(t, rlsv3.NewRateLimitServiceClient(dialTLS(t, p.GRPC, ca, ca.Pair(t, 51, "other-envoy"))), "carol"); code != rlsv3.RateLimitResponse_OK || limit != 6 {
 		t.Errorf("a client with the CA's certificate: %v, %d", code, limit)
 	}
 

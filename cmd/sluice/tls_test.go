@@ -11,17 +11,6 @@ import (
 	"github.com/sluicerate/sluice/internal/tlsfiles/tlsfilestest"
 )
 
-// tlsPair is a certificate of ca for hosts, with its key.
-func tlsPair(t *testing.T, ca *tlsfilestest.CA, serial int64, hosts ...string) tls.Certificate {
-	t.Helper()
-	c, k := ca.Issue(t, serial, hosts...)
-	kp, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kp
-}
-
 // poolOf is a pool of the one authority c.
 func poolOf(c *x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
@@ -34,6 +23,6 @@ func poolOf(c *x509.Certificate) *x509.CertPool {
 // certificates of ca required.
 func controlPlaneCreds(t *testing.T, ca *tlsfilestest.CA) grpc.ServerOption {
 	t.Helper()
-	return grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{tlsPair(t, ca, 100, "127.0.0.1", "envoy-gateway")},
+	return grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{ca.Pair(t, 100, "127.0.0.1", "envoy-gateway")},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: poolOf(ca.Cert), MinVersion: tls.VersionTLS12}))
 }

@@ -71,16 +71,6 @@ func dial(addr string, cfg *tls.Config) (*tls.Conn, error) {
 	return c, nil
 }
 
-func pair(t *testing.T, ca *tlsfilestest.CA, serial int64, hosts ...string) tls.Certificate {
-	t.Helper()
-	c, k := ca.Issue(t, serial, hosts...)
-	kp, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kp
-}
-
 // TestServerRotation: a listener with client verification refuses a client
 // without a certificate, or with one of another authority, at the
 // handshake; it answers one of its authority; and when the secret volume's
@@ -88,9 +78,7 @@ func pair(t *testing.T, ca *tlsfilestest.CA, serial int64, hosts ...string) tls.
 // handshake on, while a connection made before keeps working.
 func TestServerRotation(t *testing.T) {
 	ca := tlsfilestest.NewCA(t, "ca")
-	vol := tlsfilestest.NewSecretVolume(t.TempDir())
-	crt, key := ca.Issue(t, 1, "127.0.0.1")
-	vol.Write(t, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca.PEM})
+	vol := ca.ServerVolume(t, t.TempDir(), 1, "127.0.0.1")
 	cfg, err := tlsfiles.ServerConfig(tlsfiles.Server{Cert: vol.Path("tls.crt"), Key: vol.Path("tls.key"), ClientCA: vol.Path("ca.crt")})
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +97,10 @@ func TestServerRotation(t *testing.T) {
 		t.Fatal("a client without a certificate was answered")
 	}
 	other := tlsfilestest.NewCA(t, "other")
-	if _, err := dial(addr, client(pair(t, other, 7, "client"))); err == nil {
+	if _, err := dial(addr, client(other.Pair(t, 7, "client"))); err == nil {
 		t.Fatal("a client with another authority's certificate was answered")
 	}
-	mine := pair(t, ca, 8, "client")
+	mine := ca.Pair(t, 8, "client")
 	before, err := dial(addr, client(mine))
 	if err != nil {
 		t.Fatalf("a client of the authority: %v", err)
@@ -165,11 +153,11 @@ func TestClientSAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	ccfg := cf.Config()
-	ccfg.Certificates = []tls.Certificate{pair(t, ca, 2, "someone.else")}
+	ccfg.Certificates = []tls.Certificate{ca.Pair(t, 2, "someone.else")}
 	if _, err := dial(addr, ccfg); err == nil {
 		t.Error("a client certificate without the SAN was answered")
 	}
-	ccfg.Certificates = []tls.Certificate{pair(t, ca, 3, "envoy.internal")}
+	ccfg.Certificates = []tls.Certificate{ca.Pair(t, 3, "envoy.internal")}
 	c, err := dial(addr, ccfg)
 	if err != nil {
 		t.Fatalf("a client certificate with the SAN: %v", err)
@@ -192,7 +180,7 @@ func write(t *testing.T, dir string, files map[string][]byte) {
 func TestClientRotation(t *testing.T) {
 	ca1, ca2 := tlsfilestest.NewCA(t, "one"), tlsfilestest.NewCA(t, "two")
 	srv := func(ca *tlsfilestest.CA, host string) string {
-		kp := pair(t, ca, 5, host)
+		kp := ca.Pair(t, 5, host)
 		return echo(t, &tls.Config{Certificates: []tls.Certificate{kp}, ClientAuth: tls.RequireAnyClientCert})
 	}
 	vol := tlsfilestest.NewSecretVolume(t.TempDir())
@@ -227,7 +215,7 @@ func TestClientRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	skip := skipFiles.Config()
-	skip.Certificates = []tls.Certificate{pair(t, ca2, 10, "client")}
+	skip.Certificates = []tls.Certificate{ca2.Pair(t, 10, "client")}
 	if c, err := dial(misnamed, skip); err != nil {
 		t.Errorf("SkipHostname, a server certificate for another name: %v, want it trusted", err)
 	} else {

@@ -142,9 +142,7 @@ func TestClientFollowsVersions(t *testing.T) {
 // its state, over mutual TLS.
 func TestClientReconnects(t *testing.T) {
 	ca := tlsfilestest.NewCA(t, "ca")
-	vol := tlsfilestest.NewSecretVolume(t.TempDir())
-	crt, key := ca.Issue(t, 1, "127.0.0.1")
-	vol.Write(t, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca.PEM})
+	vol := ca.ServerVolume(t, t.TempDir(), 1, "127.0.0.1")
 	scfg, err := tlsfiles.ServerConfig(tlsfiles.Server{Cert: vol.Path("tls.crt"), Key: vol.Path("tls.key"), ClientCA: vol.Path("ca.crt")})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -82,6 +83,28 @@ func (ca *CA) Issue(t testing.TB, serial int64, hosts ...string) (certPEM, keyPE
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// Pair is Issue's certificate and key, parsed.
+func (ca *CA) Pair(t testing.TB, serial int64, hosts ...string) tls.Certificate {
+	t.Helper()
+	c, k := ca.Issue(t, serial, hosts...)
+	kp, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// ServerVolume returns a secret volume in dir holding a certificate of ca
+// for hosts with serial, as tls.crt and tls.key, and ca's as ca.crt: what
+// Envoy Gateway mounts at /certs.
+func (ca *CA) ServerVolume(t testing.TB, dir string, serial int64, hosts ...string) *SecretVolume {
+	t.Helper()
+	v := NewSecretVolume(dir)
+	crt, key := ca.Issue(t, serial, hosts...)
+	v.Write(t, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca.PEM})
+	return v
 }
 
 // SecretVolume is a directory laid out as Kubernetes mounts a secret: each
