@@ -82,6 +82,13 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	envoyDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(envoyDir, "rl.yaml"), []byte("domain: rl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.LoadEnvoyConfig(envoyDir, server.EnvoyOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	public := httptest.NewServer(srv.Handler())
 	t.Cleanup(public.Close)
 	const token = "browser-test-token"
@@ -165,6 +172,10 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if got := text(`document.querySelector('[data-schedule="carrier"]')?.textContent ?? ""`); !strings.Contains(got, "4/1s") {
 		t.Errorf("schedule row %q, want carrier at 4/1s", got)
 	}
+
+	// Where Envoy's configuration comes from (GET api/v1/envoy/config).
+	eventually("the Envoy configuration's source", `document.getElementById("envoy-source").hidden ? "hidden" : document.getElementById("envoy").textContent`,
+		"files "+envoyDir)
 
 	// Rates: the totals the page shows are the server's counters.
 	counters := counterValues(t, reg, "sluice_decisions_total", "policy", "rule", "outcome")
