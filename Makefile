@@ -63,14 +63,19 @@ bench:
 ## their masters are flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice
 ## counts what each fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer:
 ## SOAKTOPOLOGIES=cluster (of standalone,cluster,sentinel-acks, and cluster-acks, sentinel, sentinel2); SOAKLOSSY=1 adds
-## the faults that lose admissions or refuse service by design, to measure them;
+## the faults that lose admissions or refuse service by design, to measure them; SOAKCONTROL=1 two phases
+## with no fault (as is, and with every goroutine in step);
 ## SOAKRATE (decisions/s, 4000), SOAKTIMEOUT (per call, 1s), SOAKOUT (the table), SOAKTRACE (per 100 ms).
 ## Then a fresh deployment of three servers on a Cluster, five times: none of their first second's
-## decisions under 64 clients may be degraded (cmd/sluice TestServeWarmCluster).
+## decisions under 64 clients may be degraded (cmd/sluice TestServeWarmCluster). Both run even when the
+## first fails; make soak fails when either did, and says which.
 soak:
 	@scripts/deps.sh install
-	$(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak
-	$(GO) test -tags soak -run TestServeWarmCluster -timeout 10m -count=1 -v ./cmd/sluice
+	@failed=""; \
+	$(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak || failed="TestSoak (internal/soak)"; \
+	$(GO) test -tags soak -run TestServeWarmCluster -timeout 10m -count=1 -v ./cmd/sluice || failed="$${failed:+$$failed and }TestServeWarmCluster (cmd/sluice)"; \
+	if [ -n "$$failed" ]; then echo "make soak: $$failed failed"; exit 1; fi; \
+	echo "make soak: TestSoak and TestServeWarmCluster passed"
 
 demo:
 	$(GO) run ./cmd/sluice demo

@@ -98,25 +98,37 @@ func (d evalerDecider) decide(ctx context.Context, keys, args []string) ([]int64
 type rueidisEvaler struct {
 	client rueidis.Client
 	acks   *replicaAcks // with Config.WaitForReplicas, else nil
+	slots  *slotReader  // over a Cluster: routes each call to its slot's master (shards.go); else nil
 }
 
 func (e rueidisEvaler) EvalSHA(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
-	return ints(e.raw(ctx, e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return ints(e.raw(ctx, func() rueidis.Completed {
+		return e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}))
 }
 
 func (e rueidisEvaler) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
-	return ints(e.raw(ctx, e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return ints(e.raw(ctx, func() rueidis.Completed {
+		return e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}))
 }
 
-// raw sends cmd and returns its reply message, with NOSCRIPT as ErrNoScript.
-// With replica acknowledgements it waits for the replicas (replicas.go).
-func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
+// raw sends the command build makes and returns its reply message, with
+// NOSCRIPT as ErrNoScript. build may be called again to send the command to
+// another node when a Cluster node redirects it (MOVED: it did not run
+// there). With replica acknowledgements it waits for the replicas
+// (replicas.go); over a Cluster it goes to the master the store's slot map
+// names (shards.go).
+func (e rueidisEvaler) raw(ctx context.Context, build func() rueidis.Completed) (rueidis.RedisMessage, error) {
 	var msg rueidis.RedisMessage
 	var err error
-	if e.acks != nil {
-		msg, err = e.acks.do(ctx, cmd)
-	} else {
-		msg, err = e.client.Do(ctx, cmd).ToMessage()
+	switch {
+	case e.acks != nil:
+		msg, err = e.acks.do(ctx, build)
+	case e.slots != nil:
+		msg, err = e.slots.do(ctx, build)
+	default:
+		msg, err = e.client.Do(ctx, build()).ToMessage()
 	}
 	if err != nil {
 		if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsNoScript() {
@@ -131,11 +143,15 @@ func (e rueidisEvaler) raw(ctx context.Context, cmd rueidis.Completed) (rueidis.
 // an array of messages, for batch.lua, whose reply mixes integers and error
 // messages.
 func (e rueidisEvaler) arrayBySHA(ctx context.Context, sha1 string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return array(e.raw(ctx, func() rueidis.Completed {
+		return e.client.B().Evalsha().Sha1(sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}))
 }
 
 func (e rueidisEvaler) arrayBySource(ctx context.Context, script string, keys, args []string) ([]rueidis.RedisMessage, error) {
-	return array(e.raw(ctx, e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return array(e.raw(ctx, func() rueidis.Completed {
+		return e.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}))
 }
 
 func array(m rueidis.RedisMessage, err error) ([]rueidis.RedisMessage, error) {

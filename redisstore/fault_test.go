@@ -7,6 +7,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,6 +335,73 @@ func clusterFailover(t *testing.T, takeover, wait bool) {
 		t.Errorf("WaitForReplicas: %d admissions the callers saw are not on the new masters, want 0", lost)
 	}
 	checkStored(t, c.Nodes(), prefix, failoverLimit)
+}
+
+// TestClusterFailoverLearnsFromFirstMoved: after a CLUSTER FAILOVER, the
+// store's first call to a slot of the new master gets MOVED from the old
+// one, and no other call does: that reply makes the store read the slot map
+// again, from the node that redirected, and send the command, which did not
+// run, to the new master. (The Cluster client alone follows each MOVED to a
+// master it already knew as a replica without taking it as the slot's
+// master, and reads the slots again only after a random delay of up to a
+// second: every call until then cost a MOVED round trip first.)
+func TestClusterFailoverLearnsFromFirstMoved(t *testing.T) {
+	c := sharedCluster(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: newPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
+	p := perUserPolicy(failoverLimit)
+	attrs := map[string]string{"user": "u0"}
+	master, replica, err := c.MasterOf(s.Keys(request(t, p, attrs, 1))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := func(n int) {
+		t.Helper()
+		for range n {
+			if d, err := lim.Allow(context.Background(), p, attrs); err != nil || !d.Allowed {
+				t.Fatalf("decision on %s's key: %+v, %v; want admitted", master.Addr(), d, err)
+			}
+		}
+	}
+	allow(1)
+	before := errorCount(t, master, "MOVED")
+	at := time.Now()
+	if _, err := c.Failover(replica); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 50
+	allow(calls)
+	moved := errorCount(t, master, "MOVED") - before
+	t.Logf("CLUSTER FAILOVER of %s (%v): %d decisions after it, %d MOVED from the old master", master.Addr(), time.Since(at).Round(time.Millisecond), calls, moved)
+	// None when the store's own poll of the slots (every second) read the
+	// new map before the first call.
+	if moved > 1 {
+		t.Errorf("%d MOVED replies from the old master to %d calls, want at most 1", moved, calls)
+	}
+}
+
+// errorCount returns how many error replies of kind (their first word)
+// server s has sent since it started (INFO errorstats).
+func errorCount(t *testing.T, s *redistest.Server, kind string) int64 {
+	t.Helper()
+	info, err := s.Do("INFO", "errorstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "errorstat_"+kind+":count="); ok {
+			n, err := strconv.ParseInt(rest, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO errorstats: %q", line)
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // TestClusterWaitForReplicas freezes the replica of one master of a

@@ -22,8 +22,9 @@ const (
 	// talks to the one in Config.Addrs). The default.
 	Standalone Mode = iota
 
-	// Cluster is a Redis Cluster discovered from any of Config.Addrs; the
-	// client follows MOVED and ASK redirections and slot changes.
+	// Cluster is a Redis Cluster discovered from any of Config.Addrs; each
+	// call goes to the master of its slot, and MOVED and ASK redirections
+	// and slot changes are followed.
 	Cluster
 
 	// Sentinel is a master found through the sentinels at Config.Addrs

@@ -269,11 +269,14 @@ func (a *replicaAcks) master(slot uint16) *masterAcks {
 	return nil
 }
 
-// do sends cmd to its master followed by WAIT for the master's replicas, on
-// one connection, and returns cmd's reply; ErrNotReplicated when fewer
-// replicas acknowledged than the call waits for, or the master is not
-// known or redirected the call. WAIT waits half of what is left of ctx.
-func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed) (rueidis.RedisMessage, error) {
+// do sends the command build makes to its master followed by WAIT for the
+// master's replicas, on one connection, and returns the command's reply;
+// ErrNotReplicated when fewer replicas acknowledged than the call waits
+// for, or the master is not known or redirected the call. WAIT waits half
+// of what is left of ctx.
+func (a *replicaAcks) do(ctx context.Context, build func() rueidis.Completed) (rueidis.RedisMessage, error) {
+	seen := a.slots.load()
+	cmd := build()
 	m := a.master(cmd.Slot())
 	if m == nil {
 		a.slots.refresh()
@@ -283,7 +286,8 @@ func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed) (rueidis.Re
 	}
 	want := m.want.Load()
 	if want == 0 {
-		return a.redirected(m.client.Do(ctx, cmd).ToMessage())
+		msg, err := m.client.Do(ctx, cmd).ToMessage()
+		return a.redirected(ctx, seen, m, msg, err)
 	}
 	if online := m.online.Load(); online < want {
 		// The last poll found replicas missing: refuse without waiting for
@@ -298,8 +302,8 @@ func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed) (rueidis.Re
 	// WAIT blocks its connection: rueidis sends the pair over a connection
 	// of its own, where WAIT covers cmd's writes.
 	rs := m.client.DoMulti(ctx, cmd, m.client.B().Wait().Numreplicas(want).Timeout(wait.Milliseconds()).Build())
-	msg, err := a.redirected(rs[0].ToMessage())
-	if err != nil {
+	msg, err := rs[0].ToMessage()
+	if msg, err = a.redirected(ctx, seen, m, msg, err); err != nil {
 		return msg, err
 	}
 	got, err := rs[1].AsInt64()
@@ -315,12 +319,15 @@ func (a *replicaAcks) do(ctx context.Context, cmd rueidis.Completed) (rueidis.Re
 
 // redirected returns a MOVED or ASK reply, from a Cluster node that does
 // not serve the call's slot (any more, or for now), as ErrNotReplicated,
-// and on MOVED reads the slots again; other replies as they are.
-func (a *replicaAcks) redirected(msg rueidis.RedisMessage, err error) (rueidis.RedisMessage, error) {
+// and on MOVED reads the slots again from m, the node that redirected,
+// before it returns (seen is the slot map the call was sent by); other
+// replies as they are.
+func (a *replicaAcks) redirected(ctx context.Context, seen *slotMap, m *masterAcks, msg rueidis.RedisMessage, err error) (rueidis.RedisMessage, error) {
 	if rerr, ok := rueidis.IsRedisErr(err); ok && a.slots != nil {
 		if _, moved := rerr.IsMoved(); moved {
-			a.slots.refresh()
-			return msg, fmt.Errorf("%w: %v; the store reads the Cluster's slots again", ErrNotReplicated, err)
+			a.slots.learn(ctx, seen, m.client)
+			a.poller.kick() // the new master's replicas
+			return msg, fmt.Errorf("%w: %v; the store has read the Cluster's slots again", ErrNotReplicated, err)
 		}
 		if _, ask := rerr.IsAsk(); ask {
 			return msg, fmt.Errorf("%w: %v (the slot is being migrated)", ErrNotReplicated, err)

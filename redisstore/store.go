@@ -162,14 +162,16 @@ func NewFromClient(client rueidis.Client, cfg Config) (*Store, error) {
 	s.client = client
 	if client.Mode() == rueidis.ClientModeCluster {
 		s.slots = newSlotReader(client)
+		ev.slots = s.slots // every call to the master the store's slot map names
 	}
 	if cfg.WaitForReplicas {
 		if ev.acks, err = newReplicaAcks(client, s.slots, cfg.ReplicaGrace); err != nil {
 			s.slots.close()
 			return nil, err
 		}
-		s.ev, s.acks = ev, ev.acks
+		s.acks = ev.acks
 	}
+	s.ev = ev
 	if s.slots != nil {
 		s.decider = &slotBatchers{ev: ev}
 	} else {

@@ -262,8 +262,10 @@ func (c *Cluster) Failover(replica *Server, option ...string) (time.Time, error)
 	return at, c.WaitHealthy(20 * time.Second)
 }
 
-// WaitHealthy waits until every node reports cluster_state:ok and knows all
-// six nodes, and every replica's link to its master is up.
+// WaitHealthy waits until every node reports cluster_state:ok, knows all
+// six nodes and sees three masters, each serving slots, and none failing
+// (after a failover a node may for a while still see the old master as a
+// master without slots), and every replica's link to its master is up.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 	return waitFor(timeout, "a healthy cluster", func() (bool, error) {
 		for _, n := range c.nodes {
@@ -274,6 +276,28 @@ func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 			if !strings.Contains(info, "cluster_state:ok") ||
 				!strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(c.nodes))) {
 				return false, fmt.Errorf("%s: %s", n.Addr(), firstLine(info))
+			}
+			nodes, err := n.Do("CLUSTER", "NODES")
+			if err != nil {
+				return false, err
+			}
+			masters := 0
+			for _, line := range strings.Split(nodes, "\n") {
+				f := strings.Fields(line)
+				if len(f) < 8 {
+					continue
+				}
+				switch {
+				case strings.Contains(f[2], "fail"):
+					return false, fmt.Errorf("%s sees %s as %s", n.Addr(), f[1], f[2])
+				case strings.Contains(f[2], "master") && len(f) == 8:
+					return false, fmt.Errorf("%s sees %s as a master without slots", n.Addr(), f[1])
+				case strings.Contains(f[2], "master"):
+					masters++
+				}
+			}
+			if masters != clusterMasters {
+				return false, fmt.Errorf("%s sees %d masters, want %d", n.Addr(), masters, clusterMasters)
 			}
 			repl, err := n.Do("INFO", "replication")
 			if err != nil {

@@ -75,12 +75,18 @@ func (s *Server) Restart() error {
 // status or bulk string as is, an integer in decimal, an array as its
 // elements one per line, nil as "". An error reply is returned as an error.
 func (s *Server) Do(args ...string) (string, error) {
-	return do(s.addr, args...)
+	return do(s.addr, 10*time.Second, args...)
 }
 
-// do sends one command in RESP to addr and reads its reply.
-func do(addr string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// DoTimeout is Do within timeout (dialling included): for a probe that must
+// not wait for a frozen server.
+func (s *Server) DoTimeout(timeout time.Duration, args ...string) (string, error) {
+	return do(s.addr, timeout, args...)
+}
+
+// do sends one command in RESP to addr and reads its reply within timeout.
+func do(addr string, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)

@@ -23,8 +23,8 @@ type Phase struct {
 	End                  int64
 	// Note says what else the fault caused (a failover it triggered).
 	Note string
-	// Lossy and Outage are the fault's (see Fault).
-	Lossy, Outage bool
+	// Lossy, Outage and Control are the fault's (see Fault).
+	Lossy, Outage, Control bool
 }
 
 // Result is what a phase cost.
@@ -62,6 +62,10 @@ type Result struct {
 	// the most that a peek made in the phase (counted as Over is) found
 	// missing, summed over windows.
 	Lost, LostWins int64
+	// Others is the most CPU, in cores over one second, that the machine's
+	// other processes used from a second before the fault's end to 3 s
+	// after it, where the recovery is decided (0 when not measured).
+	Others float64
 }
 
 // blameHorizon is how long after a fault an over-admission or a loss is
@@ -247,8 +251,10 @@ func recovery(recs []Record, p Phase, threshold time.Duration) (rec, first, last
 }
 
 // Timeline writes, per 100 ms from from to to (ns), the decisions sent,
-// the store errors, the open circuit's answers and the p99 latency.
-func Timeline(w io.Writer, recs []Record, from, to, mark int64) {
+// the store errors, the open circuit's answers, the p99 latency and the CPU
+// the machine's other processes used (cpu, sampled per 100 ms; none
+// without samples).
+func Timeline(w io.Writer, recs []Record, cpu []CPUSample, from, to, mark int64) {
 	n := int((to-from)/bucket) + 1
 	type row struct {
 		n, failed, circuit int
@@ -269,10 +275,17 @@ func Timeline(w io.Writer, recs []Record, from, to, mark int64) {
 			b.circuit++
 		}
 	}
+	others := make([]time.Duration, n)
+	for _, c := range cpu {
+		if c.At > from && c.At <= to { // c covers the 100 ms before c.At
+			others[(c.At-1-from)/bucket] += c.Others()
+		}
+	}
 	for i, b := range rows {
 		at := time.Duration(from + int64(i)*bucket - mark)
-		fmt.Fprintf(w, "%+7.1fs %6d decisions %5d errors %5d circuit p99 %v\n",
-			at.Seconds(), b.n, b.failed, b.circuit, percentile(b.lat, 0.99).Round(10*time.Microsecond))
+		fmt.Fprintf(w, "%+7.1fs %6d decisions %5d errors %5d circuit p99 %-9v others %.1f cores\n",
+			at.Seconds(), b.n, b.failed, b.circuit, percentile(b.lat, 0.99).Round(10*time.Microsecond),
+			others[i].Seconds()/(time.Duration(bucket)).Seconds())
 	}
 }
 

@@ -46,9 +46,16 @@ const (
 // persistence, a Cluster takeover or a Sentinel failover without
 // WaitForReplicas, a Sentinel failover with min-replicas-to-write),
 // to measure what they cost; without it every fault must lose nothing and
-// recover within 2 s. SOAKOUT, when set, is a file the result tables are
-// written to; SOAKTRACE one that gets, per 100 ms, the decisions, errors and
-// p99 latency of the baseline and around each fault.
+// recover within 2 s. SOAKCONTROL=1 adds two control phases to each
+// topology, with nothing injected: "no fault" first, which must be normal
+// at once, and last "every goroutine in step", which measures what the
+// load's own bursts cost (reported, not failed on). SOAKOUT, when set, is a
+// file the result tables are written to; SOAKTRACE one that gets, per
+// 100 ms, the decisions, errors and p99 latency of the baseline and around
+// each fault, and what each server did (probed every 100 ms).
+//
+// Every topology runs even when one fails; the failures are listed at the
+// end.
 func TestSoak(t *testing.T) {
 	if spec := os.Getenv(workerEnv); spec != "" {
 		var ws WorkerSpec
@@ -65,6 +72,7 @@ func TestSoak(t *testing.T) {
 	timeout := envDuration(t, "SOAKTIMEOUT", time.Second)
 	names := strings.Split(envString("SOAKTOPOLOGIES", "standalone,cluster,sentinel-acks"), ",")
 	lossy := os.Getenv("SOAKLOSSY") != ""
+	control := os.Getenv("SOAKCONTROL") != ""
 	starts := map[string]func(testing.TB) *Topology{"standalone": Standalone, "cluster": Cluster, "cluster-acks": ClusterAcks,
 		"sentinel": Sentinel, "sentinel2": Sentinel2, "sentinel-acks": SentinelAcks}
 	// How many faults each topology has beyond the common ones: those that
@@ -81,18 +89,27 @@ func TestSoak(t *testing.T) {
 		if lossy {
 			phases += own[n].lossy
 		}
+		if control {
+			phases += 2
+		}
 	}
 	phaseLen := max(minPhase, (total-time.Duration(len(names))*perTopology)/time.Duration(phases))
 	period := time.Duration(float64(workers*perWorker) / float64(rate) * float64(time.Second))
 	t.Logf("soak: %d topologies, %d phases of %v, %d decisions/s (one per %v per goroutine), %d processes x %d goroutines, deadline %v",
 		len(names), phases, phaseLen, rate, period, workers, perWorker, timeout)
 
-	var all []Result
+	var (
+		all      []Result
+		failures []string
+	)
 	for i, n := range names {
-		t.Run(n, func(t *testing.T) {
-			run := soakRun{lossy: lossy, seed: i, phaseLen: phaseLen, period: period, timeout: timeout}
+		ok := t.Run(n, func(t *testing.T) {
+			run := soakRun{lossy: lossy, control: control, seed: i, phaseLen: phaseLen, period: period, timeout: timeout}
 			all = append(all, runTopology(t, starts[n](t), run)...)
 		})
+		if !ok {
+			failures = append(failures, n+": the run failed (its errors are above)")
+		}
 	}
 
 	table := Table(all)
@@ -108,31 +125,65 @@ func TestSoak(t *testing.T) {
 		decisions += r.Decisions
 		p := r.Phase.Topology + ", " + r.Phase.Name
 		if r.NoScript != 0 {
-			t.Errorf("%s: %d NOSCRIPT errors reached callers, want 0", p, r.NoScript)
+			failures = append(failures, fmt.Sprintf("%s: %d NOSCRIPT errors reached callers, want 0", p, r.NoScript))
 		}
 		if r.Over != 0 && !r.Phase.Lossy {
-			t.Errorf("%s: %d certain over-admissions, want 0", p, r.Over)
+			failures = append(failures, fmt.Sprintf("%s: %d certain over-admissions, want 0", p, r.Over))
 		}
 		if r.Lost != 0 && !r.Phase.Lossy {
-			t.Errorf("%s: %d admissions certainly lost, want 0", p, r.Lost)
+			failures = append(failures, fmt.Sprintf("%s: %d admissions certainly lost, want 0", p, r.Lost))
 		}
-		if r.Phase.FaultStart != 0 && (r.Recovery < 0 || r.Recovery > maxRecovery) && !r.Phase.Outage {
-			t.Errorf("%s: service normal %v after the fault, want within %v", p, r.Recovery, maxRecovery)
+		if r.Phase.FaultStart == 0 || r.Phase.Outage || r.Phase.Control {
+			continue
+		}
+		switch {
+		case r.Recovery < 0:
+			failures = append(failures, fmt.Sprintf("%s: service not normal within the phase (%v after the fault), want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, secs(time.Duration(r.Phase.End-r.Phase.FaultEnd)), maxRecovery, r.Others))
+		case r.Recovery > maxRecovery:
+			failures = append(failures, fmt.Sprintf("%s: service normal %v after the fault, want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, r.Recovery, maxRecovery, r.Others))
 		}
 	}
 	if total >= 10*time.Minute && decisions < minDecisions {
-		t.Errorf("%d decisions, want at least %d", decisions, minDecisions)
+		failures = append(failures, fmt.Sprintf("%d decisions, want at least %d", decisions, minDecisions))
 	}
 	t.Logf("soak: %d decisions", decisions)
+	if len(failures) > 0 {
+		t.Errorf("soak: %d failures:\n%s", len(failures), strings.Join(failures, "\n"))
+	}
 }
 
 // soakRun is how the soak runs on each topology: with the faults that lose
 // by design or not, the workers' seed, each phase's length, each
 // goroutine's period between decisions and each call's deadline.
 type soakRun struct {
-	lossy                     bool
+	lossy, control            bool
 	seed                      int
 	phaseLen, period, timeout time.Duration
+}
+
+// noFault is the control phase: nothing is injected, and its recovery is
+// measured from the instant a fault would strike. A run in which it is not
+// normal at once measured the machine, not the faults.
+func noFault() Fault {
+	return Fault{Name: "no fault", Run: func(*Topology, string) (time.Time, time.Time, string, error) {
+		at := time.Now()
+		return at, at, "", nil
+	}}
+}
+
+// aligned is the control phase of a load in step: align asks every worker
+// to move every goroutine's next decision to one instant, which the phase
+// takes for its fault; nothing is injected into Redis. It shows what the
+// load generator's own bursts cost under the criterion of a normal second.
+func aligned(align func(at time.Time)) Fault {
+	return Fault{Name: "no fault, every goroutine in step", Control: true, Run: func(*Topology, string) (time.Time, time.Time, string, error) {
+		at := time.Now().Add(200 * time.Millisecond) // every goroutine decides once meanwhile
+		align(at)
+		time.Sleep(time.Until(at))
+		return at, at, "", nil
+	}}
 }
 
 // runTopology runs the load and the faults on top and returns the results
@@ -207,6 +258,31 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	loadc := make(chan []float64)
 	go func() { loadc <- sampleLoad(stopLoad) }()
 
+	stopCPU := make(chan struct{})
+	cpuc := make(chan []CPUSample, 1)
+	go func() {
+		cpuc <- SampleCPU(func() []int {
+			pids := []int{os.Getpid()}
+			for _, p := range procs {
+				pids = append(pids, p.cmd.Process.Pid)
+			}
+			for _, s := range top.Servers() {
+				pids = append(pids, s.Pid())
+			}
+			return pids
+		}, time.Duration(bucket), stopCPU)
+	}()
+
+	// With a trace, the servers' side of each fault too.
+	tracePath := os.Getenv("SOAKTRACE")
+	stopProbe := make(chan struct{})
+	probec := make(chan []ServerSample, 1)
+	if tracePath != "" {
+		go func() { probec <- Probe(top, time.Duration(bucket), stopProbe) }()
+	} else {
+		probec <- nil
+	}
+
 	start := time.Now()
 	for _, p := range procs {
 		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
@@ -215,7 +291,15 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	}
 	phases := []Phase{{Topology: top.Name, Name: "baseline", Start: start.UnixNano()}}
 	time.Sleep(run.phaseLen)
-	for _, f := range append(CommonFaults(), top.Faults...) {
+	faults := append(CommonFaults(), top.Faults...)
+	if run.control {
+		faults = append(append([]Fault{noFault()}, faults...), aligned(func(at time.Time) {
+			for _, p := range procs {
+				fmt.Fprintf(p.stdin, "align %d\n", at.UnixNano())
+			}
+		}))
+	}
+	for _, f := range faults {
 		if (f.Lossy || f.Outage) && !run.lossy {
 			continue
 		}
@@ -236,7 +320,7 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			fs, fe = begin.Add(lead), begin.Add(lead)
 		}
 		ph := Phase{Topology: top.Name, Name: f.Name, Start: begin.UnixNano(), FaultStart: fs.UnixNano(), FaultEnd: fe.UnixNano(),
-			Note: note, Lossy: f.Lossy, Outage: f.Outage}
+			Note: note, Lossy: f.Lossy, Outage: f.Outage, Control: f.Control}
 		time.Sleep(time.Until(begin.Add(run.phaseLen)))
 		if err := top.Settle(); err != nil {
 			t.Errorf("after %s: %v", f.Name, err)
@@ -297,14 +381,19 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	looks := <-looksc
 	close(stopLoad)
 	loads := <-loadc
+	close(stopProbe)
+	samples := <-probec
+	close(stopCPU)
+	cpu := <-cpuc
 	wall := stop.Sub(start)
 	var mean, peak float64
 	for _, l := range loads {
 		mean += l / float64(len(loads))
 		peak = max(peak, l)
 	}
-	t.Logf("%s: the workers used %.2f cores, the Redis servers at least %.2f (INFO cpu; a restart resets a server's); load average %.1f on average, %.1f at most (2 cores)",
-		top.Name, workerCPU.Seconds()/wall.Seconds(), redisCPU.Seconds()/wall.Seconds(), mean, peak)
+	othersMean, othersPeak := OthersUse(cpu, time.Duration(bucket), start.UnixNano(), stop.UnixNano())
+	t.Logf("%s: the workers used %.2f cores, the Redis servers at least %.2f (INFO cpu; a restart resets a server's), other processes %.2f (%.2f at most over a second); load average %.1f on average, %.1f at most (2 cores)",
+		top.Name, workerCPU.Seconds()/wall.Seconds(), redisCPU.Seconds()/wall.Seconds(), othersMean, othersPeak, mean, peak)
 
 	// A normal second: no degraded decision, and a p99 within twice the
 	// baseline's (at least the baseline's + 5 ms), measured after the
@@ -326,8 +415,8 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			t.Logf("%s, %s: errors from the fault on, by message:\n%s", top.Name, p.Name, strings.Join(es[:min(len(es), 4)], "\n"))
 		}
 	}
-	if path := os.Getenv("SOAKTRACE"); path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if tracePath != "" {
+		f, err := os.OpenFile(tracePath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,13 +428,21 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			}
 		}
 		fmt.Fprintf(f, "%s baseline\n", top.Name)
-		Timeline(f, recs, phases[0].Start, phases[0].End, phases[0].Start)
+		Timeline(f, recs, cpu, phases[0].Start, phases[0].End, phases[0].Start)
 		for _, p := range phases[1:] {
 			fmt.Fprintf(f, "%s %s: fault from 0 to %v; times from its end\n", top.Name, p.Name, time.Duration(p.FaultEnd-p.FaultStart))
-			Timeline(f, recs, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
+			Timeline(f, recs, cpu, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
+			fmt.Fprintf(f, "%s %s: the servers, per 100 ms (changes of role, replicas online; script calls, CLUSTER SLOTS reads, error replies)\n", top.Name, p.Name)
+			ServerTimeline(f, samples, p.FaultStart-int64(time.Second), min(p.End, p.FaultEnd+int64(6*time.Second)), p.FaultEnd)
 		}
 	}
-	return Analyze(mix, phases, recs, looks, threshold)
+	res := Analyze(mix, phases, recs, looks, threshold)
+	for i := range res {
+		if p := res[i].Phase; p.FaultStart != 0 {
+			_, res[i].Others = OthersUse(cpu, time.Duration(bucket), p.FaultEnd-int64(time.Second), p.FaultEnd+int64(3*time.Second))
+		}
+	}
+	return res
 }
 
 // sampleLoad reads the 1-minute load average every second until stop is

@@ -20,8 +20,9 @@ type Topology struct {
 	// Config is how a store connects (Mode, Addrs, MasterName).
 	Config redisstore.Config
 	// Data returns every data server (no sentinels); Masters those that
-	// are masters now.
-	Data, Masters func() []*redistest.Server
+	// are masters now; Servers every process the topology started, data
+	// servers and sentinels.
+	Data, Masters, Servers func() []*redistest.Server
 	// Owner returns the master that holds key now, and its replica (nil
 	// on a standalone server).
 	Owner func(key string) (master, replica *redistest.Server, err error)
@@ -44,8 +45,10 @@ type Fault struct {
 	Name string
 	// Lossy says the fault loses admissions by design (the soak reports
 	// its over-admissions and does not fail on them); Outage that it
-	// refuses service for longer than a recovery by design.
-	Lossy, Outage bool
+	// refuses service for longer than a recovery by design; Control that
+	// it injects nothing and measures the load itself (its recovery is
+	// reported, not failed on).
+	Lossy, Outage, Control bool
 	// Run injects the fault into t, striking key's master where it
 	// strikes one master, and returns when it began and ended (when the
 	// servers could serve again) and a note on what happened meanwhile.
@@ -93,6 +96,7 @@ func Standalone(tb testing.TB) *Topology {
 		Config:    redisstore.Config{Mode: redisstore.Standalone, Addrs: []string{s.Addr()}},
 		Data:      one,
 		Masters:   one,
+		Servers:   one,
 		Owner: func(string) (*redistest.Server, *redistest.Server, error) {
 			return s, nil, nil
 		},
@@ -176,6 +180,7 @@ func clusterTopology(tb testing.TB, name string, acks bool) *Topology {
 		Config:    redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs()},
 		Data:      c.Nodes,
 		Masters:   c.Masters,
+		Servers:   c.Nodes,
 		Owner:     c.MasterOf,
 		Settle:    func() error { return c.WaitHealthy(30 * time.Second) },
 		Ready: func(s *redistest.Server) error {
@@ -316,6 +321,7 @@ func sentinelTopology(tb testing.TB, name string, opts redistest.SentinelOptions
 		Config:    redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(), MasterName: redistest.SentinelMaster},
 		Data:      data,
 		Masters:   func() []*redistest.Server { return []*redistest.Server{st.Master()} },
+		Servers:   func() []*redistest.Server { return append(data(), st.Sentinels()...) },
 		Owner: func(string) (*redistest.Server, *redistest.Server, error) {
 			m, r := st.Master(), st.Replica()
 			if m == nil {

@@ -11,8 +11,10 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -117,10 +119,25 @@ func classify(d sluice.Decision, err error) Outcome {
 
 // Work is a worker process's body. It connects, writes "ready" to out,
 // waits for a line on in, then decides from spec.Goroutines goroutines,
-// one decision per spec.Period each (the next one at once when a decision
-// took longer, never a burst to catch up), until in is closed. It then
-// writes every record to spec.Out, then "msg <text>" for each error
-// message a Record.Err refers to, in order, and "done <records>" to out.
+// one decision per spec.Period each, until in is closed. It then writes
+// every record to spec.Out, then "msg <text>" for each error message a
+// Record.Err refers to, in order, and "done <records>" to out.
+//
+// Each goroutine starts at a random instant of its first period and keeps
+// that phase: a decision that takes longer than the period skips the
+// instants it missed, never a burst to catch up, and the next one goes out
+// at the goroutine's next instant. The load stays spread over the period,
+// as a service's requests arrive, whatever a fault did to the answers. (A
+// goroutine that went on at once instead would leave in step with every
+// other one whose answer came back at the same moment, the connection
+// dropped or the server resumed, and stay so for the rest of the run: 256
+// decisions at once every period, which on 2 cores raised the p99 latency
+// 2 to 3 times and kept the service "not normal" for seconds after faults
+// it had recovered from; docs/failure-modes.md, "Chaos soak".)
+//
+// A line "align <ns>" on in moves every goroutine's next decision to that
+// instant (ns of CLOCK_REALTIME), the same in every worker: from then on
+// they decide in step, which the soak's control phase measures.
 func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	mode, err := redisstore.ParseMode(spec.Mode)
 	if err != nil {
@@ -155,8 +172,19 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("soak: waiting for the start: %w", err)
 	}
 	stop := make(chan struct{})
+	var alignAt atomic.Int64 // the latest "align" instant, ns
 	go func() {
-		_, _ = io.Copy(io.Discard, r)
+		for {
+			line, err := r.ReadString('\n')
+			if at, ok := strings.CutPrefix(strings.TrimSpace(line), "align "); ok {
+				if n, err := strconv.ParseInt(at, 10, 64); err == nil {
+					alignAt.Store(n)
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		close(stop)
 	}()
 
@@ -173,6 +201,7 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 			next := time.Now().Add(time.Duration(rng.Int64N(int64(spec.Period))))
 			timer := time.NewTimer(time.Until(next))
 			defer timer.Stop()
+			var aligned int64 // the "align" instant this goroutine followed
 			for {
 				select {
 				case <-stop:
@@ -196,9 +225,10 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 					rec.Err = msgs.id(err)
 				}
 				recs = append(recs, rec)
-				next = next.Add(spec.Period)
-				if now := time.Now(); next.Before(now) {
-					next = now
+				next = nextTick(next, time.Now(), spec.Period)
+				if a := alignAt.Load(); a != aligned {
+					aligned = a
+					next = time.Unix(0, a)
 				}
 				timer.Reset(time.Until(next))
 			}
@@ -215,6 +245,18 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "done %d\n", len(recs))
 	return nil
+}
+
+// nextTick returns the instant of a goroutine's next decision, given the
+// instant of its last one and the time now, when its answer came: last +
+// period, or when that has passed, the first instant of the goroutine's
+// phase (last + a whole number of periods) after now.
+func nextTick(last, now time.Time, period time.Duration) time.Time {
+	next := last.Add(period)
+	if next.Before(now) {
+		next = next.Add((now.Sub(next)/period + 1) * period)
+	}
+	return next
 }
 
 // WriteRecords writes recs to the file path, as ReadRecords reads them.
