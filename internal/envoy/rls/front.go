@@ -52,8 +52,9 @@ type Front struct {
 	opts    Options
 	metrics *metrics // envoyproxy/ratelimit's, once loaded
 	reset   func(ctx context.Context, req *store.Request) (int, error)
-	xds     func() xds.Status // the control plane's client, when the configuration comes from one
-	tracer  trace.Tracer      // nil: answers are not traced
+	xds     func() xds.Status          // the control plane's client, when the configuration comes from one
+	applied atomic.Pointer[xdsVersion] // the control plane's version in use
+	tracer  trace.Tracer               // nil: answers are not traced
 }
 
 // New returns the service over f, whose envoyproxy/ratelimit metrics go to

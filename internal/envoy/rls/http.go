@@ -117,11 +117,11 @@ func (e *Front) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
 
 func (e *Front) handleRLConfig(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	cfg := e.cfg.Load()
-	if cfg == nil && e.xds != nil {
-		_, _ = io.WriteString(w, e.rlconfigHeader())
+	if e.xds != nil {
+		_, _ = io.WriteString(w, e.xdsRLConfig())
 		return
 	}
+	cfg := e.cfg.Load()
 	if cfg == nil {
 		var names []string
 		for _, p := range e.f.State().Config.Policies {
@@ -130,7 +130,7 @@ func (e *Front) handleRLConfig(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "no Envoy configuration is loaded (sluice serve --envoy-config DIR); Envoy's domains name the policies: %s\n", strings.Join(names, ", "))
 		return
 	}
-	_, _ = io.WriteString(w, e.rlconfigHeader()+cfg.Dump())
+	_, _ = io.WriteString(w, cfg.Dump())
 }
 
 // resetJSON is the answer of POST /api/v1/envoy/reset.

@@ -46,6 +46,7 @@ func (e *Front) Apply(version string, docs []envoy.Source) error {
 		e.metrics.loadErrors.WithLabelValues().Inc()
 		return err
 	}
+	e.applied.Store(&xdsVersion{version: version, resources: len(docs), at: time.Now(), cfg: cfg})
 	e.cfg.Store(cfg)
 	e.metrics.loads.WithLabelValues().Inc()
 	e.f.Log.Info("Envoy configuration from the xDS control plane in use", slog.String("version", version),
@@ -71,17 +72,31 @@ func (e *Front) ready() error {
 	return nil
 }
 
-// rlconfigHeader is the first line of /rlconfig when the configuration
-// comes from a control plane: where from, and which version.
-func (e *Front) rlconfigHeader() string {
-	if e.xds == nil {
-		return ""
+// xdsVersion is a version from the control plane as applied: stored with
+// its configuration, so that /rlconfig names the version of the
+// configuration it shows (the client's status follows a moment later).
+type xdsVersion struct {
+	version   string
+	resources int
+	at        time.Time
+	cfg       *envoy.Config
+}
+
+// xdsRLConfig is /rlconfig when the configuration comes from a control
+// plane: a first line saying where from and which version, then that
+// version's configuration.
+func (e *Front) xdsRLConfig() string {
+	server := e.xds().Server
+	v := e.applied.Load()
+	if v == nil {
+		head := fmt.Sprintf("# xDS control plane %s: no version applied yet\n", server)
+		if cfg := e.cfg.Load(); cfg != nil { // FORCE_START_WITHOUT_INITIAL_CONFIG's empty one
+			return head + cfg.Dump()
+		}
+		return head
 	}
-	st := e.xds()
-	if st.Version == "" {
-		return fmt.Sprintf("# xDS control plane %s: no version applied yet\n", st.Server)
-	}
-	return fmt.Sprintf("# xDS control plane %s: version %s, %d resources, applied %s\n", st.Server, st.Version, st.Resources, st.Applied.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("# xDS control plane %s: version %s, %d resources, applied %s\n", server, v.version, v.resources,
+		v.at.UTC().Format(time.RFC3339)) + v.cfg.Dump()
 }
 
 // configJSON is the answer of the admin listener's GET /api/v1/envoy/config.
