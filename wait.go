@@ -18,6 +18,9 @@ const cancelTimeout = 5 * time.Second
 //     (the store rejects a later one, atomically, so nothing is reserved):
 //     it returns an error wrapping ErrDeadlineBeforeSlot at once, with the
 //     rejected reservation (Reason "deadline") telling how far the slot was;
+//     and when the store's reply arrives so late that the slot it reserved
+//     now falls after the deadline, Wait cancels it and fails the same way,
+//     at once;
 //   - when the schedule rejects the reservation (MaxDelay, MaxQueue), it
 //     returns the rejected reservation and an error wrapping ErrRejected;
 //   - when the context ends while Wait sleeps, it cancels the reservation,
@@ -74,18 +77,35 @@ func (l *Limiter) Wait(ctx context.Context, s *Schedule, attrs map[string]string
 	if r.Delay <= 0 {
 		return r, err
 	}
+	if deadline, ok := ctx.Deadline(); ok && clock.Now().Add(r.Delay).After(deadline) {
+		// The store placed the slot within the deadline as it stood when
+		// asked, but the call took long enough that the slot now falls
+		// after it: give the slot back and say so now, rather than wait
+		// for the deadline and race its timer against the slot's.
+		r.OK, r.Reason = false, ReasonDeadline
+		late := fmt.Errorf("%w: schedule %q: the slot is %v away, the deadline %v",
+			ErrDeadlineBeforeSlot, s.Name, r.Delay, deadline.Sub(clock.Now()))
+		return r, l.giveBack(ctx, s, attrs, r, errors.Join(late, err))
+	}
 	select {
 	case <-clock.After(r.Delay):
 		return r, err
 	case <-ctx.Done():
 	}
+	if err == nil {
+		return r, l.giveBack(ctx, s, attrs, r, ctx.Err())
+	}
+	return r, l.giveBack(ctx, s, attrs, r, errors.Join(ctx.Err(), err))
+}
+
+// giveBack cancels r, a reservation Wait will not use, and returns why
+// (cause) joined with the cancellation's failure, if any. The cancellation
+// runs even when ctx has ended, for at most cancelTimeout.
+func (l *Limiter) giveBack(ctx context.Context, s *Schedule, attrs map[string]string, r Reservation, cause error) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	defer cancel()
-	if _, cerr := l.Cancel(cctx, s, attrs, r.ID); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("sluice: cancelling reservation %s of schedule %q: %w", r.ID, s.Name, cerr))
+	if _, err := l.Cancel(cctx, s, attrs, r.ID); err != nil {
+		return errors.Join(cause, fmt.Errorf("sluice: cancelling reservation %s of schedule %q: %w", r.ID, s.Name, err))
 	}
-	if err == nil {
-		return r, ctx.Err()
-	}
-	return r, errors.Join(ctx.Err(), err)
+	return cause
 }

@@ -287,3 +287,48 @@ func TestWaitStoreFailure(t *testing.T) {
 		}
 	})
 }
+
+// slowReply is a memory store whose reservations reach the caller d after
+// the store decided them, as a reply from Redis does.
+type slowReply struct {
+	*memstore.Store
+	d time.Duration
+}
+
+func (s slowReply) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
+	r, err := s.Store.Reserve(ctx, req)
+	time.Sleep(s.d)
+	return r, err
+}
+
+func TestWaitSlotPastTheDeadlineOnArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := sluice.NewLimiter(slowReply{memstore.New(memstore.Config{}), 100 * time.Millisecond}, sluice.Config{})
+		s := fourPerSecond(2 * time.Second)
+		start := time.Now()
+		for range 2 { // slots T+0 and T+250ms, decided at T+0 and T+100ms
+			if _, err := lim.Reserve(t.Context(), s, c45, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Asked at T+200ms with a deadline at T+550ms, the store places the
+		// slot at T+500ms, 300ms from its decision and within the deadline.
+		// The reply arrives at T+300ms, from when the 300ms end after the
+		// deadline: Wait gives the slot back and says so at once, rather
+		// than sleep until the deadline.
+		ctx, cancel := context.WithDeadline(t.Context(), start.Add(550*time.Millisecond))
+		defer cancel()
+		r, err := lim.Wait(ctx, s, c45, 1)
+		if !errors.Is(err, sluice.ErrDeadlineBeforeSlot) || r.OK || r.Reason != sluice.ReasonDeadline || r.Delay != 300*time.Millisecond {
+			t.Errorf("Wait: %+v, %v; want ErrDeadlineBeforeSlot, reason deadline, delay 300ms", r, err)
+		}
+		if got := time.Since(start); got != 300*time.Millisecond {
+			t.Errorf("Wait returned at T+%v, want T+300ms, when the reply arrived", got)
+		}
+		// The slot was given back: the next one is T+500ms again.
+		next, err := lim.Reserve(t.Context(), s, c45, 1)
+		if err != nil || !next.OK || !next.Slot.Equal(start.Add(500*time.Millisecond)) {
+			t.Errorf("after the slot was given back: %+v, %v; want the slot at T+500ms", next, err)
+		}
+	})
+}
