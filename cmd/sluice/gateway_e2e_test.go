@@ -167,7 +167,7 @@ func TestServeUnderEnvoyGateway(t *testing.T) {
 	bad := egConfig(9)
 	bad.Name = "default/eg/https"
 	cp.Push(t, egNode, "3", egConfig(9), bad)
-	if !cp.WaitFor(10*time.Second, func(r []*discoveryv3.DiscoveryRequest) bool { return len(nacks(r, "3")) > 0 }) {
+	if !cp.WaitFor(10*time.Second, func(r []*discoveryv3.DiscoveryRequest) bool { return len(xdstest.Refusals(r, "3")) > 0 }) {
 		t.Fatalf("version 3 not refused:\n%s", p.logText())
 	}
 	for range 20 {
@@ -177,7 +177,7 @@ func TestServeUnderEnvoyGateway(t *testing.T) {
 	}
 	cp.Push(t, egNode, "4", egConfig(6))
 	waitAcked(t, cp, "4")
-	if n := nacks(cp.Requests(), "3"); len(n) != 1 || !strings.Contains(n[0].GetErrorDetail().GetMessage(), `domain "default/eg/http" is already configured at xds:default/eg/http`) {
+	if n := xdstest.Refusals(cp.Requests(), "3"); len(n) != 1 || !strings.Contains(n[0].GetErrorDetail().GetMessage(), `domain "default/eg/http" is already configured at xds:default/eg/http`) {
 		t.Errorf("version 3 refused %d times, want once, with the loader's message: %v", len(n), n)
 	}
 
@@ -305,14 +305,4 @@ func waitAcked(t *testing.T, cp *xdstest.ControlPlane, version string) {
 	if !cp.WaitFor(10*time.Second, func(r []*discoveryv3.DiscoveryRequest) bool { return xdstest.Acked(r, version) }) {
 		t.Fatalf("version %s not acknowledged", version)
 	}
-}
-
-func nacks(reqs []*discoveryv3.DiscoveryRequest, version string) []*discoveryv3.DiscoveryRequest {
-	var out []*discoveryv3.DiscoveryRequest
-	for _, r := range xdstest.Nacks(reqs) {
-		if r.GetVersionInfo() == version {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -2,7 +2,9 @@ package xds_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
@@ -74,16 +77,6 @@ func run(t *testing.T, opts xds.Options) *xds.Client {
 	return c
 }
 
-func nacksOf(reqs []*discoveryv3.DiscoveryRequest, version string) int {
-	n := 0
-	for _, r := range xdstest.Nacks(reqs) {
-		if r.GetVersionInfo() == version {
-			n++
-		}
-	}
-	return n
-}
-
 // TestClientFollowsVersions: each version pushed is applied and
 // acknowledged; a bad one is refused once, with the loader's message
 // naming the resource, and the next good one is applied; the node, its
@@ -107,7 +100,7 @@ func TestClientFollowsVersions(t *testing.T) {
 	}
 	// Version 3: two resources configure one domain.
 	cp.Push(t, "envoy-ratelimit", "3", domain("default/eg/http", "d", 30), domain("default/eg/grpc", "d", 40))
-	if !cp.WaitFor(5*time.Second, func(r []*discoveryv3.DiscoveryRequest) bool { return nacksOf(r, "3") > 0 }) {
+	if !cp.WaitFor(5*time.Second, func(r []*discoveryv3.DiscoveryRequest) bool { return len(xdstest.Refusals(r, "3")) > 0 }) {
 		t.Fatal("version 3 not refused")
 	}
 	cp.Push(t, "envoy-ratelimit", "4", domain("default/eg/http", "d", 40))
@@ -118,7 +111,7 @@ func TestClientFollowsVersions(t *testing.T) {
 		t.Fatal("version 4 not acknowledged")
 	}
 	reqs := cp.Requests()
-	if n := nacksOf(reqs, "3"); n != 1 {
+	if n := len(xdstest.Refusals(reqs, "3")); n != 1 {
 		t.Errorf("version 3 refused %d times, want once", n)
 	}
 	nack := xdstest.Nacks(reqs)[0]
@@ -209,5 +202,118 @@ func TestBackoff(t *testing.T) {
 	}
 	if got := xds.Delay(xds.Backoff{}, 1, 0.5); got != 10*time.Second {
 		t.Errorf("defaults: %v, want 10s", got)
+	}
+}
+
+// scripted is an ADS server that runs script on the first stream opened,
+// reporting what it found wrong on errs.
+type scripted struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	script func(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error
+	errs   chan error
+}
+
+func (p *scripted) StreamAggregatedResources(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	err := p.script(s)
+	p.errs <- err
+	<-s.Context().Done() // keep the stream open: the client would open another
+	return nil
+}
+
+// response is a DiscoveryResponse of version and nonce carrying configs.
+func response(t *testing.T, version, nonce string, configs ...*rlsconfv3.RateLimitConfig) *discoveryv3.DiscoveryResponse {
+	t.Helper()
+	res := &discoveryv3.DiscoveryResponse{TypeUrl: xds.TypeURL, VersionInfo: version, Nonce: nonce}
+	for _, c := range configs {
+		a, err := anypb.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Resources = append(res.Resources, a)
+	}
+	return res
+}
+
+// TestClientAnswersEachVersionOnce drives the client's stream step by step
+// from the control plane's side: the first request asks for the type with
+// no version; a good version is applied and acknowledged with its version
+// and nonce; a bad one is refused with its version, its nonce and the
+// loader's message; the same bad version sent again is not answered (the
+// next request the server sees is the ACK of the version after it, the
+// stream being in order); a good version sent again is acknowledged with
+// its new nonce and not applied twice.
+func TestClientAnswersEachVersionOnce(t *testing.T) {
+	good1, bad, good3 := domain("r", "d", 1), domain("r", "d", 2), domain("r", "d", 3)
+	bad.Descriptors[0].RateLimit.Unit = rlsconfv3.RateLimitUnit_UNKNOWN
+	expect := func(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer, version, nonce, errPart string) error {
+		req, err := s.Recv()
+		switch {
+		case err != nil:
+			return err
+		case req.GetTypeUrl() != xds.TypeURL || req.GetVersionInfo() != version || req.GetResponseNonce() != nonce:
+			return fmt.Errorf("request %q/%q of %s, want version %q, nonce %q", req.GetVersionInfo(), req.GetResponseNonce(), req.GetTypeUrl(), version, nonce)
+		case errPart == "" && req.GetErrorDetail() != nil:
+			return fmt.Errorf("version %s refused: %s", version, req.GetErrorDetail().GetMessage())
+		case errPart != "" && !strings.Contains(req.GetErrorDetail().GetMessage(), errPart):
+			return fmt.Errorf("version %s: error detail %q, want it to say %q", version, req.GetErrorDetail().GetMessage(), errPart)
+		}
+		return nil
+	}
+	steps := []struct {
+		res                     *discoveryv3.DiscoveryResponse
+		version, nonce, errPart string // the request expected after it; none when version is ""
+	}{
+		{response(t, "1", "a", good1), "1", "a", ""},
+		{response(t, "2", "b", bad), "2", "b", "xds:r:"},
+		{response(t, "2", "c", bad), "", "", ""},
+		{response(t, "3", "d", good3), "3", "d", ""},
+		{response(t, "3", "e", good3), "3", "e", ""},
+	}
+	p := &scripted{errs: make(chan error, 1), script: func(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+		first, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if first.GetVersionInfo() != "" || first.GetResponseNonce() != "" || first.GetNode().GetId() != "n" || first.GetTypeUrl() != xds.TypeURL {
+			return fmt.Errorf("first request %v, want node n asking for %s with no version", first, xds.TypeURL)
+		}
+		for _, st := range steps {
+			if err := s.Send(st.res); err != nil {
+				return err
+			}
+			if st.version == "" {
+				continue
+			}
+			if err := expect(s, st.version, st.nonce, st.errPart); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, p)
+	go func() { _ = gs.Serve(l) }()
+	t.Cleanup(gs.Stop)
+	a := &applied{ch: make(chan string, 10)}
+	c := run(t, xds.Options{Server: l.Addr().String(), NodeID: "n", Apply: a.apply})
+	select {
+	case err := <-p.errs:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the script did not end in 10s")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if strings.Join(a.versions, ",") != "1,3" {
+		t.Errorf("applied %v, want 1 and 3, each once", a.versions)
+	}
+	if st := c.Status(); st.Version != "3" || st.Rejected != "" {
+		t.Errorf("status %+v", st)
 	}
 }

@@ -174,3 +174,15 @@ func Nacks(reqs []*discoveryv3.DiscoveryRequest) []*discoveryv3.DiscoveryRequest
 	}
 	return out
 }
+
+// Refusals returns the refusals in reqs of version: the requests naming
+// it, with an error.
+func Refusals(reqs []*discoveryv3.DiscoveryRequest, version string) []*discoveryv3.DiscoveryRequest {
+	var out []*discoveryv3.DiscoveryRequest
+	for _, r := range Nacks(reqs) {
+		if r.GetVersionInfo() == version {
+			out = append(out, r)
+		}
+	}
+	return out
+}
