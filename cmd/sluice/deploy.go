@@ -29,9 +29,9 @@ type deployFlags struct {
 	tracingEndpoint, tracingProtocol *string
 	tracingRate                      *float64
 
-	maxInFlight, grpcMaxStreams *int
-	requestTimeout              *time.Duration
-	grpcMaxAge, grpcMaxAgeGrace *time.Duration
+	maxInFlight, grpcMaxStreams  *int
+	requestTimeout, storeTimeout *time.Duration
+	grpcMaxAge, grpcMaxAgeGrace  *time.Duration
 
 	// What only the environment sets.
 	env deployEnv
@@ -77,6 +77,7 @@ func addDeployFlags(fs *flag.FlagSet) *deployFlags {
 
 		maxInFlight:     fs.Int("max-in-flight", 0, "take at most `N` requests at once over gRPC and HTTP; refuse the others at once (MAX_CONCURRENT_REQUESTS; 0: no bound)"),
 		requestTimeout:  fs.Duration("request-timeout", 0, "give each request at most this `long` (REQUEST_TIMEOUT; 0: no bound)"),
+		storeTimeout:    fs.Duration("store-timeout", 0, "give each store call at most this `long` unless the file's store.timeout says (REDIS_TIMEOUT; 0: 50ms)"),
 		grpcMaxStreams:  fs.Int("grpc-max-streams", 0, "at most `N` concurrent gRPC streams per connection (GRPC_MAX_CONCURRENT_STREAMS; 0: gRPC's default)"),
 		grpcMaxAge:      fs.Duration("grpc-max-connection-age", 0, "close a gRPC connection this `long` after it opened, so clients spread over new servers (GRPC_MAX_CONNECTION_AGE; 0: never)"),
 		grpcMaxAgeGrace: fs.Duration("grpc-max-connection-age-grace", 0, "then give its calls this `long` to finish (GRPC_MAX_CONNECTION_AGE_GRACE)"),

@@ -37,7 +37,7 @@ func TestDeployEnv(t *testing.T) {
 		"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit", "TRACING_SAMPLING_RATE": "0.5",
 		"CONFIG_GRPC_XDS_NODE_METADATA": "zone=a,rack=b", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "x-tenant:t1",
 		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "2s", "XDS_CLIENT_BACKOFF_JITTER": "false", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "8388608",
-		"MAX_CONCURRENT_REQUESTS": "500", "REQUEST_TIMEOUT": "2s", "GRPC_MAX_CONCURRENT_STREAMS": "100",
+		"MAX_CONCURRENT_REQUESTS": "500", "REQUEST_TIMEOUT": "2s", "REDIS_TIMEOUT": "3s", "GRPC_MAX_CONCURRENT_STREAMS": "100",
 		"GRPC_MAX_CONNECTION_AGE": "24h", "GRPC_MAX_CONNECTION_AGE_GRACE": "1h",
 		"RESPONSE_DYNAMIC_METADATA": "true", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true",
 	}
@@ -58,6 +58,7 @@ func TestDeployEnv(t *testing.T) {
 		{"metrics-path", *d.metricsPath, "/metrics"},
 		{"tracing-protocol", *d.tracingProtocol, "http"},
 		{"request-timeout", d.requestTimeout.String(), "2s"},
+		{"store-timeout", d.storeTimeout.String(), "3s"},
 		{"grpc-max-connection-age", d.grpcMaxAge.String(), "24h0m0s"},
 	} {
 		if tt.got != tt.want {

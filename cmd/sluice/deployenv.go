@@ -31,6 +31,7 @@ import (
 //	TRACING_ENABLED, TRACING_EXPORTER_PROTOCOL,
 //	TRACING_SAMPLING_RATE                                  --tracing, --tracing-protocol, --tracing-sampling-rate
 //	MAX_CONCURRENT_REQUESTS, REQUEST_TIMEOUT               --max-in-flight, --request-timeout
+//	REDIS_TIMEOUT                                          --store-timeout
 //	GRPC_MAX_CONCURRENT_STREAMS                            --grpc-max-streams
 //	GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE --grpc-max-connection-age, ...-grace
 //
@@ -77,6 +78,7 @@ func applyDeployEnv(fs *flag.FlagSet, d *deployFlags, getenv func(string) string
 	d.env.serviceName, d.env.namespace, d.env.instance = getenv("TRACING_SERVICE_NAME"), getenv("TRACING_SERVICE_NAMESPACE"), getenv("TRACING_SERVICE_INSTANCE_ID")
 	a.set("max-in-flight", getenv("MAX_CONCURRENT_REQUESTS"))
 	a.set("request-timeout", getenv("REQUEST_TIMEOUT"))
+	a.set("store-timeout", getenv("REDIS_TIMEOUT"))
 	a.set("grpc-max-streams", getenv("GRPC_MAX_CONCURRENT_STREAMS"))
 	a.set("grpc-max-connection-age", getenv("GRPC_MAX_CONNECTION_AGE"))
 	a.set("grpc-max-connection-age-grace", getenv("GRPC_MAX_CONNECTION_AGE_GRACE"))

@@ -33,12 +33,14 @@ type deploySettings struct {
 	grpcOpts       []grpc.ServerOption
 	maxInFlight    int
 	requestTimeout time.Duration
+	storeTimeout   time.Duration
 }
 
 // settings resolves the flags over cfg, the configuration file (empty
 // when none); log receives the TLS files' reloads.
 func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploySettings, error) {
-	s := &deploySettings{metricsAddr: *d.metricsAddr, metricsPath: *d.metricsPath, maxInFlight: *d.maxInFlight, requestTimeout: *d.requestTimeout}
+	s := &deploySettings{metricsAddr: *d.metricsAddr, metricsPath: *d.metricsPath, maxInFlight: *d.maxInFlight, requestTimeout: *d.requestTimeout,
+		storeTimeout: *d.storeTimeout}
 	var err error
 	for _, l := range []struct {
 		flag, spec string
@@ -70,8 +72,8 @@ func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploySet
 			SamplingRate: &rate, Protocol: *d.tracingProtocol, Endpoint: *d.tracingEndpoint}
 	}
 	switch {
-	case *d.maxInFlight < 0, *d.grpcMaxStreams < 0, *d.requestTimeout < 0, *d.grpcMaxAge < 0, *d.grpcMaxAgeGrace < 0:
-		return nil, fmt.Errorf("--max-in-flight, --grpc-max-streams, --request-timeout and --grpc-max-connection-age(-grace) take 0 (none) or more")
+	case *d.maxInFlight < 0, *d.grpcMaxStreams < 0, *d.requestTimeout < 0, *d.storeTimeout < 0, *d.grpcMaxAge < 0, *d.grpcMaxAgeGrace < 0:
+		return nil, fmt.Errorf("--max-in-flight, --grpc-max-streams, --request-timeout, --store-timeout and --grpc-max-connection-age(-grace) take 0 (none, or the default) or more")
 	}
 	if s.grpcTLS != nil {
 		s.grpcOpts = append(s.grpcOpts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))

@@ -105,7 +105,8 @@ func servedSerial(t *testing.T, addr string, ca *tlsfilestest.CA, cert tls.Certi
 
 // TestServeUnderEnvoyGateway runs sluice as Envoy Gateway runs
 // envoyproxy/ratelimit: the binary started as ratelimit with exactly its
-// environment (the ports on loopback and JSON logs aside), the
+// environment (the ports on loopback, JSON logs and the store's timeout
+// aside), the
 // configuration from a go-control-plane snapshot cache over mutual TLS,
 // gRPC served with TLS and client certificates required, decisions on
 // Redis.
@@ -121,7 +122,11 @@ func TestServeUnderEnvoyGateway(t *testing.T) {
 	if err := os.Symlink(sluiceBinary(t), bin); err != nil {
 		t.Fatal(err)
 	}
-	env := append(egEnv(vol.Dir, cp.Addr, redis.Addr()), "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "LOG_FORMAT=json")
+	// REDIS_TIMEOUT: a store call may take up to a second, as in the other
+	// tests that serve from Redis: under make test's load, one now and then
+	// overran sluice's default 50 ms and was answered UNAVAILABLE.
+	env := append(egEnv(vol.Dir, cp.Addr, redis.Addr()), "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "LOG_FORMAT=json",
+		"REDIS_TIMEOUT=1s")
 	p := startProc(t, bin, nil, env)
 	envoyCert := ca.Pair(t, 50, "envoy")
 	conn := dialTLS(t, p.GRPC, ca, envoyCert)

@@ -59,7 +59,8 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 	}
 	st.store.keepWarm(5 * time.Second)
 	opts := server.Options{Logger: log, DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, Ping: st.store.Ping,
-		Inspector: st.store.inspector(), MaxInFlight: ds.maxInFlight, RequestTimeout: ds.requestTimeout}
+		Inspector: st.store.inspector(), MaxInFlight: ds.maxInFlight, RequestTimeout: ds.requestTimeout,
+		StoreTimeout: ds.storeTimeout}
 	if st.traces != nil {
 		opts.Tracer = st.traces.Tracer()
 	}
