@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -14,14 +15,28 @@ import (
 	"github.com/sluicerate/sluice/store"
 )
 
-// countingStore is a real store that counts the decisions it is asked for.
+// countingStore is a memory store that counts the decisions it is asked
+// for. It is a store.Local, as the memory store is, so that a Limiter
+// calls it as it calls the memory store: without a deadline. With the
+// Limiter's 50 ms deadline on the real clock, a call held up that long on
+// a loaded machine (the race detector, parallel tests) failed with
+// context.DeadlineExceeded and a degraded decision, which no manual
+// clock controls.
 type countingStore struct {
 	store.Store
 	calls atomic.Int64
 }
 
+var _ store.Local = (*countingStore)(nil)
+
+// Local implements store.Local.
+func (*countingStore) Local() {}
+
 func (s *countingStore) Decide(ctx context.Context, req *store.Request) error {
 	s.calls.Add(1)
+	if _, ok := ctx.Deadline(); ok {
+		return errors.New("countingStore: the Limiter gave a memory store's call a deadline, as it does a network store's")
+	}
 	return s.Store.Decide(ctx, req)
 }
 
@@ -57,7 +72,7 @@ func (e *cacheEnv) allow(p *sluice.Policy, attrs map[string]string, cost int64) 
 	before := e.store.calls.Load()
 	d, err := e.lim.AllowN(context.Background(), p, attrs, cost)
 	if err != nil {
-		e.t.Fatal(err)
+		e.t.Fatalf("policy %s, attributes %v, cost %d: %v (decision %+v)", p.Name, attrs, cost, err, d)
 	}
 	asked := e.store.calls.Load() > before
 	if d.Cached == asked {
@@ -419,15 +434,24 @@ func TestDenyCacheLRU(t *testing.T) {
 			t.Errorf("%s: store asked %v, want %v", c.name, asked, c.asked)
 		}
 	}
-	// A large cache: never more entries than its size.
-	big := newCacheEnv(t, 1000)
-	for i := range 3000 {
-		big.lim.Allow(context.Background(), p, u(fmt.Sprint(i)))
-		big.lim.Allow(context.Background(), p, u(fmt.Sprint(i)))
-	}
-	if st := big.lim.DenyCacheStats(); st.Entries != 1000 || st.Evictions != 2000 {
-		t.Errorf("size 1000 after 3000 denied windows: %+v, want 1000 entries, 2000 evictions", st)
-	}
+	// A large cache: never more entries than its size. Each user is
+	// admitted, then denied by the store, and the denial is remembered.
+	t.Run("size 1000", func(t *testing.T) {
+		big := newCacheEnv(t, 1000)
+		for i := range 3000 {
+			attrs := u(fmt.Sprint(i))
+			d, asked := big.allow(p, attrs, 1)
+			big.expect(fmt.Sprintf("user %d's first request", i), d, asked, true, 0, true)
+			d, asked = big.allow(p, attrs, 1)
+			big.expect(fmt.Sprintf("user %d's second request", i), d, asked, false, time.Minute, true)
+			if t.Failed() {
+				return
+			}
+		}
+		if st := big.lim.DenyCacheStats(); st != (sluice.DenyCacheStats{Entries: 1000, Misses: 6000, Evictions: 2000}) {
+			t.Errorf("after 3000 denied windows: %+v, want 1000 entries, 6000 misses, 2000 evictions", st)
+		}
+	})
 }
 
 func TestDenyCacheReload(t *testing.T) {

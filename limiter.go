@@ -58,6 +58,18 @@ type Config struct {
 	// denial makes room for a new one. Default DefaultDenyCache (10,000);
 	// negative: no cache, whatever the policies say.
 	DenyCache int
+
+	// Overrides, when set, gives rules other figures per window while the
+	// Limiter runs, over their own and their Overrides' (see Overrides).
+	// Default nil: none.
+	Overrides Overrides
+
+	// OnCacheHit, when set, is told of each request the deny cache
+	// answered, as the store is told of those it decides: req holds the
+	// request's windows and, in Results, the statuses of the cached
+	// decision. It runs on the request's goroutine and must not keep req.
+	// Default nil.
+	OnCacheHit func(req *store.Request)
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -222,7 +234,7 @@ func allowMode(p *Policy) store.Mode {
 func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry bool) (Decision, error) {
 	s := getScratch()
 	defer putScratch(s)
-	if err := s.resolve(p, attrs, cost); err != nil {
+	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
 		return Decision{}, err
 	}
 	if len(s.req.Checks) == 0 {
@@ -247,6 +259,9 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch) (Deci
 	if cache {
 		s.sent = l.sendTime()
 		if d, ok := l.denials.lookup(s, s.sent); ok {
+			if l.cfg.OnCacheHit != nil {
+				l.cacheHit(s, &d)
+			}
 			return d, nil
 		}
 	}

@@ -135,7 +135,7 @@ func TestResolve(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := getScratch()
 			defer putScratch(s)
-			err := s.resolve(api, tt.attrs, tt.cost)
+			err := s.resolve(api, tt.attrs, tt.cost, nil)
 			if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
 				t.Fatalf("resolve = %v, want %v", err, tt.err)
 			}

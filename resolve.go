@@ -56,7 +56,7 @@ func putScratch(s *scratch) {
 // resolve makes s.req the store request of cost units of p for attrs. It
 // returns an error wrapping ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidCost,
 // ErrCostExceedsLimit or ErrMissingAttribute for bad input.
-func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error {
+func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64, ov Overrides) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -70,39 +70,52 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64) error 
 		if r.conditional() && !r.applies(attrs) {
 			continue
 		}
-		limit, unlimited := r.limitFor(attrs)
-		if unlimited {
-			continue
-		}
-		spread := int64(max(1, r.Spread))
-		switch {
-		case limit > 0 && r.Algorithm != GCRA && cost > limit/spread:
-			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
-				ErrCostExceedsLimit, p.Name, r.Name, limit, spreadNote(spread, limit), cost)
-		case limit > 0 && r.Algorithm == GCRA && cost > r.burst(limit)/spread:
-			return fmt.Errorf("%w: policy %q rule %q has burst %d (the most cost a gcra rule admits at once)%s, request cost %d",
-				ErrCostExceedsLimit, p.Name, r.Name, r.burst(limit), spreadNote(spread, r.burst(limit)), cost)
-		}
 		from := len(s.values)
+		missing := ""
 		for _, a := range r.By {
 			v, ok := attrs[a]
 			if !ok {
-				return &MissingAttributeError{Policy: p.Name, Rule: r.Name, Attribute: a}
+				missing = a
+				break
 			}
 			s.values = append(s.values, v)
 		}
-		burst := int64(0)
-		if r.Algorithm == GCRA {
-			burst = r.burst(limit)
+		var (
+			o   RuntimeOverride
+			has bool
+		)
+		if ov != nil && missing == "" {
+			o, has = ov.Override(p.Name, r.Name, s.values[from:])
+		}
+		limit, unlimited := r.limitFor(attrs)
+		switch {
+		case unlimited && !has:
+			s.values = s.values[:from]
+			continue
+		case missing != "":
+			return &MissingAttributeError{Policy: p.Name, Rule: r.Name, Attribute: missing}
+		}
+		f, err := r.overridden(limit, o, has)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		spread := int64(max(1, r.Spread))
+		switch {
+		case f.limit > 0 && r.Algorithm != GCRA && cost > f.limit/spread:
+			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
+				ErrCostExceedsLimit, p.Name, r.Name, f.limit, spreadNote(spread, f.limit), cost)
+		case f.limit > 0 && r.Algorithm == GCRA && cost > f.burst/spread:
+			return fmt.Errorf("%w: policy %q rule %q has burst %d (the most cost a gcra rule admits at once)%s, request cost %d",
+				ErrCostExceedsLimit, p.Name, r.Name, f.burst, spreadNote(spread, f.burst), cost)
 		}
 		if r.Spread > 1 {
-			sp := spreading{check: len(req.Checks), n: r.Spread, at: spreadStart(r, attrs), limit: limit, burst: burst}
-			limit, burst = sp.share()
+			sp := spreading{check: len(req.Checks), n: r.Spread, at: spreadStart(r, attrs), limit: f.limit, burst: f.burst}
+			f.limit, f.burst = sp.share()
 			s.values = append(s.values, strconv.Itoa(sp.at))
 			s.spread = append(s.spread, sp)
 		}
 		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: limit, Window: r.Window, MinGap: r.MinGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: burst}
+			Limit: f.limit, Window: f.window, MinGap: f.minGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst}
 		if r.Spread > 1 {
 			c.Part, c.Parts = s.spread[len(s.spread)-1].at, r.Spread
 		}
@@ -279,13 +292,14 @@ func sameWindow(a, b *store.Check) bool {
 }
 
 // Resolve returns the store request that deciding cost units of p for
-// attrs makes: a check per rule that applies, with its values and limit.
+// attrs makes: a check per rule that applies, with its values and limit,
+// without runtime overrides (Limiter.Resolve applies a Limiter's).
 // It is for tools that look at a store's windows (sluice inspect) and for
 // front ends that adjust a request before Limiter.Decide. It returns the
 // errors AllowN returns for bad input.
 func Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
 	var s scratch
-	if err := s.resolve(p, attrs, cost); err != nil {
+	if err := s.resolve(p, attrs, cost, nil); err != nil {
 		return nil, err
 	}
 	return &s.req, nil

@@ -43,6 +43,8 @@ type Store struct {
 	mask   uint64
 	closed atomic.Bool
 	queues queues // the schedules' queues (see reserve.go)
+
+	overrides overrides // runtime overrides (see overrides.go)
 }
 
 var _ store.Local = (*Store)(nil)

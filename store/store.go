@@ -38,6 +38,11 @@ type Store interface {
 // memory, without I/O (memstore). Its calls cannot hang or fail the way a
 // network store's do, so the Limiter gives them no deadline and no circuit
 // breaker: a context with a timer would cost more than the decision.
+//
+// A Store that wraps a local one (to count or trace its calls, say) should
+// implement Local too, or the Limiter treats it as a network store: each
+// call gets Config.Timeout on the real clock and a circuit breaker, and a
+// call held up on a loaded machine fails.
 type Local interface {
 	Store
 

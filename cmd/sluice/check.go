@@ -23,13 +23,20 @@ type checkOutput struct {
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
+		fmt.Fprintln(stderr, `usage: sluice check --config FILE [--envoy-config DIR] [--json]
+       sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
        sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ... [--hits N] [--json] [--redis URL]
 
-Loads FILE (reporting every problem in it) and decides one request against
-policy P without recording it: what /v1/peek would answer. The store is
-Redis at --redis, else the file's store, else memory (where every window is
-empty, so check validates the file and the request).
+Without a request, validates FILE and DIR, as a CI step before shipping
+them: every problem is printed with its file, line and column, and a valid
+file's summary (store, policies, rules and their algorithms, schedules,
+file overrides; the Envoy domains and their limits). It reads no store.
+Exit status: 0 valid, 2 a problem.
+
+With --policy, loads FILE (reporting every problem in it) and decides one
+request against policy P without recording it: what /v1/peek would answer.
+The store is Redis at --redis, else the file's store, else memory (where
+every window is empty, so check validates the file and the request).
 Exit status: 0 allowed, 1 denied, 2 usage, configuration or store error.
 
 sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ...
@@ -54,6 +61,13 @@ flags:`)
 	hits := fs.Uint("hits", 1, "with --envoy-config: the request's hits_addend")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *policy == "" && *domain == "" && len(descs) == 0 && len(attrs.keys) == 0 && (*file != "" || *ef.dir != "") {
+		opts, err := ef.options()
+		if err != nil {
+			return usageError(stderr, "check", "%v", err)
+		}
+		return checkFiles(*file, *ef.dir, opts.Load, *asJSON, stdout, stderr)
 	}
 	if *ef.dir != "" {
 		return checkEnvoy(ctx, ef, *domain, descs, uint32(*hits), *redisURL, *asJSON, stdout, stderr)

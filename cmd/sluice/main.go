@@ -5,9 +5,10 @@
 //
 //	sluice demo [--redis URL] [--json]
 //	sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
-//	sluice check --config FILE --policy P --attr k=v [--cost N] [--json]
+//	sluice check --config FILE [--policy P --attr k=v [--cost N]] [--json]
 //	sluice inspect --config FILE --policy P --attr k=v [--redis URL] [--json]
 //	sluice reserve --config FILE --schedule S --attr k=v [--n N] [--json]
+//	sluice override set|list|get|delete [flags]
 //	sluice bench [--redis URL | --server URL] [flags]
 //
 // Started under the name ratelimit (the container image's /bin/ratelimit,
@@ -47,9 +48,10 @@ func commands() []command {
 	return []command{
 		{"demo", "run the notifier scenario: a global cap of 10 over a per-category cap of 3 per minute", runDemo},
 		{"serve", "serve a configuration file's policies over HTTP, gRPC and Envoy's rate-limit API", runServe},
-		{"check", "decide one request against a configured policy without recording it", runCheck},
+		{"check", "validate a configuration file, or decide one request against it without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
+		{"override", "set, list or delete runtime overrides of limits on a running sluice serve", runOverride},
 		{"bench", "drive a store or a server with a workload; print throughput and a latency histogram", runBench},
 	}
 }
@@ -89,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: sluice <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/internal/server"
@@ -46,10 +47,18 @@ certificate files are read again when they change, without a restart.
 
 --admin serves the admin view on its own listener, loopback only unless
 a host is named: a live page of the policies, decision rates, the keys
-denied now and when each is let through, a key inspector and the store's
-health, with its JSON API, /metrics and pprof. It shows attribute values
-(user ids, client addresses): set a token with --admin-token or the
-SLUICE_ADMIN_TOKEN environment variable to require it of every request.
+denied now and when each is let through, a key inspector, the store's
+health and the runtime overrides, with its JSON API, /metrics and pprof.
+It shows attribute values (user ids, client addresses) and changes
+limits: tokens (SLUICE_ADMIN_TOKEN, SLUICE_ADMIN_READ_TOKEN for one that
+only reads, or a file of named tokens) are required of every request when
+set, and on any address but loopback sluice serve refuses to start
+without one, unless --admin-trusted-network says every machine that
+reaches it may.
+
+Runtime overrides (sluice override, the admin API's /api/v1/overrides)
+live in the store: every instance on the same store applies a change
+within --override-poll. See docs/operations.md.
 
 --deny-cache keeps the denials of the last N keys over their limit in
 memory: until such a key has room again, its requests are denied without a
@@ -66,7 +75,9 @@ type serveCmd struct {
 	fs                              *flag.FlagSet
 	file, httpAddr, grpcAddr, redis *string
 	logFormat, logLevel             *string
-	adminAddr, adminToken           *string
+	af                              *adminFlags
+	adminTokens                     adminauth.Tokens
+	of                              *overrideFlags
 	outageEvery, watch, grace       *time.Duration
 	denyCache                       *int
 	ef                              *envoyFlags
@@ -106,8 +117,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 	}
 	c.ef = addEnvoyFlags(fs, true)
 	c.df = addDeployFlags(fs)
-	c.adminAddr = fs.String("admin", defaultAdminAddr, "serve the admin view, /metrics and pprof on this `address` (a bare :PORT is loopback only; '' turns it off)")
-	c.adminToken = fs.String("admin-token", "", "require this bearer `token` on the admin listener (default: $"+adminTokenEnv+"; none when both are empty)")
+	c.af = addAdminFlags(fs)
+	c.of = addOverrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, exitOK, false
@@ -137,8 +148,12 @@ func (c *serveCmd) check(getenv func(string) string) error {
 	if err := applyEnvoyEnv(c.fs, c.ef, getenv); err != nil {
 		return err
 	}
-	if *c.adminToken == "" {
-		*c.adminToken = getenv(adminTokenEnv)
+	var err error
+	if c.adminTokens, err = c.af.check(getenv); err != nil {
+		return err
+	}
+	if err := c.of.check(); err != nil {
+		return err
 	}
 	switch {
 	case *c.ef.dir != "" && *c.df.xds != "":

@@ -214,21 +214,28 @@ var httpClient = &http.Client{Timeout: 10 * time.Second}
 // do sends a request to the server and reads the response.
 func (p *serveProc) do(method, path, body string, header ...string) *response {
 	p.t.Helper()
-	req, err := http.NewRequest(method, p.HTTP+path, strings.NewReader(body))
+	return request(p.t, method, p.HTTP+path, body, header...)
+}
+
+// request sends a request to url with the header's name, value pairs and
+// reads the response.
+func request(t *testing.T, method, url, body string, header ...string) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := httpClient.Do(req)
 	if err != nil {
-		p.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
@@ -246,11 +253,19 @@ func (p *serveProc) post(path, body string, v any) {
 // runCLI runs the built binary and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runCLIEnv(t, nil, args...)
+}
+
+// runCLIEnv runs the built binary with env as its whole environment (nil:
+// this process's) and returns its exit code, stdout and stderr.
+func runCLIEnv(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sluiceBinary(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = env
 	err := cmd.Run()
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatal(err)

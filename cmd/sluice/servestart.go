@@ -60,7 +60,7 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 	st.store.keepWarm(5 * time.Second)
 	opts := server.Options{Logger: log, DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, Ping: st.store.Ping,
 		Inspector: st.store.inspector(), MaxInFlight: ds.maxInFlight, RequestTimeout: ds.requestTimeout,
-		StoreTimeout: ds.storeTimeout}
+		StoreTimeout: ds.storeTimeout, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll}
 	if st.traces != nil {
 		opts.Tracer = st.traces.Tracer()
 	}
@@ -120,7 +120,7 @@ func (st *serving) listen() error {
 			return fmt.Errorf("--metrics: %v", err)
 		}
 	}
-	st.al, err = listenAdmin(*c.adminAddr, c.adminSet)
+	st.al, err = listenAdmin(*c.af.addr, c.adminSet)
 	switch {
 	case err != nil && c.adminSet:
 		return err
@@ -143,7 +143,7 @@ func (st *serving) serve(ctx context.Context, grace time.Duration) int {
 		go func() { st.errc <- st.gs.Serve(st.gl) }()
 	}
 	if st.al != nil {
-		st.as = st.srv.AdminServer(st.al.Addr().String(), server.AdminOptions{Token: *st.c.adminToken})
+		st.as = st.srv.AdminServer(st.al.Addr().String(), server.AdminOptions{Tokens: st.c.adminTokens})
 		go func() { st.errc <- serveHTTP(st.as, st.al, st.ds.adminTLS) }()
 	}
 	if st.ml != nil {
@@ -166,10 +166,11 @@ func (st *serving) serve(ctx context.Context, grace time.Duration) int {
 	return code
 }
 
-// follow starts what follows the configuration: the file's watcher, the
-// Envoy directory's, the xDS client.
+// follow starts what follows the configuration: the runtime overrides,
+// the file's watcher, the Envoy directory's, the xDS client.
 func (st *serving) follow(ctx context.Context) {
 	c := st.c
+	st.srv.FollowOverrides(ctx, 2*time.Second)
 	if *c.file != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -212,7 +213,7 @@ func (st *serving) attrs() []any {
 		attrs = append(attrs, slog.String("envoy_xds", st.ds.xds.Server), slog.Bool("envoy_xds_tls", st.ds.xds.TLS != nil))
 	}
 	if st.al != nil {
-		attrs = append(attrs, slog.String("admin", st.al.Addr().String()), slog.Bool("admin_token", *c.adminToken != ""))
+		attrs = append(attrs, slog.String("admin", st.al.Addr().String()), slog.Bool("admin_token", len(c.adminTokens) > 0))
 	}
 	if st.ml != nil {
 		attrs = append(attrs, slog.String("metrics", st.ml.Addr().String()+st.ds.metricsPath))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/store"
@@ -34,6 +35,12 @@ type configJSON struct {
 
 	// TopKeys is how many denied keys the view keeps per rule.
 	TopKeys int `json:"top_keys"`
+
+	// Overrides says whether the server applies runtime overrides
+	// (/api/v1/overrides), and Access what the request's token allows:
+	// "write" to change them, or "read".
+	Overrides bool   `json:"overrides"`
+	Access    string `json:"access"`
 }
 
 type policyJSON struct {
@@ -60,7 +67,7 @@ func (a *admin) handleConfig(w http.ResponseWriter, r *http.Request) {
 	st := a.f.State()
 	out := configJSON{Now: a.v.clock.Now().UTC(), File: st.Config.File, LoadedAt: st.Loaded.UTC(), Reload: a.v.lastReload(),
 		Store: a.storeKind(), Entries: a.insp != nil, Queues: a.insp != nil, TopKeys: deniedPerRule,
-		Policies: []policyJSON{}, Schedules: []wire.ScheduleJSON{}}
+		Policies: []policyJSON{}, Schedules: []wire.ScheduleJSON{}, Overrides: a.overrides, Access: adminauth.AccessOf(r).String()}
 	for i := range st.Config.Policies {
 		p := &st.Config.Policies[i]
 		pj := policyJSON{Name: p.Name, Penalize: p.Penalize, Shadow: p.Shadow, By: []string{}}

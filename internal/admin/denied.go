@@ -46,10 +46,11 @@ type ruleKey struct{ policy, rule string }
 
 // deniedTable is one rule's Space-Saving table.
 type deniedTable struct {
-	index map[string]int // key → position in keys
-	keys  []deniedKey
-	last  time.Time // the latest denial
-	total int64     // denials counted, including the keys replaced
+	index  map[string]int // key → position in keys
+	keys   []deniedKey
+	last   time.Time // the latest denial
+	total  int64     // denials counted, including the keys replaced
+	cached int64     // of them, answered by the deny cache
 }
 
 // deniedKey is one key of a rule's table.
@@ -58,6 +59,7 @@ type deniedKey struct {
 	values []string // the rule's By values, each cut to fit deniedKeyBytes
 	cut    bool     // a value was cut: the key cannot be inspected as shown
 	count  int64    // denials counted, error included
+	cached int64    // of them, answered by the deny cache (none inherited)
 	err    int64    // how much of count may belong to keys it replaced
 	shadow bool     // the latest denial was a shadow rule's (nothing denied)
 	first  time.Time
@@ -69,9 +71,9 @@ func newDeniedKeys() *deniedKeys {
 	return &deniedKeys{rules: map[ruleKey]*deniedTable{}}
 }
 
-// observe counts every check of req that did not fit, decided at now. A
-// dry run (a peek) counts nothing.
-func (d *deniedKeys) observe(req *store.Request, now time.Time) {
+// observe counts every check of req that did not fit, decided at now by
+// the store or the deny cache (cached). A dry run (a peek) counts nothing.
+func (d *deniedKeys) observe(req *store.Request, now time.Time, cached bool) {
 	if req.DryRun {
 		return
 	}
@@ -80,13 +82,13 @@ func (d *deniedKeys) observe(req *store.Request, now time.Time) {
 			continue
 		}
 		c := &req.Checks[i]
-		d.add(ruleKey{req.Policy, c.Rule}, c.Values, c.Shadow, now, req.Results[i].RetryAfter)
+		d.add(ruleKey{req.Policy, c.Rule}, c.Values, c.Shadow, now, req.Results[i].RetryAfter, cached)
 	}
 }
 
 // add counts one denial of the key values of rule at now, let through
-// after wait.
-func (d *deniedKeys) add(rule ruleKey, values []string, shadow bool, now time.Time, wait time.Duration) {
+// after wait, answered by the deny cache when cached.
+func (d *deniedKeys) add(rule ruleKey, values []string, shadow bool, now time.Time, wait time.Duration, cached bool) {
 	key, kept, cut := keyOf(values)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -100,13 +102,19 @@ func (d *deniedKeys) add(rule ruleKey, values []string, shadow bool, now time.Ti
 	}
 	t.last = now
 	t.total++
+	hit := int64(0)
+	if cached {
+		t.cached++
+		hit = 1
+	}
 	if i, ok := t.index[key]; ok {
 		k := &t.keys[i]
 		k.count++
+		k.cached += hit
 		k.shadow, k.last, k.until = shadow, now, now.Add(wait)
 		return
 	}
-	nk := deniedKey{key: key, values: kept, cut: cut, count: 1, shadow: shadow, first: now, last: now, until: now.Add(wait)}
+	nk := deniedKey{key: key, values: kept, cut: cut, count: 1, cached: hit, shadow: shadow, first: now, last: now, until: now.Add(wait)}
 	if len(t.keys) < deniedPerRule {
 		t.index[key] = len(t.keys)
 		t.keys = append(t.keys, nk)
@@ -203,9 +211,10 @@ type deniedRuleJSON struct {
 	Policy string `json:"policy"`
 	Rule   string `json:"rule"`
 
-	// Denials counts every denial the table saw; Capacity is how many
-	// keys it keeps.
+	// Denials counts every denial the table saw, Cached those of them the
+	// deny cache answered; Capacity is how many keys it keeps.
 	Denials  int64           `json:"denials"`
+	Cached   int64           `json:"cached"`
 	Capacity int             `json:"capacity"`
 	Keys     []deniedKeyJSON `json:"keys"`
 
@@ -221,9 +230,11 @@ type deniedKeyJSON struct {
 	Truncated bool     `json:"truncated,omitempty"`
 
 	// Count is the denials counted, of which up to Error may be other
-	// keys' (Space-Saving's overestimate).
-	Count int64 `json:"count"`
-	Error int64 `json:"error"`
+	// keys' (Space-Saving's overestimate), and Cached were answered by the
+	// deny cache (counted since the key took its place in the table).
+	Count  int64 `json:"count"`
+	Error  int64 `json:"error"`
+	Cached int64 `json:"cached"`
 
 	// Shadow reports that the latest denial was a shadow rule's: logged,
 	// not enforced.
@@ -246,14 +257,14 @@ func (d *deniedKeys) snapshot(now time.Time) []deniedRuleJSON {
 	defer d.mu.Unlock()
 	out := make([]deniedRuleJSON, 0, len(d.rules))
 	for r, t := range d.rules {
-		dr := deniedRuleJSON{Policy: r.policy, Rule: r.rule, Denials: t.total, Capacity: deniedPerRule, Keys: []deniedKeyJSON{}}
+		dr := deniedRuleJSON{Policy: r.policy, Rule: r.rule, Denials: t.total, Cached: t.cached, Capacity: deniedPerRule, Keys: []deniedKeyJSON{}}
 		for i := range t.keys {
 			k := &t.keys[i]
 			if now.Sub(k.last) > deniedStale {
 				continue
 			}
 			dr.Keys = append(dr.Keys, deniedKeyJSON{Values: slices.Clone(k.values), Truncated: k.cut,
-				Count: k.count, Error: k.err, Shadow: k.shadow, FirstDenied: k.first.UTC(), LastDenied: k.last.UTC(),
+				Count: k.count, Error: k.err, Cached: k.cached, Shadow: k.shadow, FirstDenied: k.first.UTC(), LastDenied: k.last.UTC(),
 				LetThroughAt: k.until.UTC(), WaitMS: wire.Millis(k.until.Sub(now))})
 		}
 		slices.SortFunc(dr.Keys, func(a, b deniedKeyJSON) int {

@@ -20,9 +20,9 @@ func TestDeniedKeysBounded(t *testing.T) {
 	const n = 100_000
 	for i := range n {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		d.add(rule, []string{fmt.Sprintf("user-%06d", i)}, false, now, time.Second)
+		d.add(rule, []string{fmt.Sprintf("user-%06d", i)}, false, now, time.Second, false)
 		if i%10 == 0 {
-			d.add(rule, []string{"heavy"}, false, now, time.Second)
+			d.add(rule, []string{"heavy"}, false, now, time.Second, false)
 		}
 		if r, k := d.size(); k > deniedPerRule || r != 1 {
 			t.Fatalf("after %d keys: %d rules, %d keys; the cap is %d", i+1, r, k, deniedPerRule)
@@ -42,7 +42,7 @@ func TestDeniedKeysBounded(t *testing.T) {
 
 	// Many rules: the number of tables is capped too.
 	for i := range deniedRules * 2 {
-		d.add(ruleKey{"p", fmt.Sprint("r", i)}, []string{strings.Repeat("x", 10_000)}, false, t0, time.Second)
+		d.add(ruleKey{"p", fmt.Sprint("r", i)}, []string{strings.Repeat("x", 10_000)}, false, t0, time.Second, false)
 	}
 	if r, _ := d.size(); r != deniedRules {
 		t.Errorf("%d rule tables, want the cap %d", r, deniedRules)
@@ -73,7 +73,7 @@ func TestDeniedKeysMemory(t *testing.T) {
 	for r := range rules {
 		rk := ruleKey{"api", fmt.Sprint("rule-", r)}
 		for i := range n {
-			d.add(rk, []string{fmt.Sprintf("203.0.113.%d", i%256), fmt.Sprintf("user-%06d", i)}, false, t0, time.Second)
+			d.add(rk, []string{fmt.Sprintf("203.0.113.%d", i%256), fmt.Sprintf("user-%06d", i)}, false, t0, time.Second, false)
 		}
 	}
 	after := heapInUse()

@@ -1,21 +1,19 @@
 package admin
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"io/fs"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 
-	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/front"
 )
 
-// The admin view shows attribute values (user ids, client addresses), so
-// it is served on a listener of its own, loopback by default, with an
-// optional bearer token; the public listener serves none of it.
+// The admin view shows attribute values (user ids, client addresses) and
+// changes limits, so it is served on a listener of its own, loopback by
+// default, behind bearer tokens (package adminauth) that sluice serve
+// requires on any other address; the public listener serves none of it.
 
 //go:embed page
 var pageFiles embed.FS
@@ -27,10 +25,16 @@ const Cookie = "sluice_admin"
 // Options configures Handler. The zero value serves the view, without an
 // inspector of entries, to anyone who can reach the listener.
 type Options struct {
-	// Token, when set, is required of every request: as
+	// Tokens, when set, are required of every request: one as
 	// "Authorization: Bearer TOKEN", or in the Cookie cookie, which a
-	// browser gets by opening /?token=TOKEN once. Default: none.
-	Token string
+	// browser gets by opening /?token=TOKEN once; a request that changes
+	// something needs a token with write access (package adminauth).
+	// Default: none, every request is allowed.
+	Tokens adminauth.Tokens
+
+	// Overrides, when set, says that the server applies runtime
+	// overrides, whose routes Routes adds: the page shows their panel.
+	Overrides bool
 
 	// Inspector reads the store's windows and queues for the key
 	// inspector. Default: none (the inspector shows a window's figures).
@@ -41,21 +45,32 @@ type Options struct {
 
 	// Routes adds the routes of other fronts to the listener's mux
 	// (Envoy's window reset). Default: none.
-	Routes func(mux *http.ServeMux)
+	Routes func(mux front.Mux)
 }
 
 // admin serves the view of a Front.
 type admin struct {
-	v    *View
-	f    *front.Front
-	insp Inspector
+	v         *View
+	f         *front.Front
+	insp      Inspector
+	overrides bool
 }
+
+// Listener is the handler of the admin listener (View.Handler).
+type Listener struct {
+	http.Handler
+	routes *front.Routes
+}
+
+// Patterns returns every route the listener serves, as registered ("GET
+// /api/v1/config"); each needs a token when tokens are set.
+func (l *Listener) Patterns() []string { return l.routes.Patterns() }
 
 // Handler returns the handler of the admin listener over f: the page at /,
 // its JSON API under /api/v1/, /metrics, and pprof under /debug/pprof/.
-func (v *View) Handler(f *front.Front, opts Options) http.Handler {
-	a := &admin{v: v, f: f, insp: opts.Inspector}
-	mux := http.NewServeMux()
+func (v *View) Handler(f *front.Front, opts Options) *Listener {
+	a := &admin{v: v, f: f, insp: opts.Inspector, overrides: opts.Overrides}
+	mux := front.NewRoutes()
 	static, _ := fs.Sub(pageFiles, "page")
 	files := http.FileServerFS(static)
 	mux.Handle("GET /{$}", noCache(files))
@@ -78,57 +93,7 @@ func (v *View) Handler(f *front.Front, opts Options) http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	h := front.Handler(f.Log, mux)
-	if opts.Token != "" {
-		h = requireToken(opts.Token, h)
-	}
-	return securityHeaders(h)
-}
-
-// requireToken answers 401 to a request that carries neither the token as
-// a bearer token nor the cookie. A page opened with ?token=TOKEN sets the
-// cookie and is sent to the same address without the token, so that it
-// leaves no trace in the address bar or history.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	matches := func(got string) bool {
-		sum := sha256.Sum256([]byte(got))
-		return got != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if q := r.URL.Query(); q.Has("token") && r.Method == http.MethodGet {
-			if !matches(q.Get("token")) {
-				unauthorized(w, "the token in ?token= is not the admin token")
-				return
-			}
-			http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: "/", HttpOnly: true,
-				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-			return
-		}
-		if auth := r.Header.Get("Authorization"); auth != "" {
-			scheme, got, _ := strings.Cut(auth, " ")
-			if !strings.EqualFold(scheme, "Bearer") || !matches(strings.TrimSpace(got)) {
-				unauthorized(w, "the Authorization header does not carry the admin token; send Authorization: Bearer TOKEN")
-				return
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		if c, err := r.Cookie(Cookie); err == nil && matches(c.Value) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		unauthorized(w, "the admin listener requires its token: send Authorization: Bearer TOKEN, or open /?token=TOKEN in a browser")
-	})
-}
-
-func unauthorized(w http.ResponseWriter, detail string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-	httplimit.Problem{Status: http.StatusUnauthorized, Code: "unauthorized", Detail: detail}.Write(w)
+	return &Listener{Handler: securityHeaders(opts.Tokens.Require(Cookie, front.Handler(f.Log, mux.ServeMux))), routes: mux}
 }
 
 // securityHeaders keeps the page from being framed or loading anything

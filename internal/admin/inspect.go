@@ -186,7 +186,7 @@ func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectReques
 		}
 		return inspectJSON{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, req.Policy, names)
 	}
-	resolved, err := sluice.Resolve(p, req.Attributes, 1)
+	resolved, err := st.Limiter.Resolve(p, req.Attributes, 1)
 	if err != nil {
 		if pr := front.InputProblem(err); pr != nil {
 			return inspectJSON{}, pr

@@ -66,34 +66,15 @@ schedules:
 // $SLUICE_ADMIN_SCREENSHOT when set).
 func TestAdminPageInBrowser(t *testing.T) {
 	chrome := browserPath(t)
-	rs := redistest.Start(t)
-	clock := &stepClock{now: time.Now().Truncate(time.Second)}
-	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg, err := config.Parse("sluice.yaml", []byte(browserConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	srv, err := server.New(st, cfg, server.Options{Clock: clock, Registry: reg, Inspector: redisinspect.Inspector{Store: st}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bs := newBrowserServer(t, browserConfig, 0)
+	clock, reg, public := bs.clock, bs.reg, bs.public
 	envoyDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(envoyDir, "rl.yaml"), []byte("domain: rl\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.LoadEnvoyConfig(envoyDir, server.EnvoyOptions{}); err != nil {
+	if err := bs.srv.LoadEnvoyConfig(envoyDir, server.EnvoyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	public := httptest.NewServer(srv.Handler())
-	t.Cleanup(public.Close)
-	const token = "browser-test-token"
-	admin := httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: token}))
-	t.Cleanup(admin.Close)
 
 	decide := func(body string) {
 		t.Helper()
@@ -120,47 +101,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 	decide(`{"policy":"trial"}`)
 	decide(`{"policy":"trial"}`)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 2200),
-		chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer bcancel()
-
-	// Opening the page with ?token= sets the cookie the API calls carry.
-	if err := chromedp.Do(bctx, chromedp.Navigate(admin.URL+"/?token="+token),
-		chromedp.WaitVisible(chromedp.CSS(`[data-policy="notify"]`))); err != nil {
-		t.Fatalf("opening the admin page: %v", err)
-	}
-
-	// eventually evaluates js until it returns want, or fails at the deadline.
-	eventually := func(what, js, want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the page shows %q, want %q", what, got, want)
-			}
-			time.Sleep(100 * time.Millisecond) // the page polls every 1.5 s
-		}
-	}
-	text := func(js string) string {
-		t.Helper()
-		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return got
-	}
+	b := openPage(t, chrome, bs.admin.URL+"/?token="+browserToken, `[data-policy="notify"]`)
+	bctx, eventually, text := b.ctx, b.eventually, b.text
 
 	// The policies, from the loaded file.
 	if got := text(`[...document.querySelectorAll("[data-policy]")].map(e => e.dataset.policy).join(",")`); got != "notify,push,trial" {
@@ -238,18 +180,120 @@ func TestAdminPageInBrowser(t *testing.T) {
 		t.Errorf("store shown as %q, want redis", got)
 	}
 
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100: PNG
+	b.screenshot("SLUICE_ADMIN_SCREENSHOT")
+}
+
+// browserToken is the admin token of a browserServer.
+const browserToken = "browser-test-token"
+
+// browserServer is a server of a browser test on Redis, on a clock that
+// moves only when told, with its public listener and its admin listener
+// (behind browserToken).
+type browserServer struct {
+	srv           *server.Server
+	clock         *stepClock
+	reg           *prometheus.Registry
+	public, admin *httptest.Server
+}
+
+// newBrowserServer starts a browserServer for the configuration file
+// text, with a deny cache of denyCache entries (0: none).
+func newBrowserServer(t *testing.T, text string, denyCache int) *browserServer {
+	t.Helper()
+	rs := redistest.Start(t)
+	bs := &browserServer{clock: &stepClock{now: time.Now().Truncate(time.Second)}, reg: prometheus.NewRegistry()}
+	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: bs.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(t.TempDir(), "admin.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
+	t.Cleanup(func() { st.Close() })
+	cfg, err := config.Parse("sluice.yaml", []byte(text))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
-	if dst := os.Getenv("SLUICE_ADMIN_SCREENSHOT"); dst != "" {
+	srv, err := server.New(st, cfg, server.Options{Clock: bs.clock, Registry: bs.reg, DenyCache: denyCache,
+		Inspector: redisinspect.Inspector{Store: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs.srv = srv
+	bs.public = httptest.NewServer(srv.Handler())
+	t.Cleanup(bs.public.Close)
+	bs.admin = httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: browserToken}))
+	t.Cleanup(bs.admin.Close)
+	return bs
+}
+
+// page is the admin page open in headless Chromium.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// openPage opens url in a headless Chromium that lives until the test
+// ends, and waits until the element visible is shown. Opening the page
+// with ?token= sets the cookie the API calls carry.
+func openPage(t *testing.T, chrome, url, visible string) *page {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 2200),
+		chromedp.Flag("disable-dev-shm-usage", true))...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(visible))); err != nil {
+		t.Fatalf("opening the admin page: %v", err)
+	}
+	return &page{t: t, ctx: bctx}
+}
+
+// eventually evaluates js until it returns want, or fails at the deadline.
+func (p *page) eventually(what, js, want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			p.t.Fatalf("%s: %v", what, err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: the page shows %q, want %q", what, got, want)
+		}
+		time.Sleep(100 * time.Millisecond) // the page polls every 1.5 s
+	}
+}
+
+// text evaluates js, which returns a string.
+func (p *page) text(js string) string {
+	p.t.Helper()
+	got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		p.t.Fatalf("%s: %v", js, err)
+	}
+	return got
+}
+
+// screenshot saves the page in the test's temporary directory, and at the
+// path in the environment variable env when it is set.
+func (p *page) screenshot(env string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	shot := filepath.Join(p.t.TempDir(), "admin.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if dst := os.Getenv(env); dst != "" {
 		if err := os.WriteFile(dst, png, 0o644); err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
 	}
 }

@@ -65,9 +65,10 @@ func (v *View) StoreCall(op string, took time.Duration, err error) {
 }
 
 // Decided implements front.Observer: the windows of a decided request that
-// did not fit are the denied keys.
-func (v *View) Decided(req *store.Request) {
-	v.denied.observe(req, v.clock.Now())
+// did not fit are the denied keys, whether the store or the deny cache
+// (cached) answered.
+func (v *View) Decided(req *store.Request, cached bool) {
+	v.denied.observe(req, v.clock.Now(), cached)
 }
 
 // Reloaded records a reload of file that ended with err.

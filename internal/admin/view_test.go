@@ -80,6 +80,13 @@ type adminServer struct {
 
 func newAdminServer(t *testing.T, file string, token string) *adminServer {
 	t.Helper()
+	return newAdminServerWith(t, file, token, server.Options{MaxBodyBytes: 1024})
+}
+
+// newAdminServerWith is newAdminServer with opts, whose clock and registry
+// it sets.
+func newAdminServerWith(t *testing.T, file string, token string, opts server.Options) *adminServer {
+	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(file))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +95,8 @@ func newAdminServer(t *testing.T, file string, token string) *adminServer {
 	st := memstore.New(memstore.Config{Clock: clock.Now})
 	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
-	srv, err := server.New(st, cfg, server.Options{Clock: clock, MaxBodyBytes: 1024, Registry: reg})
+	opts.Clock, opts.Registry = clock, reg
+	srv, err := server.New(st, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,13 @@ type Store struct {
 	// OnError is the decision made when the store fails. Default
 	// sluice.Deny.
 	OnError sluice.OnError
+
+	// Fallback (on_error: fallback) decides in this process's memory
+	// while the store fails, every limit divided by FallbackShare (the
+	// instances sharing the store; at least 1), runtime overrides
+	// included (sluice.Config.Fallback).
+	Fallback      bool
+	FallbackShare int
 }
 
 // Redis is where the Redis store connects.

@@ -117,8 +117,9 @@ type storeYAML struct {
 	Redis   node[*redisYAML]    `yaml:"redis" what:"store.redis"`
 	Prefix  node[string]        `yaml:"prefix" form:"prefix" eg:"sluice"`
 	Timeout node[time.Duration] `yaml:"timeout" bound:"timeout" eg:"50ms"`
-	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"` // deny or allow
-	Layout  node[int64]         `yaml:"layout" bound:"layout" eg:"2"`       // the keys' layout: 1 or 2
+	OnError node[string]        `yaml:"on_error" form:"on_error" eg:"deny"`  // deny, allow or fallback
+	Share   node[int64]         `yaml:"fallback_share" bound:"share" eg:"3"` // with on_error: fallback
+	Layout  node[int64]         `yaml:"layout" bound:"layout" eg:"2"`        // the keys' layout: 1 or 2
 }
 
 // redisYAML is store.redis: a Redis.
@@ -206,7 +207,7 @@ var forms = map[string]struct {
 	"prefix":    {regexp.MustCompile(`^[^{} \t\r\n]{1,64}$`).MatchString, "%s %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice"},
 	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
 	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
-	"on_error":  {oneOf("deny", "allow"), "%s is %q; use deny (fail closed, the default) or allow (fail open)"},
+	"on_error":  {oneOf("deny", "allow", "fallback"), "%s is %q; use deny (fail closed, the default), allow (fail open) or fallback (decide in this process's memory)"},
 	"not built-in": {func(s string) bool { return !slices.Contains(builtinAttrs, s) },
 		"attribute %[2]q is built into forward-auth; pick another name for the header"},
 }
@@ -239,5 +240,6 @@ var bounds = map[string]struct {
 	"timeout":        {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
 	"grace":          {1, math.MaxInt64, "use a duration longer than zero, such as 30s, or leave it out to wait for a missing replica however long"},
 	"message":        {1 << 10, 1 << 30, "use a size in bytes from 1024 to 2^30, such as 4194304 (4 MiB, gRPC's default)"},
+	"share":          {1, 1 << 16, "use the number of instances that share the store, such as 3: each decides on its share of every limit while the store is down"},
 	"layout":         {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }

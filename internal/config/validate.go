@@ -136,8 +136,14 @@ func (d *decoder) store(f *storeYAML) *Store {
 		return nil
 	}
 	s := &Store{Redis: d.redis(f.Redis), Prefix: cmp.Or(f.Prefix.V, "sluice"), Timeout: f.Timeout.V, Layout: int(f.Layout.V)}
-	if f.OnError.V == "allow" {
+	switch f.OnError.V {
+	case "allow":
 		s.OnError = sluice.Allow
+	case "fallback":
+		s.Fallback, s.FallbackShare = true, int(cmp.Or(f.Share.V, 1))
+	}
+	if f.Share.ok && f.Share.Node != nil && !s.Fallback {
+		d.Errorf(f.Share.Node, "fallback_share is for on_error: fallback; add it, or leave fallback_share out")
 	}
 	return s
 }

@@ -70,6 +70,10 @@ type Options struct {
 
 	// Headers are the response headers to add.
 	Headers Headers
+
+	// Overrides gives windows the figures of their runtime overrides
+	// (package overrides). Default: none.
+	Overrides sluice.Overrides
 }
 
 // Outcome is what happened to one descriptor, for metrics.

@@ -48,6 +48,7 @@ type pending struct {
 	check      store.Check
 	impossible bool // the hits are more than the limit: it can never fit
 	peek       bool // hits_addend 0: reported, not counted
+	overridden bool // a runtime override set the check's figures
 	final      int  // index in the store request sent, -1 when not sent
 }
 
@@ -71,6 +72,7 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 	}
 	p.dropReplaced(replaced)
 	p.makeWindows()
+	p.applyOverrides(opts.Overrides)
 	p.makeRequests(opts)
 	return p, nil
 }

@@ -192,7 +192,7 @@ func (p *plan) respond(d decided, opts Options) Result {
 		ws = ws[:0]
 		for j := range it.limits {
 			w := views[it.checks[j]]
-			w.Limit = it.limits[j]
+			w.Limit = p.windows[it.checks[j]].reported(it.limits[j])
 			ws = append(ws, w)
 		}
 		statuses[i], dr.Outcome, dr.Near = Status(ws, it.shadow)

@@ -37,8 +37,10 @@ type Observer interface {
 	// err.
 	StoreCall(op string, took time.Duration, err error)
 
-	// Decided is told of each request the store decided.
-	Decided(req *store.Request)
+	// Decided is told of each request the store decided, and of each the
+	// Limiter's deny cache answered (cached): its windows, and in Results
+	// the decision's status of each.
+	Decided(req *store.Request, cached bool)
 }
 
 // NewMetrics registers the metrics on reg; obs, when not nil, is told of

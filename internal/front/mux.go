@@ -41,7 +41,7 @@ func notFound(mux *http.ServeMux) http.Handler {
 			}
 			return
 		}
-		h.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r) // the mux, not h: it sets the pattern's path values
 	})
 }
 

@@ -49,7 +49,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	err := s.Store.Decide(ctx, req)
 	s.observeIn(s.m.decideDuration, "decide", start, err)
 	if err == nil && s.m.obs != nil {
-		s.m.obs.Decided(req)
+		s.m.obs.Decided(req, false)
 	}
 	return err
 }
@@ -77,9 +77,18 @@ func (s *Store) decideTraced(ctx context.Context, req *store.Request) error {
 	}
 	span.SetAttributes(attribute.Bool("sluice.fits", fits))
 	if s.m.obs != nil {
-		s.m.obs.Decided(req)
+		s.m.obs.Decided(req, false)
 	}
 	return nil
+}
+
+// CacheHit tells the observer of a request the Limiter's deny cache
+// answered (sluice.Config.OnCacheHit), as Decide tells it of those the
+// store decided: a denial counts whoever answered it.
+func (s *Store) CacheHit(req *store.Request) {
+	if s.m.obs != nil {
+		s.m.obs.Decided(req, true)
+	}
 }
 
 // ForLimiter returns s for a Limiter, marked as the store it instruments

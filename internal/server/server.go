@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/admin"
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
@@ -32,6 +34,7 @@ import (
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/grpcapi"
 	"github.com/sluicerate/sluice/internal/httpapi"
+	"github.com/sluicerate/sluice/internal/overrides"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -93,6 +96,15 @@ type Options struct {
 	// (front.Shedder). Default 0: no bound.
 	MaxInFlight    int
 	RequestTimeout time.Duration
+
+	// OverrideStore keeps the runtime overrides (package overrides).
+	// Default: the store, when it keeps them (memstore and redisstore
+	// do). MaxOverrides bounds how many the server holds (default
+	// overrides.DefaultMax), and OverridePoll is how often it asks the
+	// store whether they changed (default overrides.DefaultPoll).
+	OverrideStore store.OverrideStore
+	MaxOverrides  int
+	OverridePoll  time.Duration
 }
 
 // Defaults of sluice serve.
@@ -104,10 +116,13 @@ const (
 // EnvoyOptions configures the Envoy model (LoadEnvoyConfig).
 type EnvoyOptions = rls.Options
 
-// AdminOptions configures AdminHandler (admin.Options.Token).
+// AdminOptions configures AdminHandler (admin.Options.Tokens).
 type AdminOptions struct {
-	// Token, when set, is required of every request of the admin listener.
-	Token string
+	// Tokens, when set, are required of every request of the admin
+	// listener; changes need one with write access. Token is one more,
+	// named "admin", with write access.
+	Tokens adminauth.Tokens
+	Token  string
 }
 
 // Server serves sluice over HTTP and gRPC. It is safe for concurrent use.
@@ -119,9 +134,15 @@ type Server struct {
 	api       *httpapi.API
 	envoy     *rls.Front
 	shed      *front.Shedder
+	overrides *overrides.Manager
 	inspector admin.Inspector
 	timeout   time.Duration
 	denyCache int
+
+	hasOverrides bool // the store keeps runtime overrides
+
+	fallbackOnce sync.Once
+	fallback     store.Store // on_error: fallback's, made on first use
 }
 
 // New returns a Server over store with the configuration cfg. The server
@@ -143,6 +164,7 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	s.envoy = rls.New(s.front, s.reg)
 	s.envoy.SetTracer(opts.Tracer)
 	s.shed = front.NewShedder(opts.MaxInFlight, opts.RequestTimeout, s.reg)
+	s.newOverrides(store, opts)
 	if err := s.Swap(cfg); err != nil {
 		return nil, err
 	}
@@ -197,10 +219,14 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 }
 
 // AdminHandler returns the handler of the admin listener (package admin):
-// the page, its JSON API, /metrics, pprof, and Envoy's window reset.
-func (s *Server) AdminHandler(opts AdminOptions) http.Handler {
-	return s.view.Handler(s.front, admin.Options{Token: opts.Token, Inspector: s.inspector, Metrics: s.MetricsHandler(),
-		Routes: s.envoy.AdminRoutes})
+// the page, its JSON API, /metrics, pprof, the runtime overrides and
+// Envoy's window reset.
+func (s *Server) AdminHandler(opts AdminOptions) *admin.Listener {
+	return s.view.Handler(s.front, admin.Options{Tokens: opts.tokens(), Inspector: s.inspector, Metrics: s.MetricsHandler(),
+		Overrides: s.hasOverrides, Routes: func(mux front.Mux) {
+			s.envoy.AdminRoutes(mux)
+			s.overrides.Routes(mux)
+		}})
 }
 
 // AdminServer returns an http.Server for AdminHandler with timeouts set. Its
@@ -231,7 +257,10 @@ func (s *Server) SetWindowReset(reset func(ctx context.Context, req *store.Reque
 // files dir and serves its domains on Envoy's rate-limit service and /json
 // (rls.Front.Load). It is called once, before serving; an invalid
 // directory is returned as an error with every problem.
-func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error { return s.envoy.Load(dir, opts) }
+func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error {
+	opts.Decide.Overrides = s.overrides
+	return s.envoy.Load(dir, opts)
+}
 
 // UseEnvoyXDS serves the envoyproxy/ratelimit model from an xDS control
 // plane (package xds) instead of files: it returns the client, which the
@@ -240,6 +269,7 @@ func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error { return s
 // first, Envoy's requests are refused and the server is not ready, unless
 // force. x's Apply, Logger and Registry are the server's.
 func (s *Server) UseEnvoyXDS(opts EnvoyOptions, x xds.Options, force bool) (*xds.Client, error) {
+	opts.Decide.Overrides = s.overrides
 	x.Apply, x.Logger, x.Registry = s.envoy.Apply, s.front.Log, s.reg
 	c, err := xds.New(x)
 	if err != nil {

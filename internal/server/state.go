@@ -14,6 +14,9 @@ import (
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/httpapi"
+	"github.com/sluicerate/sluice/internal/overrides"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Swap makes cfg the configuration of every request that starts after it
@@ -28,6 +31,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	s.overrides.SetTargets("policies", overrides.PolicyTargets(cfg.Policies))
 	if old := s.front.State(); old != nil && storeChanged(old.Config.Store, cfg.Store) {
 		s.front.Log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
 			slog.String("file", cfg.File))
@@ -40,11 +44,15 @@ func (s *Server) Swap(cfg *config.Config) error {
 // store, and the edge's road for its policies and schedules, with
 // forward-auth's keys.
 func (s *Server) newState(cfg *config.Config) (*front.State, error) {
-	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache)}
+	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache),
+		Overrides: s.overrides, OnCacheHit: s.front.Store.CacheHit}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
 			lc.Timeout = cfg.Store.Timeout
+		}
+		if cfg.Store.Fallback {
+			lc.Fallback, lc.FallbackShare = s.fallbackStore(), cfg.Store.FallbackShare
 		}
 	}
 	ip, err := httplimit.NewIPResolver(httplimit.IPConfig{TrustedProxies: cfg.ForwardAuth.TrustedProxies})
@@ -90,4 +98,12 @@ func storeChanged(a, b *config.Store) bool {
 		return true
 	}
 	return !reflect.DeepEqual(a, b)
+}
+
+// fallbackStore is the memory store that decides while the store fails
+// under on_error: fallback: one for the server's life, so that a reload
+// keeps what it counted.
+func (s *Server) fallbackStore() store.Store {
+	s.fallbackOnce.Do(func() { s.fallback = memstore.New(memstore.Config{}) })
+	return s.fallback
 }

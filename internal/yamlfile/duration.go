@@ -51,3 +51,8 @@ func parseDuration(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// ParseDuration reads s as Duration reads a scalar: "30m", "1h30m",
+// "250ms", "1d", from 0 to MaxDuration, for durations given elsewhere than
+// in a file (the admin API's).
+func ParseDuration(s string) (time.Duration, error) { return parseDuration(s) }

@@ -1,5 +1,6 @@
 // The sluice admin page: it polls the JSON API of the admin listener
-// (/api/v1/config, rates, denied, health, inspect) and draws it. Every value
+// (/api/v1/config, rates, denied, health, inspect, overrides) and draws it,
+// and sets and removes runtime overrides. Every value
 // from the server is written as text, never as markup.
 "use strict";
 
@@ -40,7 +41,7 @@ function fmtMS(ms) {
   if (ms < 1000) return ms + " ms";
   const s = ms / 1000;
   if (s < 60) return (s < 10 ? s.toFixed(1) : Math.round(s)) + " s";
-  const m = Math.floor(s / 60), r = Math.round(s % 60);
+  const whole = Math.round(s), m = Math.floor(whole / 60), r = whole % 60;
   if (m < 60) return m + " min" + (r ? " " + r + " s" : "");
   return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
@@ -195,15 +196,19 @@ function renderDenied(d) {
     const by = r.by && r.by.length ? r.by : null;
     return el("div", { class: "rule-denied", "data-denied-rule": r.policy + "|" + r.rule },
       el("h3", {}, r.policy + " / " + r.rule),
-      el("div", { class: "note" }, r.denials + " denials seen; showing " + r.keys.length + " of at most " + r.capacity + " keys"),
+      el("div", { class: "note" }, r.denials + " denials seen, " + r.cached + " of them answered by the deny cache; showing " +
+        r.keys.length + " of at most " + r.capacity + " keys"),
       el("table", {}, el("thead", {}, el("tr", {},
-        el("th", {}, by ? by.join(", ") : "key"), el("th", { class: "num" }, "denials"), el("th", {}, "last denied"),
+        el("th", {}, by ? by.join(", ") : "key"), el("th", { class: "num" }, "denials"),
+        el("th", { class: "num" }, "from the deny cache"), el("th", {}, "last denied"),
         el("th", { class: "num" }, "let through in"), el("th", {}, ""))),
       el("tbody", {}, r.keys.map(k => {
         const label = k.values.length ? k.values.join(", ") : "(one window)";
-        return el("tr", { "data-denied": r.policy + "|" + r.rule + "|" + k.values.join(","), "data-wait-ms": k.wait_ms },
+        return el("tr", { "data-denied": r.policy + "|" + r.rule + "|" + k.values.join(","), "data-wait-ms": k.wait_ms,
+          "data-count": k.count, "data-cached": k.cached },
           el("td", {}, label, k.truncated ? " (cut)" : "", k.shadow ? el("span", { class: "badge shadow" }, "shadow") : null),
-          el("td", { class: "num" }, k.count + (k.error ? " ±" + k.error : "")),
+          el("td", { class: "num count" }, k.count + (k.error ? " ±" + k.error : "")),
+          el("td", { class: "num cached" }, k.cached),
           el("td", {}, fmtTime(k.last_denied)),
           el("td", { class: "num wait" + (k.wait_ms > 0 ? "" : " free"), "data-wait-ms": k.wait_ms }, fmtMS(k.wait_ms)),
           el("td", {}, by && !k.truncated ? el("button", {
@@ -402,6 +407,116 @@ async function renderEnvoy() {
   span.hidden = false;
 }
 
+// ---- runtime overrides ----
+
+// overrideTargetName is how the form and the list name a rule an override
+// may apply to.
+function overrideTargetName(t) {
+  return (t.domain ? "domain " + t.domain : "policy " + t.policy) + " / " + t.rule;
+}
+
+function renderOverrides(l) {
+  const section = document.getElementById("overrides");
+  section.hidden = false;
+  const canWrite = state.config.access === "write";
+  document.getElementById("override-set").disabled = !canWrite;
+  const sel = document.getElementById("override-target");
+  const sig = JSON.stringify(l.targets);
+  if (sel.dataset.sig !== sig) {
+    sel.dataset.sig = sig;
+    const cur = sel.value;
+    sel.replaceChildren(...l.targets.map(t => el("option", {
+      value: JSON.stringify({ policy: t.policy, domain: t.domain, rule: t.rule }), "data-by": JSON.stringify(t.by),
+    }, overrideTargetName(t) + " (" + t.limit + " per " + t.window + ")")));
+    if (cur && [...sel.options].some(o => o.value === cur)) sel.value = cur;
+    renderOverrideInputs();
+  }
+  const status = document.getElementById("override-status");
+  status.dataset.stale = l.stale;
+  if (l.stale) {
+    status.textContent = "The store does not answer (" + l.error + "); this server applies the overrides it read last.";
+  } else if (!status.dataset.message) {
+    status.textContent = l.overrides.length + " of at most " + l.max + " overrides" + (canWrite ? "" : "; this token may only read them");
+  }
+  const list = document.getElementById("override-list");
+  if (!l.overrides.length) {
+    list.replaceChildren(el("p", { class: "empty" }, "No runtime override: every rule has the file's limits."));
+    return;
+  }
+  list.replaceChildren(el("table", {}, el("thead", {}, el("tr", {},
+    el("th", {}, "rule"), el("th", {}, "values"), el("th", { class: "num" }, "limit"), el("th", {}, "until"),
+    el("th", {}, "set by"), el("th", {}, "reason"), el("th", {}, "state"), el("th", {}, ""))),
+  el("tbody", {}, l.overrides.map(o => {
+    const limit = o.limit === 0 ? "blocked" : o.limit + (o.window ? " per " + o.window : "") +
+      (o.burst ? ", burst " + o.burst : "") + (o.min_gap ? ", min gap " + o.min_gap : "");
+    const st = o.problem ? "not applied: " + o.problem : o.expired ? "ended" : "active";
+    return el("tr", { "data-override": o.id, "data-limit": o.limit, "data-state": o.active ? "active" : "inactive",
+      class: o.active ? "" : "inactive" },
+      el("td", {}, overrideTargetName(o)), el("td", {}, el("code", {}, o.values.join(", ") || "(one window)")),
+      el("td", { class: "num" }, limit), el("td", {}, o.until ? fmtTime(o.until) : "for good"),
+      el("td", {}, o.set_by + " at " + fmtTime(o.set_at)), el("td", {}, o.reason || ""), el("td", {}, st),
+      el("td", {}, canWrite && !o.expired ? el("button", { type: "button", class: "remove", "data-remove": o.id, onclick: () => removeOverride(o.id) }, "remove") : null));
+  }))));
+}
+
+function renderOverrideInputs() {
+  const opt = document.getElementById("override-target").selectedOptions[0];
+  const by = opt ? JSON.parse(opt.dataset.by) : [];
+  document.getElementById("override-values").replaceChildren(...by.map(a => el("label", {}, a + " ",
+    el("input", { type: "text", "data-attr": a, placeholder: "value or prefix*" }))));
+}
+
+function overrideMessage(text, error) {
+  const status = document.getElementById("override-status");
+  status.textContent = text;
+  status.dataset.message = text;
+  status.className = error ? "note error" : "note";
+}
+
+async function setOverride() {
+  const sel = document.getElementById("override-target");
+  if (!sel.value) return;
+  const body = JSON.parse(sel.value);
+  body.values = [...document.querySelectorAll("#override-values input")].map(i => i.value);
+  if (document.getElementById("override-blocked").checked) {
+    body.blocked = true;
+  } else {
+    const limit = document.getElementById("override-limit").value.trim();
+    if (!/^[0-9]+$/.test(limit)) {
+      overrideMessage("Give the limit as a whole number, or tick blocked.", true);
+      return;
+    }
+    body.limit = Number(limit);
+  }
+  const forText = document.getElementById("override-for").value.trim();
+  if (forText) body.for = forText;
+  const reason = document.getElementById("override-reason").value.trim();
+  if (reason) body.reason = reason;
+  try {
+    const o = await api("api/v1/overrides", { method: "PUT", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    overrideMessage("Set " + o.id + ".", false);
+    await refreshOverrides();
+  } catch (e) {
+    overrideMessage("Not set: " + e.message, true);
+  }
+}
+
+async function removeOverride(id) {
+  try {
+    await api("api/v1/overrides/" + encodeURIComponent(id), { method: "DELETE" });
+    overrideMessage("Removed " + id + "; the rule's own limits apply to its keys again.", false);
+    await refreshOverrides();
+  } catch (e) {
+    overrideMessage("Not removed: " + e.message, true); // an override that ended may be gone from the store already
+    await refreshOverrides().catch(() => {});
+  }
+}
+
+async function refreshOverrides() {
+  if (!state.config || !state.config.overrides) return;
+  renderOverrides(await api("api/v1/overrides"));
+}
+
 // ---- the loop ----
 
 async function tick() {
@@ -418,6 +533,7 @@ async function tick() {
     renderRates(rates);
     renderDenied(denied);
     renderHealth(health);
+    await refreshOverrides();
     if (document.getElementById("inspect-follow").checked) await refreshInspect();
     live.textContent = "live";
     live.className = "pill ok";
@@ -431,4 +547,6 @@ async function tick() {
 
 document.getElementById("inspect-target").addEventListener("change", () => renderAttrInputs());
 document.getElementById("inspect-form").addEventListener("submit", ev => { ev.preventDefault(); runInspect(); });
+document.getElementById("override-target").addEventListener("change", () => renderOverrideInputs());
+document.getElementById("override-form").addEventListener("submit", ev => { ev.preventDefault(); setOverride(); });
 tick();

@@ -55,6 +55,8 @@ type Front struct {
 	xds     func() xds.Status          // the control plane's client, when the configuration comes from one
 	applied atomic.Pointer[xdsVersion] // the control plane's version in use
 	tracer  trace.Tracer               // nil: answers are not traced
+
+	onConfig func(*envoy.Config) // told of each configuration put in use
 }
 
 // New returns the service over f, whose envoyproxy/ratelimit metrics go to
@@ -78,6 +80,18 @@ func (e *Front) SetWindowReset(reset func(ctx context.Context, req *store.Reques
 	e.reset = reset
 }
 
+// OnConfig has f told of each configuration put in use, before requests
+// see it (the runtime overrides' rules). Call it before Load.
+func (e *Front) OnConfig(f func(*envoy.Config)) { e.onConfig = f }
+
+// use puts cfg in use.
+func (e *Front) use(cfg *envoy.Config) {
+	if e.onConfig != nil {
+		e.onConfig(cfg)
+	}
+	e.cfg.Store(cfg)
+}
+
 // Load loads the directory of envoyproxy/ratelimit configuration files dir
 // and serves its domains: a request whose domain is configured there is
 // decided by its descriptors; one whose domain is a policy of the
@@ -95,7 +109,7 @@ func (e *Front) Load(dir string, opts Options) error {
 	e.dir, e.opts = dir, opts
 	e.metrics = newMetrics(e.reg)
 	e.metrics.loads.WithLabelValues().Inc()
-	e.cfg.Store(cfg)
+	e.use(cfg)
 	e.logNotes(cfg)
 	if opts.RequireDomain {
 		e.f.AddReadiness(e.ready)
@@ -138,7 +152,7 @@ func (e *Front) Reload() error {
 		e.f.Log.Error("Envoy configuration not reloaded; the previous one stays in use", slog.String("dir", e.dir), slog.Any("err", err))
 		return err
 	}
-	e.cfg.Store(cfg)
+	e.use(cfg)
 	e.metrics.loads.WithLabelValues().Inc()
 	e.f.Log.Info("Envoy configuration reloaded", slog.String("dir", e.dir), slog.Int("files", len(cfg.Files)), slog.Int("domains", len(cfg.Domains())))
 	e.logNotes(cfg)

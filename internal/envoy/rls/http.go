@@ -40,7 +40,7 @@ func (e *Front) Routes(mux *http.ServeMux) {
 //   - GET /api/v1/envoy/config: where the configuration comes from (files
 //     or an xDS control plane), its domains, and the control plane's
 //     state: the version in use, the last one refused and why.
-func (e *Front) AdminRoutes(mux *http.ServeMux) {
+func (e *Front) AdminRoutes(mux front.Mux) {
 	mux.HandleFunc("POST /api/v1/envoy/reset", e.handleReset)
 	mux.HandleFunc("GET /api/v1/envoy/config", e.handleConfig)
 }

@@ -29,7 +29,7 @@ func (e *Front) UseXDS(opts Options, force bool, status func() xds.Status) error
 		if err != nil {
 			return err
 		}
-		e.cfg.Store(empty)
+		e.use(empty)
 	}
 	e.f.AddReadiness(e.ready)
 	return nil
@@ -47,7 +47,7 @@ func (e *Front) Apply(version string, docs []envoy.Source) error {
 		return err
 	}
 	e.applied.Store(&xdsVersion{version: version, resources: len(docs), at: time.Now(), cfg: cfg})
-	e.cfg.Store(cfg)
+	e.use(cfg)
 	e.metrics.loads.WithLabelValues().Inc()
 	e.f.Log.Info("Envoy configuration from the xDS control plane in use", slog.String("version", version),
 		slog.Int("resources", len(docs)), slog.Int("domains", len(cfg.Domains())))
