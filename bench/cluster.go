@@ -81,7 +81,7 @@ func (b *bench) clusterTable(rounds int) {
 			servers := x.stats // nil: the bench's own server
 			calls0, cpu0 := b.scriptCalls(servers), b.serversCPU(servers)
 			names := keyNames(b.w.keys)
-			o := runOutcome(b.w, lim, p, names, x.name)
+			o := runOutcome(b.w, lim, p, names, "cluster: "+x.name)
 			calls1, cpu1 := b.scriptCalls(servers), b.serversCPU(servers)
 			for _, cc := range caps {
 				cc.release()
@@ -109,17 +109,13 @@ func (b *bench) clusterTable(rounds int) {
 	}
 	fmt.Println()
 	for i, x := range runs {
-		var s []string
-		for _, r := range all[i] {
-			s = append(s, fmt.Sprintf("%.0f", r.o.perSecond()))
-		}
-		fmt.Printf("- %s: %s decisions/s\n", x.name, strings.Join(s, ", "))
+		printRounds(x.name, all[i], func(r result) outcome { return r.o })
 	}
 	fmt.Println()
 }
 
 // runOutcome decides p over names from the workload's goroutines through
-// lim for its duration.
+// lim for its duration, its progress drawn as label.
 func runOutcome(w workload, lim *sluice.Limiter, p *sluice.Policy, names []string, label string) outcome {
 	o := run(w, func() decideFunc {
 		attrs := map[string]string{"key": ""}
@@ -128,7 +124,7 @@ func runOutcome(w workload, lim *sluice.Limiter, p *sluice.Policy, names []strin
 			d, err := lim.Allow(ctx, p, attrs)
 			return d.Allowed, err
 		}
-	}, progress("cluster: "+label))
+	}, progress(label))
 	doneProgress()
 	return o
 }

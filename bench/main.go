@@ -308,13 +308,19 @@ func (b *bench) redisTable(rounds int) {
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {
-		var s []string
-		for _, r := range all[i] {
-			s = append(s, fmt.Sprintf("%.0f", r.o.perSecond()))
-		}
-		fmt.Printf("- %s: %s decisions/s\n", c.name, strings.Join(s, ", "))
+		printRounds(c.name, all[i], func(r redisRow) outcome { return r.o })
 	}
 	fmt.Println()
+}
+
+// printRounds prints the decisions/s of each of a contender's rounds, as
+// one item of a list.
+func printRounds[R any](name string, rounds []R, o func(R) outcome) {
+	var s []string
+	for _, r := range rounds {
+		s = append(s, fmt.Sprintf("%.0f", o(r).perSecond()))
+	}
+	fmt.Printf("- %s: %s decisions/s\n", name, strings.Join(s, ", "))
 }
 
 func fmtDur(d time.Duration) string {

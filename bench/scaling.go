@@ -193,15 +193,7 @@ func (b *bench) limitsTable() {
 		w := b.w
 		w.keys = keys
 		w.duration = max(b.w.duration/2, time.Second)
-		o := run(w, func() decideFunc {
-			attrs := map[string]string{"key": ""}
-			return func(ctx context.Context, i int) (bool, error) {
-				attrs["key"] = names[i]
-				d, err := lim.Allow(ctx, p, attrs)
-				return d.Allowed, err
-			}
-		}, progress(fmt.Sprintf("limit %d", limit)))
-		doneProgress()
+		o := runOutcome(w, lim, p, names, fmt.Sprintf("limit %d", limit))
 		s.Close()
 		fmt.Printf("| %d | %d | %s | %.0f | %.1f | %.1f | %.0f | %s |\n", limit, keys, enc, perKey, perEvent, naiveEntry, o.perSecond(), fmtDur(o.p99))
 	}

@@ -348,29 +348,8 @@ func TestClusterBatchesBySlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scriptCalls := func() int {
-		info, err := master.Do("INFO", "commandstats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, line := range strings.Split(info, "\n") {
-			line = strings.TrimSpace(line)
-			rest, ok := strings.CutPrefix(line, "cmdstat_eval")
-			if !ok {
-				rest, ok = strings.CutPrefix(line, "cmdstat_fcall")
-			}
-			if ok {
-				_, fields, _ := strings.Cut(rest, ":")
-				calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
-				v, _ := strconv.Atoi(calls)
-				n += v
-			}
-		}
-		return n
-	}
 	const goroutines, each = 64, 40
-	before := scriptCalls()
+	before := scriptCalls(t, master)
 	var wg sync.WaitGroup
 	for range goroutines {
 		wg.Add(1)
@@ -385,7 +364,7 @@ func TestClusterBatchesBySlot(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	calls := scriptCalls() - before
+	calls := scriptCalls(t, master) - before
 	if decisions := goroutines * each; calls <= 0 || calls > decisions/2 {
 		t.Errorf("%d decisions on one slot took %d script calls, want at most %d: batched", decisions, calls, decisions/2)
 	}
@@ -473,29 +452,8 @@ func TestClusterBatchesByMaster(t *testing.T) {
 	c := sharedCluster(t)
 	s := openCluster(t, redisstore.Config{Prefix: newPrefix()})
 	p := &sluice.Policy{Name: "spread", Rules: []sluice.Rule{{Name: "user", Limit: 1 << 30, Window: time.Minute, By: []string{"user"}}}}
-	calls := func() int {
-		n := 0
-		for _, m := range c.Masters() {
-			info, err := m.Do("INFO", "commandstats")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range strings.Split(info, "\n") {
-				line = strings.TrimSpace(line)
-				rest, ok := strings.CutPrefix(line, "cmdstat_fcall:")
-				if !ok {
-					rest, ok = strings.CutPrefix(line, "cmdstat_evalsha:")
-				}
-				if ok {
-					v, _ := strconv.Atoi(strings.TrimPrefix(strings.Split(rest, ",")[0], "calls="))
-					n += v
-				}
-			}
-		}
-		return n
-	}
 	const goroutines, each, users = 64, 40, 512
-	before := calls()
+	before := scriptCalls(t, c.Masters()...)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Add(1)
@@ -511,7 +469,7 @@ func TestClusterBatchesByMaster(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	n := calls() - before
+	n := scriptCalls(t, c.Masters()...) - before
 	if decisions := goroutines * each; n <= 0 || n > decisions/2 {
 		t.Errorf("%d decisions over %d users took %d script calls, want at most %d: batched across slots", decisions, users, n, decisions/2)
 	}

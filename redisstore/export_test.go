@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicerate/sluice/store"
@@ -23,6 +24,20 @@ func DecideBatch(c rueidis.Client, keys [][]string, reqs []*store.Request, now i
 // where the server has them).
 func DecideAcrossSlots(c rueidis.Client, keys [][]string, reqs []*store.Request, now int64) []error {
 	return decideBatch(&batcher{ev: rueidisEvaler{client: c, fns: &functions{}}, slots: true}, keys, reqs, now)
+}
+
+// FrozenSlotsBatch returns a decider of batches like DecideAcrossSlots
+// whose calls are routed by a slot map read once now and again only when a
+// call is redirected or refused (no poll each second, so that a test can
+// send by a map a failover made stale), and a func that stops it.
+func FrozenSlotsBatch(c rueidis.Client) (decide func(keys [][]string, reqs []*store.Request, now int64) []error, stop func()) {
+	r := &slotReader{client: c}
+	r.poll()
+	r.poller = startPoller(time.Hour, r.poll)
+	ev := rueidisEvaler{client: c, fns: &functions{}, slots: r}
+	return func(keys [][]string, reqs []*store.Request, now int64) []error {
+		return decideBatch(&batcher{ev: ev, slots: true}, keys, reqs, now)
+	}, r.close
 }
 
 func decideBatch(b *batcher, keys [][]string, reqs []*store.Request, now int64) []error {
@@ -57,3 +72,6 @@ func UseScripts(s *Store) {
 
 // DecideLibrary returns the name of decide.lua's function library.
 func DecideLibrary() string { return decideLibrary.name }
+
+// KeySlot exposes keySlot to the external tests.
+func KeySlot(key string) uint16 { return keySlot(key) }

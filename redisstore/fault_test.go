@@ -18,6 +18,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Fault tests: real servers are flushed, restarted, failed over and frozen
@@ -381,6 +382,65 @@ func TestClusterFailoverLearnsFromFirstMoved(t *testing.T) {
 	// new map before the first call.
 	if moved > 1 {
 		t.Errorf("%d MOVED replies from the old master to %d calls, want at most 1", moved, calls)
+	}
+}
+
+// TestClusterBatchAfterFailover sends a batch of several slots of one
+// master, by a slot map read before a CLUSTER FAILOVER of that master: the
+// old master, now a replica, refuses the whole call (READONLY: decide.lua's
+// function may write, so it is refused before it runs, where a call that
+// declares its keys gets MOVED), once; the store reads the map again from
+// it and sends the batch to the new master, and every decision counts
+// once.
+func TestClusterBatchAfterFailover(t *testing.T) {
+	c := sharedCluster(t)
+	rc := clusterClient(t, c)
+	s := openCluster(t, redisstore.Config{Prefix: newPrefix()}) // for its key names
+	p := &sluice.Policy{Name: "batchover", Rules: []sluice.Rule{{Name: "user", Limit: 5, Window: time.Hour, By: []string{"user"}}}}
+	var master, replica *redistest.Server
+	var keys [][]string
+	var reqs []*store.Request
+	slots := map[uint16]bool{}
+	for u := 0; len(reqs) < 8; u++ {
+		req := request(t, p, map[string]string{"user": fmt.Sprintf("u%d", u)}, 1)
+		k := s.Keys(req)
+		m, r, err := c.MasterOf(k[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if master == nil {
+			master, replica = m, r
+		}
+		if m.Addr() == master.Addr() {
+			keys, reqs = append(keys, k), append(reqs, req)
+			slots[redisstore.KeySlot(k[0])] = true
+		}
+	}
+	if len(slots) < 2 {
+		t.Fatalf("8 users in %d slot(s), want several", len(slots))
+	}
+	decide, stop := redisstore.FrozenSlotsBatch(rc)
+	defer stop()
+	round := func(n int64) {
+		t.Helper()
+		for i, err := range decide(keys, reqs, time.Now().UnixMicro()) {
+			if err != nil {
+				t.Fatalf("round %d, user %d: %v", n, i, err)
+			}
+			if r := reqs[i].Results[0]; !r.Fits || r.Used != n {
+				t.Fatalf("round %d, user %d: %+v, want fits with used %d", n, i, r, n)
+			}
+		}
+	}
+	round(1)
+	before := errorCount(t, master, "READONLY")
+	if _, err := c.Failover(replica); err != nil {
+		t.Fatal(err)
+	}
+	round(2)
+	round(3)
+	if refused := errorCount(t, master, "READONLY") - before; refused != 1 {
+		t.Errorf("the old master refused %d batches (READONLY), want 1: the first, after which the map is read again", refused)
 	}
 }
 

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,25 @@ func commandCalls(t *testing.T, srv *redistest.Server, command string) (calls, f
 		}
 	}
 	return calls, failed
+}
+
+// scriptCalls returns the script and function calls (EVAL, EVALSHA, FCALL)
+// servers have run since they started.
+func scriptCalls(t *testing.T, servers ...*redistest.Server) int {
+	t.Helper()
+	n := 0
+	for _, srv := range servers {
+		for _, command := range []string{"eval", "evalsha", "fcall"} {
+			if calls, _ := commandCalls(t, srv, command); calls != "" {
+				v, err := strconv.Atoi(calls)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %s calls=%q", command, calls)
+				}
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // TestFunctionFlushReloads flushes the server's functions before each

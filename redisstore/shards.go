@@ -138,6 +138,18 @@ func (m *slotMap) master(slot uint16) string {
 	return ""
 }
 
+// addr returns the address of the master of slot; "" when the map names
+// none. A nil map names none.
+func (m *slotMap) addr(slot uint16) string {
+	if m == nil {
+		return ""
+	}
+	if i := m.of[slot]; i > 0 {
+		return m.addrs[i-1]
+	}
+	return ""
+}
+
 // node returns the client of the master of slot; nil when the map names
 // none or the client does not know it. A nil map names none.
 func (m *slotMap) node(slot uint16) rueidis.Client {
@@ -156,12 +168,12 @@ type slotReader struct {
 	client rueidis.Client
 	cur    atomic.Pointer[slotMap]
 	poller *poller
-	// learning serializes the reads a MOVED reply asks for, so that the
+	// learning serializes the reads a MOVED or READONLY reply asks for, so that the
 	// calls redirected together read the map once.
 	learning sync.Mutex
 }
 
-// maxRedirects bounds the MOVED replies one call follows.
+// maxRedirects bounds the MOVED (or READONLY) replies one call follows.
 const maxRedirects = 3
 
 // do sends the command build makes to the master the slot map names for
@@ -182,7 +194,8 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 	seen := r.load()
 	cmd := build()
 	slot := cmd.Slot() // read before the call: a command is recycled once answered
-	node := seen.node(slot)
+	// at is node's address.
+	node, at := seen.node(slot), seen.addr(slot)
 	if node == nil {
 		return r.client.Do(ctx, cmd).ToMessage()
 	}
@@ -202,18 +215,20 @@ func (r *slotReader) do(ctx context.Context, build func() rueidis.Completed) (ru
 			return r.client.Do(ctx, build()).ToMessage()
 		}
 		addr, moved := rerr.IsMoved()
-		demoted := !moved && isReadOnly(rerr)
-		if !moved && !demoted || redirects == maxRedirects {
+		if !moved && !isReadOnly(rerr) || redirects == maxRedirects {
 			return msg, err
 		}
 		r.learn(ctx, seen, node)
-		was := seen.node(slot)
 		seen = r.load()
-		switch node = seen.node(slot); {
-		case demoted && (node == nil || node == was):
-			return msg, err // the map still names the node that refused
-		case moved && (node == nil || seen.addrs[seen.of[slot]-1] != addr):
-			node = r.client.Nodes()[addr] // the map read is not the redirect's (yet)
+		next := seen.addr(slot)
+		switch {
+		case moved:
+			next = addr // the map read may not be the redirect's (yet)
+		case next == at:
+			return msg, err // READONLY, and the map still names the node that refused
+		}
+		if node, at = seen.node(slot), next; node == nil || next != seen.addr(slot) {
+			node = r.client.Nodes()[next]
 		}
 		cmd = build()
 		if node == nil {

@@ -120,7 +120,10 @@ func applyEnvoyEnv(fs *flag.FlagSet, f *envoyFlags, getenv func(string) string) 
 		}
 		return b, true, nil
 	}
-	if root := getenv("RUNTIME_ROOT"); root != "" {
+	// With CONFIG_TYPE=GRPC_XDS_SOTW the configuration comes from a
+	// control plane (applyDeployEnv), and RUNTIME_ROOT, which Envoy
+	// Gateway sets all the same, names no directory to read.
+	if root := getenv("RUNTIME_ROOT"); root != "" && !strings.EqualFold(getenv("CONFIG_TYPE"), "GRPC_XDS_SOTW") {
 		app := getenv("RUNTIME_APPDIRECTORY")
 		if app == "" {
 			app = "config"

@@ -11,6 +11,9 @@
 //	sluice override set|list|get|delete [flags]
 //	sluice bench [--redis URL | --server URL] [flags]
 //
+// Started under the name ratelimit (the container image's /bin/ratelimit,
+// envoyproxy/ratelimit's command), sluice is sluice serve.
+//
 // "sluice --help" lists the commands and "sluice COMMAND -h" a command's
 // flags.
 //
@@ -23,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -54,7 +58,14 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "ratelimit" {
+		// envoyproxy/ratelimit's command, as its deployments start it
+		// (the container image's /bin/ratelimit): sluice serve, from its
+		// environment.
+		args = append([]string{"serve"}, args...)
+	}
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

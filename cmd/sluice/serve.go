@@ -7,26 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/internal/server"
 )
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL] [--admin ADDR]
-       sluice serve --envoy-config DIR [--config FILE] [flags]
+const serveUsage = `usage: sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL] [--admin ADDR]
+       sluice serve --envoy-config DIR | --envoy-xds HOST:PORT [--config FILE] [flags]
 
 Serves the policies and schedules of FILE: the HTTP JSON API, forward-auth,
 /metrics, /healthz and /readyz on --http (default :8080, on every
@@ -40,9 +31,19 @@ the requests in flight.
 --envoy-config DIR serves a directory of envoyproxy/ratelimit configuration
 files as they are (with or without --config): Envoy's rate-limit service
 (gRPC, default :8081 then), /json, /healthcheck and /rlconfig, reloaded when
-a file changes. That service's environment variables (RUNTIME_ROOT,
-RUNTIME_SUBDIRECTORY, PORT, GRPC_PORT, LOG_LEVEL, REDIS_URL, ...) stand for
-flags the command line leaves out. See docs/envoy.md.
+a file changes. --envoy-xds HOST:PORT takes that configuration from an xDS
+control plane instead, as Envoy Gateway serves it: each version pushed is
+validated as files are, applied, or refused with its problems while the
+last good one keeps serving. That service's environment variables
+(RUNTIME_ROOT, CONFIG_TYPE, CONFIG_GRPC_XDS_*, GRPC_SERVER_USE_TLS, PORT,
+GRPC_PORT, LOG_LEVEL, REDIS_URL, REDIS_TLS, USE_PROMETHEUS, TRACING_ENABLED,
+...) stand for flags the command line leaves out. Started as ratelimit
+(/bin/ratelimit in the container image), sluice is sluice serve. See
+docs/envoy.md.
+
+--http-tls, --grpc-tls and --admin-tls serve a listener with TLS, and with
+client-ca, refuse clients without a certificate of those authorities; the
+certificate files are read again when they change, without a restart.
 
 --admin serves the admin view on its own listener, loopback only unless
 a host is named: a live page of the policies, decision rates, the keys
@@ -66,187 +67,136 @@ except after something freed room early (a key reset by hand, a failover
 that lost admissions), when it keeps denying until the wait it announced
 has passed; it never admits. 0 turns it off. See docs/design.md.
 
-flags:`)
+flags:`
+
+// serveCmd is sluice serve's command line, environment and configuration
+// file, as parsed.
+type serveCmd struct {
+	fs                              *flag.FlagSet
+	file, httpAddr, grpcAddr, redis *string
+	logFormat, logLevel             *string
+	af                              *adminFlags
+	adminTokens                     adminauth.Tokens
+	of                              *overrideFlags
+	outageEvery, watch, grace       *time.Duration
+	denyCache                       *int
+	ef                              *envoyFlags
+	df                              *deployFlags
+	adminSet                        bool
+	stderr                          io.Writer
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, code, ok := parseServe(args, stderr, os.Getenv)
+	if !ok {
+		return code
+	}
+	return c.run(ctx)
+}
+
+// parseServe parses the command line and the environment. It reports
+// false, with the exit code, when serve must stop.
+func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*serveCmd, int, bool) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, serveUsage)
 		fs.PrintDefaults()
 	}
-	file := fs.String("config", "", "the configuration `file` (required unless --envoy-config is given)")
-	httpAddr := fs.String("http", ":8080", "serve HTTP on this `address` (:PORT listens on every interface; 127.0.0.1:PORT on this machine only)")
-	grpcAddr := fs.String("grpc", "", "serve gRPC on this `address` (default: no gRPC)")
-	redisURL := fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store")
-	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	outageEvery := fs.Duration("log-outage-interval", outage.DefaultInterval, "while the store fails, log one summary per `interval` (its first failure and its recovery are logged at once)")
-	watch := fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)")
-	grace := fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown")
-	denyCache := fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)")
-	ef := addEnvoyFlags(fs, true)
-	af := addAdminFlags(fs)
-	of := addOverrideFlags(fs)
+	c := &serveCmd{fs: fs, stderr: stderr,
+		file:        fs.String("config", "", "the configuration `file` (required unless --envoy-config or --envoy-xds is given)"),
+		httpAddr:    fs.String("http", ":8080", "serve HTTP on this `address` (:PORT listens on every interface; 127.0.0.1:PORT on this machine only)"),
+		grpcAddr:    fs.String("grpc", "", "serve gRPC on this `address` (default: no gRPC)"),
+		redis:       fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store"),
+		logFormat:   fs.String("log-format", "text", "log `format`: text or json"),
+		logLevel:    fs.String("log-level", "info", "log `level`: debug, info, warn or error"),
+		outageEvery: fs.Duration("log-outage-interval", outage.DefaultInterval, "while the store fails, log one summary per `interval` (its first failure and its recovery are logged at once)"),
+		watch:       fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)"),
+		grace:       fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown"),
+		denyCache:   fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)"),
+	}
+	c.ef = addEnvoyFlags(fs, true)
+	c.df = addDeployFlags(fs)
+	c.af = addAdminFlags(fs)
+	c.of = addOverrideFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return nil, exitOK, false
 		}
-		return exitUsage
+		return nil, exitUsage, false
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice serve: "+format+"\n", a...)
-		return exitUsage
+	fs.Visit(func(f *flag.Flag) { c.adminSet = c.adminSet || f.Name == "admin" })
+	if err := c.check(getenv); err != nil {
+		return nil, c.fail("%v", err), false
 	}
-	if fs.NArg() > 0 {
-		return fail("unexpected argument %q", fs.Arg(0))
+	return c, exitOK, true
+}
+
+// check applies the environment and checks what the flags ask for.
+func (c *serveCmd) check(getenv func(string) string) error {
+	switch {
+	case c.fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", c.fs.Arg(0))
+	case *c.denyCache < 0:
+		return fmt.Errorf("--deny-cache %d: give a number of keys, or 0 for none", *c.denyCache)
+	case *c.outageEvery <= 0:
+		return fmt.Errorf("--log-outage-interval %v: give a positive duration, such as 10s", *c.outageEvery)
 	}
-	if *denyCache < 0 {
-		return fail("--deny-cache %d: give a number of keys, or 0 for none", *denyCache)
+	if err := applyDeployEnv(c.fs, c.df, getenv); err != nil {
+		return err
 	}
-	if err := applyEnvoyEnv(fs, ef, os.Getenv); err != nil {
-		return fail("%v", err)
+	if err := applyEnvoyEnv(c.fs, c.ef, getenv); err != nil {
+		return err
 	}
-	envoyOpts, err := ef.options()
+	var err error
+	if c.adminTokens, err = c.af.check(getenv); err != nil {
+		return err
+	}
+	if err := c.of.check(); err != nil {
+		return err
+	}
+	switch {
+	case *c.ef.dir != "" && *c.df.xds != "":
+		return fmt.Errorf("--envoy-config %s and --envoy-xds %s: the Envoy configuration comes from files or from a control plane; give one", *c.ef.dir, *c.df.xds)
+	case *c.file == "" && *c.ef.dir == "" && *c.df.xds == "":
+		return errors.New("--config FILE, --envoy-config DIR or --envoy-xds HOST:PORT is required")
+	}
+	return nil
+}
+
+func (c *serveCmd) fail(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "sluice serve: "+format+"\n", a...)
+	return exitUsage
+}
+
+// run serves until ctx ends or a listener fails.
+func (c *serveCmd) run(ctx context.Context) int {
+	log, err := newLogger(c.stderr, *c.logFormat, *c.logLevel)
 	if err != nil {
-		return fail("%v", err)
+		return c.fail("%v", err)
 	}
-	if *file == "" && *ef.dir == "" {
-		return fail("--config FILE or --envoy-config DIR is required")
-	}
-	if *ef.dir != "" && *grpcAddr == "" {
-		*grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
-	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if *outageEvery <= 0 {
-		return fail("--log-outage-interval %v: give a positive duration, such as 10s", *outageEvery)
-	}
-	adminTokens, err := af.check(os.Getenv)
-	if err == nil {
-		err = of.check()
-	}
-	if err != nil {
-		return fail("%v", err)
+	for _, n := range c.df.env.notes {
+		log.Warn(n)
 	}
 	cfg := &config.Config{}
-	if *file != "" {
-		if cfg, err = config.Load(*file); err != nil {
-			return fail("%v", err)
+	if *c.file != "" {
+		if cfg, err = config.Load(*c.file); err != nil {
+			return c.fail("%v", err)
 		}
 	}
-	store, err := openConfiguredStore(cfg, *redisURL)
+	ds, err := c.df.settings(cfg, log)
 	if err != nil {
-		return fail("%v", err)
+		return c.fail("%v", err)
 	}
-	defer store.Close()
-	store.keepWarm(5 * time.Second)
-	srv, err := server.New(store.Store, cfg, server.Options{Logger: log, DenyCache: *denyCache, OutageInterval: *outageEvery, Ping: store.Ping,
-		Inspector: store.inspector(), MaxOverrides: *of.max, OverridePoll: *of.poll})
+	if ds.xds != nil && *c.grpcAddr == "" || *c.ef.dir != "" && *c.grpcAddr == "" {
+		*c.grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
+	}
+	st, err := c.start(ctx, log, cfg, ds)
 	if err != nil {
-		return fail("%v", err)
+		return c.fail("%v", err)
 	}
-	if *ef.dir != "" {
-		if err := srv.LoadEnvoyConfig(*ef.dir, envoyOpts); err != nil {
-			return fail("--envoy-config %s:\n%v", *ef.dir, err)
-		}
-		srv.SetWindowReset(windowReset(store))
-	}
-
-	hl, err := net.Listen("tcp", *httpAddr)
-	if err != nil {
-		return fail("--http: %v", err)
-	}
-	var gl net.Listener
-	if *grpcAddr != "" {
-		if gl, err = net.Listen("tcp", *grpcAddr); err != nil {
-			hl.Close()
-			return fail("--grpc: %v", err)
-		}
-	}
-
-	adminSet := false
-	fs.Visit(func(f *flag.Flag) { adminSet = adminSet || f.Name == "admin" })
-	al, err := listenAdmin(*af.addr, adminSet)
-	if err != nil && adminSet {
-		hl.Close()
-		if gl != nil {
-			gl.Close()
-		}
-		return fail("%v", err)
-	} else if err != nil {
-		log.Warn(err.Error())
-	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	srv.FollowOverrides(ctx, 2*time.Second)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	if *file != "" {
-		go srv.Watch(ctx, *file, *watch, hup)
-	}
-	if *ef.dir != "" {
-		envoyHup := make(chan os.Signal, 1)
-		signal.Notify(envoyHup, syscall.SIGHUP)
-		defer signal.Stop(envoyHup)
-		go srv.WatchEnvoyConfig(ctx, *watch, envoyHup)
-	}
-
-	errc := make(chan error, 3)
-	hs := srv.HTTPServer(*httpAddr)
-	go func() { errc <- hs.Serve(hl) }()
-	var gs *grpc.Server
-	if gl != nil {
-		gs = srv.GRPCServer(grpc.MaxRecvMsgSize(1 << 20))
-		go func() { errc <- gs.Serve(gl) }()
-	}
-	var as *http.Server
-	if al != nil {
-		as = srv.AdminServer(al.Addr().String(), server.AdminOptions{Tokens: adminTokens})
-		go func() { errc <- as.Serve(al) }()
-	}
-	attrs := []any{slog.String("http", hl.Addr().String()), slog.String("store", store.Where),
-		slog.String("config", *file), slog.Int("policies", len(cfg.Policies)), slog.Int("schedules", len(cfg.Schedules))}
-	if gl != nil {
-		attrs = append(attrs, slog.String("grpc", gl.Addr().String()))
-	}
-	if ec := srv.EnvoyConfig(); ec != nil {
-		attrs = append(attrs, slog.String("envoy_config", ec.Dir), slog.Int("envoy_domains", len(ec.Domains())))
-	}
-	if al != nil {
-		attrs = append(attrs, slog.String("admin", al.Addr().String()), slog.Bool("admin_token", len(adminTokens) > 0))
-	}
-	log.Info("sluice serving", attrs...)
-
-	code := exitOK
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down; finishing the requests in flight", slog.Duration("timeout", *grace))
-	case err := <-errc:
-		log.Error("server failed", slog.Any("err", err))
-		code = 1
-	}
-	srv.Drain()
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
-	defer cancel()
-	done := make(chan struct{})
-	if gs != nil {
-		go func() { gs.GracefulStop(); close(done) }()
-	} else {
-		close(done)
-	}
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("HTTP shutdown", slog.Any("err", err))
-	}
-	if as != nil {
-		if err := as.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("admin shutdown", slog.Any("err", err))
-		}
-	}
-	select {
-	case <-done:
-	case <-sctx.Done():
-		gs.Stop()
-	}
-	log.Info("sluice stopped")
-	return code
+	defer st.close()
+	return st.serve(ctx, *c.grace)
 }
 
 // newLogger returns a logger writing to w in format at level.

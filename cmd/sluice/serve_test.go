@@ -90,7 +90,14 @@ func startServeArgs(t *testing.T, env []string, args ...string) *serveProc {
 	t.Helper()
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
 		"--log-format", "json", "--watch", "50ms"}, args...)
-	cmd := exec.Command(sluiceBinary(t), args...)
+	return startProc(t, sluiceBinary(t), args, env)
+}
+
+// startProc starts bin with args and env added to the environment; it
+// must log JSON, as serve does with --log-format json or LOG_FORMAT=json.
+func startProc(t *testing.T, bin string, args, env []string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}

@@ -3,15 +3,15 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"os"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/tlsfiles"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/store"
@@ -115,6 +115,12 @@ func (s *openedStore) Close() error {
 // the file's store section, else the in-memory store. The file's prefix
 // applies to both Redis cases.
 func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
+	return openStore(cfg, url, nil)
+}
+
+// openStore is openConfiguredStore with TLS files for a rediss:// url
+// (--redis-tls), read again when they change.
+func openStore(cfg *config.Config, url string, urlTLS *tlsfiles.ClientFiles) (*openedStore, error) {
 	prefix := "sluice"
 	if cfg != nil && cfg.Store != nil && cfg.Store.Prefix != "" {
 		prefix = cfg.Store.Prefix
@@ -122,6 +128,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	var (
 		rcfg  redisstore.Config
 		where string
+		files *tlsfiles.ClientFiles
 	)
 	switch {
 	case url != "":
@@ -130,6 +137,10 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 			return nil, fmt.Errorf("--redis: %v; write it as redis://[user:password@]host:port[/db][?addr=host:port&mode=cluster|sentinel&master=name&wait_for_replicas=true&replica_grace=30s]", err)
 		}
 		where = fmt.Sprintf("Redis (%s) at %s", rcfg.Mode, strings.Join(rcfg.Addrs, ","))
+		if urlTLS != nil && rcfg.TLS == nil {
+			return nil, fmt.Errorf("--redis-tls: the Redis URL %s is not rediss://; connect with TLS by rediss:// (REDIS_TLS=true)", rcfg.Addrs[0])
+		}
+		files = urlTLS
 	case cfg != nil && cfg.Store != nil && cfg.Store.Redis != nil:
 		r := cfg.Store.Redis
 		mode, err := redisstore.ParseMode(r.Mode)
@@ -139,7 +150,7 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 		rcfg = redisstore.Config{Mode: mode, Addrs: r.Addrs, MasterName: r.MasterName,
 			Username: r.Username, Password: r.Password, DB: r.DB, WaitForReplicas: r.WaitForReplicas, ReplicaGrace: r.ReplicaGrace}
 		if r.TLS != nil {
-			if rcfg.TLS, err = tlsConfig(r.TLS); err != nil {
+			if rcfg.TLS, files, err = tlsConfig(r.TLS); err != nil {
 				return nil, err
 			}
 		}
@@ -154,6 +165,9 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	opt, err := redisstore.ClientOption(rcfg)
 	if err != nil {
 		return nil, err
+	}
+	if files != nil {
+		useTLSFiles(&opt, files)
 	}
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
@@ -174,26 +188,41 @@ func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
 	}, nil
 }
 
-// tlsConfig builds the TLS configuration of a Redis connection.
-func tlsConfig(t *config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
-	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+// tlsConfig builds the TLS configuration of a Redis connection: its files,
+// read again when they change; with insecure_skip_verify, a configuration
+// that verifies nothing (tests only), read once.
+func tlsConfig(t *config.TLS) (*tls.Config, *tlsfiles.ClientFiles, error) {
+	if !t.InsecureSkipVerify {
+		files, err := tlsfiles.NewClient(tlsfiles.Client{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName})
 		if err != nil {
-			return nil, fmt.Errorf("store.redis.tls.ca: %w", err)
+			return nil, nil, fmt.Errorf("store.redis.tls: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("store.redis.tls.ca: %s holds no PEM certificate", t.CA)
-		}
-		tc.RootCAs = pool
+		return files.Config(), files, nil
 	}
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 	if t.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
 		if err != nil {
-			return nil, fmt.Errorf("store.redis.tls: %w", err)
+			return nil, nil, fmt.Errorf("store.redis.tls: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	return tc, nil
+	return tc, nil, nil
+}
+
+// useTLSFiles makes every connection of opt, to Redis servers and
+// sentinels alike, take its TLS configuration from files at the dial: the
+// server's name is the node's host unless the files name one.
+func useTLSFiles(opt *rueidis.ClientOption, files *tlsfiles.ClientFiles) {
+	opt.TLSConfig = files.Config()
+	if opt.Sentinel.MasterSet != "" {
+		opt.Sentinel.TLSConfig = opt.TLSConfig
+	}
+	opt.DialCtxFn = func(ctx context.Context, dst string, dialer *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		cfg := files.Config()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(dst)
+		}
+		return (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", dst)
+	}
 }

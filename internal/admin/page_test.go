@@ -68,6 +68,13 @@ func TestAdminPageInBrowser(t *testing.T) {
 	chrome := browserPath(t)
 	bs := newBrowserServer(t, browserConfig, 0)
 	clock, reg, public := bs.clock, bs.reg, bs.public
+	envoyDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(envoyDir, "rl.yaml"), []byte("domain: rl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.srv.LoadEnvoyConfig(envoyDir, server.EnvoyOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	decide := func(body string) {
 		t.Helper()
@@ -107,6 +114,10 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if got := text(`document.querySelector('[data-schedule="carrier"]')?.textContent ?? ""`); !strings.Contains(got, "4/1s") {
 		t.Errorf("schedule row %q, want carrier at 4/1s", got)
 	}
+
+	// Where Envoy's configuration comes from (GET api/v1/envoy/config).
+	eventually("the Envoy configuration's source", `document.getElementById("envoy-source").hidden ? "hidden" : document.getElementById("envoy").textContent`,
+		"files "+envoyDir)
 
 	// Rates: the totals the page shows are the server's counters.
 	counters := counterValues(t, reg, "sluice_decisions_total", "policy", "rule", "outcome")
@@ -179,6 +190,7 @@ const browserToken = "browser-test-token"
 // moves only when told, with its public listener and its admin listener
 // (behind browserToken).
 type browserServer struct {
+	srv           *server.Server
 	clock         *stepClock
 	reg           *prometheus.Registry
 	public, admin *httptest.Server
@@ -204,6 +216,7 @@ func newBrowserServer(t *testing.T, text string, denyCache int) *browserServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bs.srv = srv
 	bs.public = httptest.NewServer(srv.Handler())
 	t.Cleanup(bs.public.Close)
 	bs.admin = httptest.NewServer(srv.AdminHandler(server.AdminOptions{Token: browserToken}))

@@ -38,6 +38,13 @@ type Config struct {
 
 	// ForwardAuth configures GET /v1/forward-auth.
 	ForwardAuth ForwardAuth
+
+	// Envoy, when set, says where sluice serve's envoyproxy/ratelimit
+	// configuration comes from (serve.go); nil: files, if any.
+	Envoy *Envoy
+
+	// TLS is the TLS of sluice serve's listeners.
+	TLS Listeners
 }
 
 // Store is the store section of a file.

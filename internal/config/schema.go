@@ -64,6 +64,8 @@ type fileYAML struct {
 	Policies    node[[]node[policyYAML]]   `yaml:"policies" item:"policy" eg:"- {name: api, limits: [{name: per-user, by: [user], limit: 100, window: 1m}]}"`
 	Schedules   node[[]node[scheduleYAML]] `yaml:"schedules" item:"schedule" eg:"- {name: carrier, by: [carrier], rate: 4/s, max_delay: 2s}"`
 	ForwardAuth node[*forwardAuthYAML]     `yaml:"forward_auth"`
+	Envoy       node[*envoyYAML]           `yaml:"envoy"`
+	TLS         node[*listenersYAML]       `yaml:"tls"`
 }
 
 // policyYAML is one entry of policies: a sluice.Policy.
@@ -146,6 +148,40 @@ type tlsYAML struct {
 	InsecureSkipVerify node[bool]   `yaml:"insecure_skip_verify" eg:"true"`
 }
 
+// envoyYAML is the envoy section: an Envoy.
+type envoyYAML struct {
+	XDS node[*xdsYAML] `yaml:"xds" what:"envoy.xds"`
+}
+
+// xdsYAML is envoy.xds: an XDS.
+type xdsYAML struct {
+	Server          node[string]            `yaml:"server" form:"address" eg:"envoy-gateway:18001" need:"server: the control plane's host:port, such as envoy-gateway:18001"`
+	NodeID          node[string]            `yaml:"node_id" eg:"envoy-ratelimit"`
+	NodeMetadata    node[map[string]string] `yaml:"node_metadata" item:"metadata value" eg:"{zone: a}"`
+	Headers         node[map[string]string] `yaml:"headers" item:"header value" keys:"header" eg:"{X-Tenant: a}"`
+	ForceStart      node[bool]              `yaml:"force_start" eg:"true"`
+	TLS             node[*tlsYAML]          `yaml:"tls" what:"envoy.xds.tls"`
+	ConnectRetry    node[time.Duration]     `yaml:"connect_retry" bound:"window" eg:"3s"`
+	BackoffInitial  node[time.Duration]     `yaml:"backoff_initial" bound:"window" eg:"10s"`
+	BackoffMax      node[time.Duration]     `yaml:"backoff_max" bound:"window" eg:"60s"`
+	MaxMessageBytes node[int64]             `yaml:"max_message_bytes" bound:"message" eg:"4194304"`
+}
+
+// listenersYAML is the tls section: a Listeners.
+type listenersYAML struct {
+	HTTP  node[*listenerTLSYAML] `yaml:"http" what:"tls.http"`
+	GRPC  node[*listenerTLSYAML] `yaml:"grpc" what:"tls.grpc"`
+	Admin node[*listenerTLSYAML] `yaml:"admin" what:"tls.admin"`
+}
+
+// listenerTLSYAML is one listener's TLS: a ListenerTLS.
+type listenerTLSYAML struct {
+	Cert      node[string] `yaml:"cert" eg:"tls.crt" need:"cert: the PEM file of the listener's certificate chain"`
+	Key       node[string] `yaml:"key" eg:"tls.key" need:"key: the PEM file of the certificate's key"`
+	ClientCA  node[string] `yaml:"client_ca" eg:"ca.crt"`
+	ClientSAN node[string] `yaml:"client_san" eg:"envoy.internal"`
+}
+
 // forwardAuthYAML is the forward_auth section: a ForwardAuth.
 type forwardAuthYAML struct {
 	TrustedProxies node[[]netip.Prefix]    `yaml:"trusted_proxies" item:"trusted proxy" eg:"[\"10.0.0.0/8\", \"127.0.0.1\"]"`
@@ -209,6 +245,7 @@ var bounds = map[string]struct {
 	"db":             {0, 1 << 20, "use a database number such as 0"},
 	"timeout":        {1, int64(time.Minute), "a store call takes milliseconds: use one longer than zero and not longer than a minute, such as 50ms"},
 	"grace":          {1, math.MaxInt64, "use a duration longer than zero, such as 30s, or leave it out to wait for a missing replica however long"},
+	"message":        {1 << 10, 1 << 30, "use a size in bytes from 1024 to 2^30, such as 4194304 (4 MiB, gRPC's default)"},
 	"share":          {1, 1 << 16, "use the number of instances that share the store, such as 3: each decides on its share of every limit while the store is down"},
 	"layout":         {1, 2, "use 2, the newest (the default), or 1, the key names of versions before it, while a rolling upgrade runs both (docs/design.md, Upgrades)"},
 }

@@ -19,7 +19,7 @@ import (
 // file has: names, attributes lists, the store section, and a position and a
 // fix in every message.
 func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
-	c := &Config{File: d.Name, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth.V)}
+	c := &Config{File: d.Name, Store: d.store(f.Store.V), ForwardAuth: d.forwardAuth(f.ForwardAuth.V), Envoy: d.envoy(f.Envoy.V), TLS: d.listeners(f.TLS.V)}
 	first := map[string]int{}
 	for _, n := range f.Policies.V {
 		if p, ok := d.policy(n); ok && d.unique(first, p.Name, n.Node, "policy %q is defined twice (first on line %d); rename one or merge their limits") {
@@ -34,7 +34,7 @@ func (d *decoder) config(f *fileYAML, root *yaml.Node) *Config {
 	}
 	// A file of a store section alone configures the store of what comes
 	// from elsewhere: sluice serve --envoy-config's domains.
-	if len(d.Errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil {
+	if len(d.Errs) == 0 && len(c.Policies)+len(c.Schedules) == 0 && c.Store == nil && c.Envoy == nil && c.TLS == (Listeners{}) {
 		d.Errorf(cmp.Or(f.Policies.Node, f.Schedules.Node, root), "the file defines no policies or schedules; add a policies: list with at least one policy")
 	}
 	return c
@@ -185,9 +185,8 @@ func (d *decoder) redis(v node[*redisYAML]) *Redis {
 	return r
 }
 
-// tls converts store.redis.tls, resolving relative paths from the file's
-// directory; for a file on disk (Load), each file it names must open, so
-// that a missing one is reported where it is named.
+// tls converts a client's tls section (store.redis.tls, envoy.xds.tls),
+// its files checked by files.
 func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	f := v.V
 	if f == nil {
@@ -195,13 +194,24 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 	}
 	t := &TLS{CA: f.CA.V, Cert: f.Cert.V, Key: f.Key.V, ServerName: f.ServerName.V, InsecureSkipVerify: f.InsecureSkipVerify.V}
 	if (t.Cert == "") != (t.Key == "") {
-		d.Errorf(v.Node, "store.redis.tls needs both cert and key for a client certificate, or neither")
+		d.Errorf(v.Node, "%s needs both cert and key for a client certificate, or neither", v.what)
 	}
-	for _, file := range []struct {
-		name string
-		path *string
-		node *yaml.Node
-	}{{"ca", &t.CA, f.CA.Node}, {"cert", &t.Cert, f.Cert.Node}, {"key", &t.Key, f.Key.Node}} {
+	d.files(v.what, pemFile{"ca", &t.CA, f.CA.Node}, pemFile{"cert", &t.Cert, f.Cert.Node}, pemFile{"key", &t.Key, f.Key.Node})
+	return t
+}
+
+// pemFile is a field that names a file: its key, its value, where it is.
+type pemFile struct {
+	name string
+	path *string
+	node *yaml.Node
+}
+
+// files resolves the relative paths of fs, fields of the section what,
+// from the file's directory; for a file on disk (Load), each must open, so
+// that a missing one is reported where it is named.
+func (d *decoder) files(what string, fs ...pemFile) {
+	for _, file := range fs {
 		p := file.path
 		if *p == "" {
 			continue
@@ -211,13 +221,12 @@ func (d *decoder) tls(v node[*tlsYAML]) *TLS {
 		}
 		if d.disk {
 			if r, err := os.Open(*p); err != nil {
-				d.Errorf(file.node, "store.redis.tls.%s: %v; give a PEM file's path, absolute or relative to this file's directory, or remove %s", file.name, err, file.name)
+				d.Errorf(file.node, "%s.%s: %v; give a PEM file's path, absolute or relative to this file's directory, or remove %s", what, file.name, err, file.name)
 			} else {
 				r.Close()
 			}
 		}
 	}
-	return t
 }
 
 // forwardAuth converts forward_auth.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicerate/sluice"
 )
@@ -70,6 +71,7 @@ type node struct {
 	detailed   bool
 	toMetric   bool
 	share      bool
+	metadata   *structpb.Struct // sent in the dynamic metadata when the descriptor passes
 
 	children  map[string]*node // by "key" or "key_value"
 	wildcards []string         // the children's keys that end in '*', in file order

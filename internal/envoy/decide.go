@@ -54,6 +54,17 @@ type Options struct {
 	// statuses still report them.
 	ShadowMode bool
 
+	// QuotaMode puts every descriptor in quota_mode (QUOTA_MODE=true): a
+	// descriptor over its limit reports OVER_LIMIT, but the answer is
+	// OVER_LIMIT only when every quota descriptor is, or a descriptor
+	// outside quota_mode is.
+	QuotaMode bool
+
+	// DynamicMetadata adds the dynamic metadata envoyproxy/ratelimit sends
+	// with RESPONSE_DYNAMIC_METADATA=true to every answer: the request and
+	// the metadata of the descriptors that passed (metadata.go).
+	DynamicMetadata bool
+
 	// DryRun decides without recording anything (sluice check).
 	DryRun bool
 
@@ -74,7 +85,7 @@ const (
 	Unlimited                // an unlimited rate_limit matched
 	Within                   // within its limits
 	Over                     // over a limit
-	Shadowed                 // over a limit in shadow_mode or quota_mode: answered OK
+	Shadowed                 // over a limit in shadow_mode: answered OK
 )
 
 // DescriptorResult is what one descriptor of a request matched and how it

@@ -31,11 +31,12 @@ import (
 //	    detailed_metric: bool
 //	    value_to_metric: bool
 //	    share_threshold: bool
+//	    metadata: {...}          # any mapping: RESPONSE_DYNAMIC_METADATA's
 //	    descriptors: [...]       # nested
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode",
-		"detailed_metric", "value_to_metric", "share_threshold"}
+		"detailed_metric", "value_to_metric", "share_threshold", "metadata"}
 	limitKeys = []string{"unit", "requests_per_unit", "unit_multiplier", "window", "algorithm", "name", "replaces", "unlimited"}
 )
 
@@ -43,7 +44,7 @@ var (
 // file (and ignores where its structs have no such field).
 var upstreamKeys = map[string]bool{"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true,
 	"unit": true, "requests_per_unit": true, "unlimited": true, "shadow_mode": true, "quota_mode": true, "name": true,
-	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true, "unit_multiplier": true}
+	"replaces": true, "detailed_metric": true, "value_to_metric": true, "share_threshold": true, "unit_multiplier": true, "metadata": true}
 
 // decoder reads one file into the Config, collecting every problem found.
 type decoder struct {
@@ -105,9 +106,10 @@ func (d *decoder) decode(data []byte) {
 	}
 }
 
-// fields calls f for each key of the mapping n that is in valid, and
-// reports the others: unknown keys are errors (with a suggestion), keys
-// envoyproxy/ratelimit accepts but ignores at this place are notes.
+// fields calls f for each key of the mapping n that is in valid and not
+// null (a null value is the key's absence), and reports the others:
+// unknown keys are errors (with a suggestion), keys envoyproxy/ratelimit
+// accepts but ignores at this place are notes.
 func (d *decoder) fields(n *yaml.Node, what string, valid []string, f func(k string, v *yaml.Node)) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -132,6 +134,9 @@ func (d *decoder) fields(n *yaml.Node, what string, valid []string, f func(k str
 			}
 		}
 		switch {
+		case ok && v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+			// "rate_limit: null", as Envoy Gateway writes a descriptor
+			// without one: absent, as envoyproxy/ratelimit reads it.
 		case ok:
 			f(k, v)
 		case upstreamKeys[k]:
@@ -227,9 +232,6 @@ func (d *decoder) descriptor(parent *node, n *yaml.Node, prefix string) {
 	if ch.unlimited && len(ch.limits) > 0 {
 		d.Errorf(n, "descriptor %q is unlimited and has limits; keep one", ch.path)
 	}
-	if ch.quota {
-		d.note(n, "quota_mode on %q: an over-limit answer is reported as OK, as shadow_mode is (the windows still count); dynamic metadata is not sent", ch.path)
-	}
 	if ch.toMetric {
 		d.note(n, "value_to_metric on %q is honoured in the ratelimit_service_* metrics' key labels only", ch.path)
 	}
@@ -274,6 +276,8 @@ func (d *decoder) descriptorFields(n *yaml.Node, ch *node) descriptorNodes {
 			ch.toMetric = d.boolean(v, k)
 		case "share_threshold":
 			ch.share, f.share = d.boolean(v, k), v
+		case "metadata":
+			ch.metadata = d.metadata(v)
 		}
 	})
 	return f

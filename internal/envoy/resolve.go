@@ -16,6 +16,7 @@ import (
 // plan is a request resolved against the configuration: what each of its
 // descriptors matched, and the windows the store is asked about.
 type plan struct {
+	req     *rlsv3.RateLimitRequest
 	domain  string
 	results []DescriptorResult
 	items   []*item // per descriptor; nil when no limit applies
@@ -38,7 +39,8 @@ type item struct {
 	values []string // the values naming its windows
 	checks []int    // per limit: its index in the windows
 	hits   uint64
-	shadow bool // shadow_mode or quota_mode: over the limit answers OK
+	shadow bool // shadow_mode: over the limit answers OK
+	quota  bool // quota_mode: over the limit answers OVER_LIMIT only with every other quota descriptor
 }
 
 // pending is one window a request must fit, before it is sent.
@@ -61,10 +63,10 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 	if len(descs) == 0 {
 		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
 	}
-	p := &plan{domain: domain, results: make([]DescriptorResult, len(descs)), items: make([]*item, len(descs))}
+	p := &plan{req: req, domain: domain, results: make([]DescriptorResult, len(descs)), items: make([]*item, len(descs))}
 	replaced := map[string]bool{}
 	for i, d := range descs {
-		if err := c.resolveDescriptor(p, i, d, req.GetHitsAddend(), replaced); err != nil {
+		if err := c.resolveDescriptor(p, i, d, req.GetHitsAddend(), opts.QuotaMode, replaced); err != nil {
 			return nil, err
 		}
 	}
@@ -76,8 +78,8 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 }
 
 // resolveDescriptor makes the item of descriptor i, d, noting the limits
-// its matched limits replace.
-func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, replaced map[string]bool) error {
+// its matched limits replace; quota puts every descriptor in quota_mode.
+func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, quota bool, replaced map[string]bool) error {
 	if d.GetIsNegativeHits() {
 		return fmt.Errorf("%w: descriptor %d asks for negative hits, which sluice does not take back; send hits to add", ErrBadRequest, i+1)
 	}
@@ -94,7 +96,7 @@ func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescr
 			return fmt.Errorf("%w: descriptor %d's own limit has unit %v; use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", ErrBadRequest, i+1, u)
 		}
 		p.items[i] = &item{hits: hits, limits: []Limit{{Requests: o.GetRequestsPerUnit(), Unit: u, Multiplier: 1, Window: w}},
-			rules: []string{ownRule(u)}, values: entryValues(d.GetEntries())}
+			rules: []string{ownRule(u)}, values: entryValues(d.GetEntries()), quota: quota}
 		res.Stat = descriptorKey(p.domain, d.GetEntries())
 		return nil
 	}
@@ -113,7 +115,7 @@ func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescr
 		return nil
 	}
 	p.items[i] = &item{node: m.node, limits: m.node.limits, rules: m.node.rules(), values: m.values, hits: hits,
-		shadow: m.node.shadow || m.node.quota}
+		shadow: m.node.shadow, quota: m.node.quota || quota}
 	return nil
 }
 
@@ -191,7 +193,9 @@ func (p *plan) makeWindows() {
 			if peek {
 				ch.Cost = 1
 			}
-			ch.Shadow = it.shadow
+			// A quota window denies nothing by itself. A peek's window is
+			// never shadow: its figures are then those before the hit.
+			ch.Shadow = (it.shadow || it.quota) && !peek
 			index[id] = len(p.windows)
 			it.checks[j] = len(p.windows)
 			p.windows = append(p.windows, pending{check: ch, peek: peek, final: -1})

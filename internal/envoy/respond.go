@@ -11,10 +11,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/envoy/dynmeta"
 )
 
 // Envoy's answers are built here, once, for both models a server speaks:
@@ -39,7 +41,7 @@ type Window struct {
 }
 
 // Status reports one descriptor from its windows: OVER_LIMIT when one has
-// no room for its hits (OK when shadow: shadow or quota mode), the limit
+// no room for its hits (OK when shadow: shadow_mode), the limit
 // that denies (the longest wait), else the one with the least room, as
 // current_limit, limit_remaining 0 when over, and duration_until_reset the
 // time until the request would be admitted when over, else until the
@@ -165,12 +167,16 @@ func xRateLimitHeaders(h http.Header, out *rlsv3.RateLimitResponse, names Header
 	h.Set(name(names.ResetName, "x-ratelimit-reset"), strconv.FormatInt(min.GetDurationUntilReset().GetSeconds(), 10))
 }
 
-// respond answers the plan p with what the store decided.
+// respond answers the plan p with what the store decided. The answer is
+// OVER_LIMIT when a descriptor outside quota_mode is over its limit, or
+// when every descriptor in quota_mode is (envoyproxy/ratelimit's quota
+// mode: a request goes through while one quota has room).
 func (p *plan) respond(d decided, opts Options) Result {
 	views := p.views(d)
 	res := Result{Decision: d.main, Descriptors: p.results, StoreErr: d.storeErr}
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.items))
 	over := false
+	quotas, quotasOver := 0, 0
 	var buf [4]Window
 	ws := buf[:0]
 	for i, it := range p.items {
@@ -190,10 +196,36 @@ func (p *plan) respond(d decided, opts Options) Result {
 			ws = append(ws, w)
 		}
 		statuses[i], dr.Outcome, dr.Near = Status(ws, it.shadow)
-		over = over || statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		isOver := statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		switch {
+		case it.quota:
+			quotas++
+			if isOver {
+				quotasOver++
+			}
+		case isOver:
+			over = true
+		}
 	}
+	over = over || quotas > 0 && quotasOver == quotas
 	res.Response = Respond(statuses, over, &res.Decision, opts)
+	if opts.DynamicMetadata {
+		res.Response.DynamicMetadata = dynmeta.Build(p.req, p.passedMetadata(statuses))
+	}
 	return res
+}
+
+// passedMetadata is the metadata of the descriptors that passed (not over
+// their limit, or shadowed), in request order: those with a limit that
+// applied, as envoyproxy/ratelimit's, not those unlimited or replaced.
+func (p *plan) passedMetadata(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*structpb.Struct {
+	var passed []*structpb.Struct
+	for i, it := range p.items {
+		if it != nil && it.node != nil && it.node.metadata != nil && statuses[i].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+			passed = append(passed, it.node.metadata)
+		}
+	}
+	return passed
 }
 
 // views are the windows' figures after the decision, by window.
@@ -205,8 +237,11 @@ func (p *plan) views(d decided) []Window {
 		case w.impossible:
 			views[k] = Window{Known: true, Retry: w.check.Window, Reset: w.check.Window}
 		case w.peek && w.final < len(d.peeked.Limits):
+			// A hit of 0 is over the limit only when the window already
+			// holds more than it (envoyproxy/ratelimit's: used + 0 > limit),
+			// as a cost counted after the response can leave it.
 			l := d.peeked.Limits[w.final]
-			v := Window{Known: true, Fits: true, Remaining: l.Remaining, Reset: l.ResetAfter}
+			v := Window{Known: true, Fits: l.Fits || l.Used <= l.Limit, Remaining: l.Remaining, Retry: l.RetryAfter, Reset: l.ResetAfter}
 			if l.Fits {
 				v.Remaining += w.check.Cost // the peek counted a hit of 1 that nothing adds
 			}

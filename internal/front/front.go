@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/edge"
@@ -57,6 +58,10 @@ type Options struct {
 	// own Ping(context.Context) error method when it has one, else always
 	// ready.
 	Ping func(ctx context.Context) error
+
+	// Tracer, when set, traces every store call (a span under the
+	// request's). Default: none.
+	Tracer trace.Tracer
 }
 
 // DefaultMaxBatch is Options.MaxBatch's default.
@@ -73,6 +78,7 @@ type Front struct {
 	MaxBatch int
 
 	ping     func(ctx context.Context) error
+	checks   []func() error // readiness besides the store's (AddReadiness)
 	draining atomic.Bool
 	state    atomic.Pointer[State]
 	denials  denyTotals
@@ -95,7 +101,7 @@ func New(st store.Store, opts Options) *Front {
 	}
 	f.Metrics = NewMetrics(opts.Registry, opts.Observer)
 	f.Outage = outage.New(outage.Config{Logger: f.Log, Interval: opts.OutageInterval, Now: opts.Now, Circuit: f.circuit})
-	f.Store = &Store{Store: st, m: f.Metrics}
+	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
 	return f
 }
@@ -159,12 +165,29 @@ func (f *Front) Ping(ctx context.Context) error {
 	return err
 }
 
+// AddReadiness adds a check that the server must pass to be serving (and
+// ready) besides the store's: a configuration still awaited, say. It is
+// called before serving.
+func (f *Front) AddReadiness(check func() error) { f.checks = append(f.checks, check) }
+
+// Unready returns why the server is not ready besides the store: the error
+// of the first readiness check that fails, or nil.
+func (f *Front) Unready() error {
+	for _, c := range f.checks {
+		if err := c(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Drain marks the server as going away: Serving reports false from now on,
 // while the requests in flight finish.
 func (f *Front) Drain() { f.draining.Store(true) }
 
-// Serving reports whether the server serves: it is not draining and the
-// store answers a ping. The health checks of gRPC and Envoy follow it.
+// Serving reports whether the server serves: it is not draining, its
+// readiness checks pass and the store answers a ping. The health checks of
+// gRPC and Envoy follow it.
 func (f *Front) Serving(ctx context.Context) bool {
-	return !f.draining.Load() && f.Ping(ctx) == nil
+	return !f.draining.Load() && f.Unready() == nil && f.Ping(ctx) == nil
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/store"
@@ -16,7 +19,8 @@ import (
 // store.Sharded to a Limiter as the store it wraps has them (ForLimiter).
 type Store struct {
 	store.Store
-	m *Metrics
+	m      *Metrics
+	tracer trace.Tracer // nil: calls are not traced
 }
 
 // Observe records one store call of op that started at start.
@@ -38,6 +42,9 @@ func (s *Store) observeIn(h prometheus.Observer, op string, start time.Time, err
 
 // Decide implements store.Store.
 func (s *Store) Decide(ctx context.Context, req *store.Request) error {
+	if s.tracer != nil {
+		return s.decideTraced(ctx, req)
+	}
 	start := time.Now()
 	err := s.Store.Decide(ctx, req)
 	s.observeIn(s.m.decideDuration, "decide", start, err)
@@ -48,6 +55,32 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 }
 
 var _ store.Store = (*Store)(nil)
+
+// decideTraced is Decide in a span of its own: the policy, the windows,
+// whether the request fit, and the store's error.
+func (s *Store) decideTraced(ctx context.Context, req *store.Request) error {
+	ctx, span := s.tracer.Start(ctx, "sluice.store/Decide", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("sluice.policy", req.Policy), attribute.Int("sluice.windows", len(req.Checks)),
+			attribute.Bool("sluice.dry_run", req.DryRun)))
+	defer span.End()
+	start := time.Now()
+	err := s.Store.Decide(ctx, req)
+	s.observeIn(s.m.decideDuration, "decide", start, err)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(otelcodes.Error, err.Error())
+		return err
+	}
+	fits := true
+	for i, r := range req.Results {
+		fits = fits && (r.Fits || req.Checks[i].Shadow)
+	}
+	span.SetAttributes(attribute.Bool("sluice.fits", fits))
+	if s.m.obs != nil {
+		s.m.obs.Decided(req, false)
+	}
+	return nil
+}
 
 // CacheHit tells the observer of a request the Limiter's deny cache
 // answered (sluice.Config.OnCacheHit), as Decide tells it of those the

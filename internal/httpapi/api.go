@@ -127,6 +127,10 @@ func (a *API) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: "the store does not answer"}.Write(w)
 		return
 	}
+	if err := a.f.Unready(); err != nil {
+		httplimit.Problem{Status: http.StatusServiceUnavailable, Code: "unavailable", Detail: err.Error()}.Write(w)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ready\n"))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
+	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/grpcapi"
 	"github.com/sluicerate/sluice/internal/httpapi"
@@ -85,6 +87,16 @@ type Options struct {
 	// figures and no queue).
 	Inspector admin.Inspector
 
+	// Tracer, when set, traces Envoy's rate-limit service and every store
+	// call (package tracing). Default: none.
+	Tracer trace.Tracer
+
+	// MaxInFlight bounds the requests the public listeners take at once,
+	// over gRPC and HTTP together; RequestTimeout bounds each one
+	// (front.Shedder). Default 0: no bound.
+	MaxInFlight    int
+	RequestTimeout time.Duration
+
 	// OverrideStore keeps the runtime overrides (package overrides).
 	// Default: the store, when it keeps them (memstore and redisstore
 	// do). MaxOverrides bounds how many the server holds (default
@@ -121,6 +133,7 @@ type Server struct {
 	view      *admin.View
 	api       *httpapi.API
 	envoy     *rls.Front
+	shed      *front.Shedder
 	overrides *overrides.Manager
 	inspector admin.Inspector
 	timeout   time.Duration
@@ -145,10 +158,12 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.view = admin.NewView(opts.Clock)
 	s.front = front.New(store, front.Options{Logger: opts.Logger, Registry: s.reg, Observer: s.view, OutageInterval: opts.OutageInterval,
-		Now: s.view.Clock().Now, MaxBodyBytes: opts.MaxBodyBytes, MaxBatch: opts.MaxBatch, Ping: opts.Ping})
+		Now: s.view.Clock().Now, MaxBodyBytes: opts.MaxBodyBytes, MaxBatch: opts.MaxBatch, Ping: opts.Ping, Tracer: opts.Tracer})
 	s.reg.MustRegister(s.view.Collectors(s.front)...)
 	s.api = httpapi.New(s.front)
 	s.envoy = rls.New(s.front, s.reg)
+	s.envoy.SetTracer(opts.Tracer)
+	s.shed = front.NewShedder(opts.MaxInFlight, opts.RequestTimeout, s.reg)
 	s.newOverrides(store, opts)
 	if err := s.Swap(cfg); err != nil {
 		return nil, err
@@ -167,11 +182,12 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.api.Routes(mux)
 	s.envoy.Routes(mux)
-	mux.Handle("GET /metrics", s.metricsHandler())
-	return front.Handler(s.front.Log, mux)
+	mux.Handle("GET /metrics", s.MetricsHandler())
+	return s.shed.Handler(front.Handler(s.front.Log, mux))
 }
 
-func (s *Server) metricsHandler() http.Handler {
+// MetricsHandler serves the server's metrics in Prometheus's format.
+func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
 }
 
@@ -192,8 +208,11 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 
 // GRPCServer returns a gRPC server with sluice's own service, Envoy's
 // rate-limit service, health checking and reflection, and opts
-// (grpcapi.NewServer).
+// (grpcapi.NewServer), behind the shedder when there is one.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	if s.shed != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.shed.Unary()))
+	}
 	gs := grpcapi.NewServer(s.front, rls.TextRequests, opts...)
 	s.envoy.Register(gs)
 	return gs
@@ -203,7 +222,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // the page, its JSON API, /metrics, pprof, the runtime overrides and
 // Envoy's window reset.
 func (s *Server) AdminHandler(opts AdminOptions) *admin.Listener {
-	return s.view.Handler(s.front, admin.Options{Tokens: opts.tokens(), Inspector: s.inspector, Metrics: s.metricsHandler(),
+	return s.view.Handler(s.front, admin.Options{Tokens: opts.tokens(), Inspector: s.inspector, Metrics: s.MetricsHandler(),
 		Overrides: s.hasOverrides, Routes: func(mux front.Mux) {
 			s.envoy.AdminRoutes(mux)
 			s.overrides.Routes(mux)
@@ -241,6 +260,25 @@ func (s *Server) SetWindowReset(reset func(ctx context.Context, req *store.Reque
 func (s *Server) LoadEnvoyConfig(dir string, opts EnvoyOptions) error {
 	opts.Decide.Overrides = s.overrides
 	return s.envoy.Load(dir, opts)
+}
+
+// UseEnvoyXDS serves the envoyproxy/ratelimit model from an xDS control
+// plane (package xds) instead of files: it returns the client, which the
+// caller runs (xds.Client.Run) while it serves. Each version the control
+// plane pushes replaces the configuration (rls.Front.Apply); until the
+// first, Envoy's requests are refused and the server is not ready, unless
+// force. x's Apply, Logger and Registry are the server's.
+func (s *Server) UseEnvoyXDS(opts EnvoyOptions, x xds.Options, force bool) (*xds.Client, error) {
+	opts.Decide.Overrides = s.overrides
+	x.Apply, x.Logger, x.Registry = s.envoy.Apply, s.front.Log, s.reg
+	c, err := xds.New(x)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.envoy.UseXDS(opts, force, c.Status); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // EnvoyConfig returns the Envoy configuration in use, or nil.

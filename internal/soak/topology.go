@@ -560,16 +560,20 @@ func (w *oldMaster) wait(promoted time.Time) string {
 }
 
 // CommonFaults are the faults every topology suffers, in order: the
-// script cache flushed on every master, the key's master restarted (its
-// data saved on SIGTERM and loaded again), then frozen for 2 s.
+// script cache and the functions flushed on every master, the key's master
+// restarted (its data saved on SIGTERM and loaded again), then frozen for
+// 2 s.
 func CommonFaults() []Fault {
 	return []Fault{
 		{
-			Name: "SCRIPT FLUSH",
+			Name: "SCRIPT FLUSH + FUNCTION FLUSH",
 			Run: func(t *Topology, _ string) (time.Time, time.Time, string, error) {
 				start := time.Now()
 				for _, m := range t.Masters() {
 					if _, err := m.Do("SCRIPT", "FLUSH"); err != nil {
+						return start, time.Now(), "", err
+					}
+					if _, err := m.Do("FUNCTION", "FLUSH"); err != nil {
 						return start, time.Now(), "", err
 					}
 				}

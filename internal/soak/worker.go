@@ -30,7 +30,8 @@ const (
 	// Failed: the store failed (an error other than the two below); the
 	// failure policy denied.
 	Failed
-	// NoScript: an error that names NOSCRIPT reached the caller.
+	// NoScript: an error that names NOSCRIPT, or a function not found (after
+	// FUNCTION FLUSH), reached the caller.
 	NoScript
 	// CircuitOpen: the circuit breaker answered without calling the store.
 	CircuitOpen
@@ -109,7 +110,8 @@ func classify(d sluice.Decision, err error) Outcome {
 		return Allowed
 	case err == nil:
 		return Denied
-	case errors.Is(err, redisstore.ErrNoScript) || strings.Contains(err.Error(), "NOSCRIPT"):
+	case errors.Is(err, redisstore.ErrNoScript) || strings.Contains(err.Error(), "NOSCRIPT") ||
+		strings.Contains(err.Error(), "Function not found"):
 		return NoScript
 	case errors.Is(err, sluice.ErrCircuitOpen):
 		return CircuitOpen

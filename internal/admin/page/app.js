@@ -387,6 +387,26 @@ function renderQueue(res) {
   return el("div", {}, parts);
 }
 
+// The Envoy configuration's source (GET api/v1/envoy/config): a directory,
+// or an xDS control plane with the version in use and the last one refused.
+// A listener without Envoy's routes answers 404: nothing is shown.
+async function renderEnvoy() {
+  const span = document.getElementById("envoy-source");
+  let e;
+  try { e = await api("api/v1/envoy/config"); } catch (_) { span.hidden = true; return; }
+  if (e.source === "xds") {
+    let text = "xDS " + e.server + ", " + (e.version ? "version " + e.version : "no version yet") + (e.connected ? "" : " (disconnected)");
+    if (e.rejected) text += "; version " + e.rejected + " refused: " + e.rejected_error;
+    document.getElementById("envoy").textContent = text;
+  } else if (e.dir) {
+    document.getElementById("envoy").textContent = "files " + e.dir;
+  } else {
+    span.hidden = true;
+    return;
+  }
+  span.hidden = false;
+}
+
 // ---- runtime overrides ----
 
 // overrideTargetName is how the form and the list name a rule an override
@@ -507,6 +527,7 @@ async function tick() {
       state.config = await api("api/v1/config");
       state.configAt = now;
       renderConfig(state.config);
+      await renderEnvoy();
     }
     const [rates, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/denied"), api("api/v1/health")]);
     renderRates(rates);

@@ -19,6 +19,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicerate/sluice/internal/envoy"
 )
@@ -39,6 +40,12 @@ type Step struct {
 	Domain      string
 	Descriptors [][][2]string // entries of each descriptor: {key, value}
 	Hits        uint32
+	Addends     map[int]uint64 // hits_addend of descriptors by index, when set
+
+	// Quota, in a scenario run with dynamic metadata, is the name the
+	// answer's metadata.service_with_quota carries: the service that still
+	// has quota ("" for none).
+	Quota string
 
 	// Code is the overall code upstream expects.
 	Code rlsv3.RateLimitResponse_Code
@@ -58,10 +65,13 @@ type Step struct {
 // Request returns the step's request.
 func (s *Step) Request() *rlsv3.RateLimitRequest {
 	req := &rlsv3.RateLimitRequest{Domain: s.Domain, HitsAddend: s.Hits}
-	for _, d := range s.Descriptors {
+	for i, d := range s.Descriptors {
 		desc := &ratelimitv3.RateLimitDescriptor{}
 		for _, e := range d {
 			desc.Entries = append(desc.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e[0], Value: e[1]})
+		}
+		if h, ok := s.Addends[i]; ok {
+			desc.HitsAddend = wrapperspb.UInt64(h)
 		}
 		req.Descriptors = append(req.Descriptors, desc)
 	}
@@ -75,6 +85,10 @@ type Scenario struct {
 	Dir      string // for Dir
 	Counting envoy.Counting
 	Steps    []Step
+
+	// Metadata says the scenario runs with dynamic metadata
+	// (RESPONSE_DYNAMIC_METADATA=true): each step's Quota is checked.
+	Metadata bool
 }
 
 // status is a descriptor status as upstream's tests build them.
@@ -222,6 +236,64 @@ func Examples() Scenario {
 	return sc
 }
 
+// Quota returns upstream's quota scripts over its example configuration
+// (integration-test/scripts/quota.sh, token-quota.sh and
+// multiservice-tokenquota.sh), each on a fresh store, with dynamic
+// metadata: service_1 and service_2, each in quota_mode, 1 and 2 a minute,
+// each with metadata naming it. A request goes through while one of its
+// quota descriptors has room, and the metadata names the first that does,
+// for Envoy to route to it. The token quotas count the cost after the
+// response (a descriptor of hits_addend 0 on the request's path, one of 1
+// when the stream is done), so they run in upstream's counting,
+// PerDescriptor: all-or-nothing would refuse the cost that overflows.
+func Quota() []Scenario {
+	svc := func(names ...string) [][][2]string {
+		var d [][][2]string
+		for _, n := range names {
+			d = append(d, [][2]string{{"service", n}})
+		}
+		return d
+	}
+	step := func(name string, code rlsv3.RateLimitResponse_Code, quota string, descs [][][2]string, addends ...uint64) Step {
+		s := Step{Name: name, Domain: "rl", Descriptors: descs, Code: code, Quota: quota}
+		if len(addends) > 0 {
+			s.Addends = map[int]uint64{}
+			for i, h := range addends {
+				s.Addends[i] = h
+			}
+		}
+		return s
+	}
+	quota := Scenario{Name: "quota", Dir: "examples/config", Metadata: true, Steps: []Step{
+		step("quota: both have room", ok, "service_1", svc("service_1", "service_2")),
+		step("quota: service_1 is out, service_2 has room", ok, "service_2", svc("service_1", "service_2")),
+		step("quota: both are out", over, "", svc("service_1", "service_2")),
+	}}
+	token := Scenario{Name: "token-quota", Dir: "examples/config", Counting: envoy.PerDescriptor, Metadata: true}
+	for i, resp := range []rlsv3.RateLimitResponse_Code{ok, ok, over} {
+		respQuota := "service_2"
+		if resp == over {
+			respQuota = "" // the cost overflows; Envoy ignores the answer
+		}
+		token.Steps = append(token.Steps,
+			step(fmt.Sprintf("token-quota: request %d", i+1), ok, "service_2", svc("service_2"), 0),
+			step(fmt.Sprintf("token-quota: response %d", i+1), resp, respQuota, svc("service_2"), 1))
+	}
+	token.Steps = append(token.Steps, step("token-quota: request 4, over", over, "", svc("service_2"), 0))
+	multi := Scenario{Name: "multiservice-tokenquota", Dir: "examples/config", Counting: envoy.PerDescriptor, Metadata: true}
+	for i, served := range []string{"service_1", "service_1", "service_2", "service_2", "service_2"} {
+		resp, respQuota := ok, served
+		if i == 1 || i == 4 {
+			resp, respQuota = over, "" // the cost overflows; Envoy ignores the answer
+		}
+		multi.Steps = append(multi.Steps,
+			step(fmt.Sprintf("multiservice: request %d, served by %s", i+1, served), ok, served, svc("service_1", "service_2"), 0, 0),
+			step(fmt.Sprintf("multiservice: response %d", i+1), resp, respQuota, svc(served), 1))
+	}
+	multi.Steps = append(multi.Steps, step("multiservice: request 6, both out", over, "", svc("service_1", "service_2"), 0, 0))
+	return []Scenario{quota, token, multi}
+}
+
 // Call answers one request: in process, or over gRPC.
 type Call func(*rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 
@@ -242,6 +314,10 @@ func Run(t *testing.T, sc Scenario, call Call, realClock bool) (passed, differ i
 		}
 		if got.GetOverallCode() != s.Code {
 			t.Errorf("%s: step %d (%s): overall code %v, want %v; response %v", sc.Name, i+1, s.Name, got.GetOverallCode(), s.Code, got)
+			continue
+		}
+		if q := got.GetDynamicMetadata().GetFields()["metadata"].GetStructValue().GetFields()["service_with_quota"].GetStructValue().GetFields()["name"].GetStringValue(); sc.Metadata && q != s.Quota {
+			t.Errorf("%s: step %d (%s): the service with quota is %q, want %q; dynamic metadata %v", sc.Name, i+1, s.Name, q, s.Quota, got.GetDynamicMetadata())
 			continue
 		}
 		if s.Want != nil {

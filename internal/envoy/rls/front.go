@@ -18,10 +18,12 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/store"
 )
@@ -33,6 +35,10 @@ type Options struct {
 
 	// Decide configures deciding: counting, shadow mode, headers.
 	Decide envoy.Options
+
+	// RequireDomain keeps the server unready while the configuration in
+	// use has no domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
+	RequireDomain bool
 }
 
 // Front serves Envoy's rate-limit service. Its envoyproxy/ratelimit model
@@ -46,6 +52,9 @@ type Front struct {
 	opts    Options
 	metrics *metrics // envoyproxy/ratelimit's, once loaded
 	reset   func(ctx context.Context, req *store.Request) (int, error)
+	xds     func() xds.Status          // the control plane's client, when the configuration comes from one
+	applied atomic.Pointer[xdsVersion] // the control plane's version in use
+	tracer  trace.Tracer               // nil: answers are not traced
 
 	onConfig func(*envoy.Config) // told of each configuration put in use
 }
@@ -102,6 +111,9 @@ func (e *Front) Load(dir string, opts Options) error {
 	e.metrics.loads.WithLabelValues().Inc()
 	e.use(cfg)
 	e.logNotes(cfg)
+	if opts.RequireDomain {
+		e.f.AddReadiness(e.ready)
+	}
 	return nil
 }
 
@@ -113,8 +125,16 @@ func (e *Front) Dir() string { return e.dir }
 
 func (e *Front) logNotes(cfg *envoy.Config) {
 	for _, n := range cfg.Notes {
-		e.f.Log.Warn("envoy configuration: "+n, slog.String("dir", cfg.Dir))
+		e.f.Log.Warn("envoy configuration: "+n, slog.String("source", e.source()))
 	}
+}
+
+// source names where the configuration comes from, for logs.
+func (e *Front) source() string {
+	if e.xds != nil {
+		return "xds " + e.xds().Server
+	}
+	return e.dir
 }
 
 // Reload reloads the directory and, when it is valid, swaps it in: each
@@ -122,8 +142,8 @@ func (e *Front) logNotes(cfg *envoy.Config) {
 // directory is logged with every problem and returned; the files in use
 // stay.
 func (e *Front) Reload() error {
-	if e.metrics == nil {
-		return errors.New("server: no Envoy configuration is loaded")
+	if e.metrics == nil || e.xds != nil {
+		return errors.New("server: no directory of Envoy configuration files is loaded")
 	}
 	cfg, err := envoy.Load(e.dir, e.opts.Load)
 	e.f.Metrics.Reload(err)

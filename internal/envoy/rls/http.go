@@ -9,10 +9,12 @@ import (
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/front"
+	"github.com/sluicerate/sluice/internal/tracing"
 	"github.com/sluicerate/sluice/internal/wire"
 )
 
@@ -29,12 +31,18 @@ func (e *Front) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /rlconfig", e.handleRLConfig)
 }
 
-// AdminRoutes adds POST /api/v1/envoy/reset to the admin listener's mux: a
-// RateLimitRequest as /json takes it; the windows its descriptors match
-// are emptied, giving those keys their whole limits back. It is an
-// operator's tool, so it is not on the public listener.
+// AdminRoutes adds the admin listener's routes to its mux:
+//
+//   - POST /api/v1/envoy/reset: a RateLimitRequest as /json takes it; the
+//     windows its descriptors match are emptied, giving those keys their
+//     whole limits back. It is an operator's tool, so it is not on the
+//     public listener;
+//   - GET /api/v1/envoy/config: where the configuration comes from (files
+//     or an xDS control plane), its domains, and the control plane's
+//     state: the version in use, the last one refused and why.
 func (e *Front) AdminRoutes(mux front.Mux) {
 	mux.HandleFunc("POST /api/v1/envoy/reset", e.handleReset)
+	mux.HandleFunc("GET /api/v1/envoy/config", e.handleConfig)
 }
 
 // requestExample is a RateLimitRequest in protobuf's JSON mapping, for
@@ -65,7 +73,11 @@ func (e *Front) handleJSON(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out, err := (&service{e: e}).ShouldRateLimit(r.Context(), req)
+	ctx := r.Context()
+	if e.tracer != nil {
+		ctx = tracing.FromHTTP(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	out, err := (&service{e: e}).ShouldRateLimit(ctx, req)
 	if err != nil {
 		front.StatusProblem(err).Write(w)
 		return
@@ -90,6 +102,11 @@ func notARequest(err error) *httplimit.Problem {
 
 func (e *Front) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := e.f.Unready(); err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte("NOT OK: " + err.Error() + "\n"))
+		return
+	}
 	if !e.f.Serving(r.Context()) {
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = w.Write([]byte("NOT OK: the store does not answer, or the server is shutting down\n"))
@@ -100,6 +117,10 @@ func (e *Front) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
 
 func (e *Front) handleRLConfig(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if e.xds != nil {
+		_, _ = io.WriteString(w, e.xdsRLConfig())
+		return
+	}
 	cfg := e.cfg.Load()
 	if cfg == nil {
 		var names []string

@@ -22,8 +22,12 @@ type service struct {
 }
 
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
-func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	out, err := s.e.decide(ctx, req)
+func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (out *rlsv3.RateLimitResponse, err error) {
+	if s.e.tracer != nil {
+		out, err = s.e.tracedDecide(ctx, req)
+	} else {
+		out, err = s.e.decide(ctx, req)
+	}
 	s.e.f.Answered("envoy", status.Code(err).String())
 	return out, err
 }
@@ -37,6 +41,9 @@ func (e *Front) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3
 	st := e.f.State()
 	if cfg, ok := e.domain(st, req.GetDomain()); ok {
 		return e.decideEnvoy(ctx, st, cfg, req)
+	}
+	if e.pending() && st.Config.Policy(req.GetDomain()) == nil {
+		return nil, status.Error(codes.Unavailable, e.ready().Error())
 	}
 	attrs, op, cost, err := policyRequest(req)
 	if err != nil {
