@@ -71,8 +71,11 @@ var (
 	leaseScript  = windowScripts("lease.lua", leaseLua).all
 	finishScript = windowScripts("finish.lua", finishLua).all
 
-	// allScripts are every script a Store runs, which Warm loads.
-	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript}
+	// allScripts are every script a Store runs, which Warm loads: the
+	// runtime overrides' two too (overrides.go), which every server polls
+	// from its start.
+	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript,
+		newScript("overrides_read.lua", overridesReadLua), newScript("overrides_write.lua", overridesWriteLua)}
 	// allSHAs are their SHA-1s, in the same order.
 	allSHAs = func() []string {
 		shas := make([]string, len(allScripts))

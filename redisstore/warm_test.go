@@ -70,6 +70,15 @@ func TestWarm(t *testing.T) {
 		strings.Contains(stats, "cmdstat_evalsha:") || strings.Contains(stats, "cmdstat_eval:") {
 		t.Errorf("the first decision after Warm, INFO commandstats:\n%s\nwant Warm's FUNCTION LOAD, then one FCALL and no script call", stats)
 	}
+	// The runtime overrides, which a server polls from its start, are
+	// read by EVALSHA alone too.
+	if _, err := s.ReadOverrides(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if stats, _ := srv.Do("INFO", "commandstats"); !strings.Contains(stats, "cmdstat_evalsha:calls=1,") ||
+		strings.Contains(stats, "cmdstat_eval:") {
+		t.Errorf("reading the overrides after Warm, INFO commandstats:\n%s\nwant one EVALSHA and no EVAL (its source, after a NOSCRIPT)", stats)
+	}
 	// A second Warm finds every script in place: it only asks, and its
 	// FUNCTION LOAD is refused as a duplicate.
 	if err := s.Warm(ctx); err != nil {
