@@ -191,3 +191,35 @@ func TestServeRedisLayout1(t *testing.T) {
 		t.Errorf("inspect of layout 1 = %+v, want two windows of one entry", in.Windows)
 	}
 }
+
+// TestServeStartsWarm starts sluice serve on a Redis that holds no script:
+// the server loads them before anything it does at its start (the runtime
+// overrides' first read), and its first decisions find them, so Redis
+// never runs a script sent by its source nor answers NOSCRIPT.
+// (TestServeWarmCluster, under make soak, checks the same of three servers
+// on a Cluster under load.)
+func TestServeStartsWarm(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n  prefix: warm\n  timeout: 2s\n", srv.Addr())
+	p := startServe(t, writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig))
+	for range 3 {
+		var d struct{ Allowed, Degraded bool }
+		p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
+		if !d.Allowed || d.Degraded {
+			t.Fatalf("decision = %+v, want allowed", d)
+		}
+	}
+	for _, section := range []string{"commandstats", "errorstats"} {
+		info, err := srv.Do("INFO", section)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "cmdstat_eval:") || strings.Contains(info, "errorstat_NOSCRIPT") {
+			t.Errorf("after the server's start and its first decisions, INFO %s:\n%s\nwant no EVAL and no NOSCRIPT", section, info)
+		}
+	}
+}

@@ -41,6 +41,11 @@ type openedStore struct {
 	closeClient func()
 }
 
+// firstWarm bounds keepWarm's first warming, which sluice serve waits for
+// at its start: a Redis that does not answer delays the start by this much
+// (the readiness checks then report it).
+const firstWarm = 2 * time.Second
+
 // Ping reports whether the store answers and is ready for decisions as
 // fast as later ones: on Redis, every node the client knows holds every
 // script (redisstore.Store.Warm, which loads those missing). The server's
@@ -52,14 +57,20 @@ func (s *openedStore) Ping(ctx context.Context) error {
 	return s.ping(ctx)
 }
 
-// keepWarm warms a Redis store every interval until Close, so that a node
-// that joined (a promoted replica, a new master) or lost its scripts (a
-// restart, SCRIPT FLUSH) holds them again before decisions find it out.
-// Failures are left to the readiness checks and the decisions to report.
+// keepWarm warms a Redis store once now, for at most firstWarm, and then
+// every interval until Close, so that a node that joined (a promoted
+// replica, a new master) or lost its scripts (a restart, SCRIPT FLUSH)
+// holds them again before decisions find it out. The first warming comes
+// before anything the server does at its start (the runtime overrides'
+// first read), which would otherwise send its script by source. Failures
+// are left to the readiness checks and the decisions to report.
 func (s *openedStore) keepWarm(every time.Duration) {
 	if s.Redis == nil || s.stopWarming != nil {
 		return
 	}
+	wctx, cancel := context.WithTimeout(context.Background(), min(every, firstWarm))
+	_ = s.Redis.Warm(wctx)
+	cancel()
 	ctx, stop := context.WithCancel(context.Background())
 	s.stopWarming = stop
 	go func() {
