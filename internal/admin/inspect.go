@@ -13,10 +13,11 @@ import (
 )
 
 // Inspector reads, changing nothing, what a store holds, for the key
-// inspector: the entries of a policy's windows and the reservations of a
-// schedule's queue, with the store's time. sluice serve gives one for
-// Redis (package redisinspect); without one the inspector shows a window's
-// figures, from a peek, and no queue.
+// inspector: the entries of a policy's windows (a concurrency rule's: its
+// live leases) and the reservations of a schedule's queue, with the
+// store's time. sluice serve gives one for Redis (package redisinspect);
+// without one the inspector shows a window's figures, from a peek, and no
+// queue.
 type Inspector interface {
 	// Name names the store the view shows ("redis").
 	Name() string
