@@ -31,6 +31,29 @@ type Window struct {
 	// counter its bucket index (time / window) and the previous and current
 	// buckets' counts. Empty for a log, whose Entries tell its state.
 	State []int64
+
+	// Algorithm is the rule's algorithm: the check's for Inspect, the
+	// one the key's name gives for InspectKey (store.Log for a name it
+	// cannot read).
+	Algorithm store.Algorithm
+
+	// Leases are, for a concurrency rule's window (Algorithm
+	// store.Concurrency), the leases alive in it at the store's time,
+	// soonest to expire first; Entries and State are then empty. A
+	// lease that expired unreleased stays in the key until the rule is
+	// next decided, and is not among them.
+	Leases []Lease
+}
+
+// Lease is a lease alive in a concurrency rule's window.
+type Lease struct {
+	// Token names the lease in the window: 32 hex digits of the SHA-256
+	// of its id (lease.go), which it does not tell.
+	Token string
+
+	// Expires is when the lease expires unless released or extended, on
+	// the store's clock.
+	Expires time.Time
 }
 
 // Entry is one recorded event.
@@ -55,7 +78,8 @@ func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time
 	windows := make([]Window, len(ks))
 	var now time.Time
 	for i, k := range ks {
-		w, t, err := s.inspect(ctx, []string{k})
+		alg := req.Checks[i].Algorithm
+		w, t, err := s.inspect(ctx, []string{k}, []store.Algorithm{alg})
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -66,16 +90,31 @@ func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time
 }
 
 // InspectKey reads, changing nothing, one window key found without the
-// policy's definition (by SCAN with PolicyPattern, say): its rule is the
-// one its name gives, and its entries, TTL and the server's time are read
-// as by Inspect. A key of another layout than the store's (Config.Layout)
-// is not read: the error says which layout it is in.
+// policy's definition (by SCAN with PolicyPattern, say): its rule and
+// algorithm are the ones its name gives, and its entries (a concurrency
+// rule's window: its leases), TTL and the server's time are read as by
+// Inspect. A key of another layout than the store's (Config.Layout) is not
+// read: the error says which layout it is in; nor is a schedule's queue or
+// a lease's record, which are no windows (a lease shows in the windows of
+// its policy's concurrency rules).
 func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, error) {
 	name, ok := s.names.parse(key)
 	if ok && name.layout != s.names.layout {
 		return Window{}, time.Time{}, fmt.Errorf("redisstore: %s is a key of layout %d and this store reads layout %d; inspect it with a store of that layout (redisstore.Config.Layout)", key, name.layout, s.names.layout)
 	}
-	windows, now, err := s.inspect(ctx, []string{key})
+	alg := store.Log
+	if ok {
+		switch name.kind {
+		case queueKind:
+			return Window{}, time.Time{}, fmt.Errorf("redisstore: %s is a schedule's queue, not a window; inspect a policy's windows", key)
+		case leaseKind:
+			return Window{}, time.Time{}, fmt.Errorf("redisstore: %s is the record of a lease, not a window; the lease shows in its policy's concurrency windows", key)
+		}
+		if i := slices.Index(kinds[:], name.kind); i >= 0 {
+			alg = store.Algorithm(i)
+		}
+	}
+	windows, now, err := s.inspect(ctx, []string{key}, []store.Algorithm{alg})
 	if err != nil {
 		return Window{}, time.Time{}, err
 	}
@@ -106,7 +145,7 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 	}
 	return b.String(), func(key string) bool {
 		name, ok := s.names.parse(key)
-		if !ok || name.layout != s.names.layout || name.rule == "" || name.tag[0] != enc { // rule "": a queue
+		if !ok || name.layout != s.names.layout || name.rule == "" || name.tag[0] != enc { // rule "": a queue or a lease's record
 			return false
 		}
 		for _, p := range append(name.tag[1:], name.values...) {
@@ -121,9 +160,9 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 // keyName is what a key's name says, its parts still encoded.
 type keyName struct {
 	layout Layout
-	kind   byte     // Layout2's letter (kinds, queueKind); 0 in Layout1
+	kind   byte     // what it holds: Layout2's letter (kinds, queueKind, leaseKind), in Layout1 read from the rule's mark
 	tag    []string // the hash tag's parts: the policy or schedule, then values
-	rule   string   // the rule; "" for a queue
+	rule   string   // the rule; "" for a queue or a lease's record
 	values []string // the values after the rule
 }
 
@@ -147,22 +186,30 @@ func (n namer) parse(key string) (keyName, bool) {
 		if len(parts) < 2 || parts[0] != k.tag[0] {
 			return k, false
 		}
-		k.rule = parts[1]
-		for _, m := range layout1Marks {
-			if m != "" {
-				k.rule = strings.TrimSuffix(k.rule, m)
+		k.rule, k.kind = parts[1], kinds[store.Log]
+		for alg, m := range layout1Marks {
+			if rule, ok := strings.CutSuffix(k.rule, m); ok && m != "" {
+				k.rule, k.kind = rule, kinds[alg]
+				break
 			}
 		}
-		if k.rule == "@queue" {
-			k.rule = ""
+		switch k.rule {
+		case "@queue":
+			k.rule, k.kind = "", queueKind
+		case "@lease": // :<policy>:@lease:<token>
+			k.rule, k.kind = "", leaseKind
+			return k, len(parts) == 3
 		}
 		if len(parts) == 3 {
 			k.values = strings.Split(parts[2], ",")
 		}
 	case len(rest) >= 2 && rest[0] == '2': // Layout2: 2<kind>[:<rule>[:<values>]]
 		k.layout, k.kind = Layout2, rest[1]
-		if k.kind == queueKind {
+		switch k.kind {
+		case queueKind:
 			return k, len(rest) == 2
+		case leaseKind: // 2e:<token>
+			return k, len(rest) > 3 && rest[2] == ':'
 		}
 		if !slices.Contains(kinds[:], k.kind) || len(rest) < 4 || rest[2] != ':' {
 			return k, false
@@ -178,12 +225,20 @@ func (n namer) parse(key string) (keyName, bool) {
 	return k, true
 }
 
-// inspect runs inspect.lua over keys, which share one slot.
-func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, error) {
+// inspect runs inspect.lua over keys, which share one slot and whose
+// rules have the algorithms algs.
+func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm) ([]Window, time.Time, error) {
 	if s.closed.Load() {
 		return nil, time.Time{}, store.ErrClosed
 	}
-	reply, err := run(ctx, s.ev, inspectScript, ks, []string{s.nowArg()})
+	kinds := make([]byte, len(ks))
+	for i, a := range algs {
+		kinds[i] = '-'
+		if a == store.Concurrency {
+			kinds[i] = 'n'
+		}
+	}
+	reply, err := run(ctx, s.ev, inspectScript, ks, []string{s.nowArg(), string(kinds)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -200,7 +255,7 @@ func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, 
 		if i+2 > len(reply) {
 			return bad()
 		}
-		w := Window{Key: ks[k]}
+		w := Window{Key: ks[k], Algorithm: algs[k]}
 		switch pttl := reply[i]; {
 		case pttl == -1:
 			w.TTL = -1
@@ -209,6 +264,27 @@ func (s *Store) inspect(ctx context.Context, ks []string) ([]Window, time.Time, 
 		}
 		n := reply[i+1]
 		i += 2
+		if kinds[k] == 'n' {
+			// n leases of 5 integers: the expiry, then the token's four
+			// words of 8 hex digits.
+			if n < 0 || int64(len(reply)-i) < 5*n {
+				return bad()
+			}
+			w.Leases = make([]Lease, n)
+			for j := range w.Leases {
+				tok := make([]byte, 0, 32)
+				for _, word := range reply[i+1 : i+5] {
+					if word < 0 || word > 0xffffffff {
+						return bad()
+					}
+					tok = fmt.Appendf(tok, "%08x", word)
+				}
+				w.Leases[j] = Lease{Token: string(tok), Expires: time.UnixMicro(reply[i])}
+				i += 5
+			}
+			out[k] = w
+			continue
+		}
 		if n < 0 && int64(len(reply)-i) >= -n {
 			w.State = append([]int64(nil), reply[i:i-int(n)]...)
 			i -= int(n)

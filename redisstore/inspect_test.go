@@ -2,6 +2,10 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +13,8 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 func TestInspect(t *testing.T) {
@@ -153,5 +159,112 @@ func TestInspectAlgorithms(t *testing.T) {
 	// The counter: minute 30,000,000 (of the Unix epoch), none before, 3 now.
 	if want := []int64{now.Unix() / 60, 0, 3}; len(windows[2].State) != 3 || windows[2].State[0] != want[0] || windows[2].State[2] != 3 {
 		t.Errorf("counter state %v, want %v", windows[2].State, want)
+	}
+}
+
+// TestInspectLeases checks that Inspect reads a concurrency rule's window as
+// the leases alive in it (each lease's token and expiry, on the store's
+// clock), not as a log's entries: released leases leave it, expired ones
+// are not among them, the log rule beside it reads as before; and that
+// InspectKey knows the window by its name and refuses a lease's record. In
+// both layouts.
+func TestInspectLeases(t *testing.T) {
+	for _, layout := range []redisstore.Layout{redisstore.Layout2, redisstore.Layout1} {
+		t.Run(fmt.Sprintf("layout %d", layout), func(t *testing.T) {
+			ctx := context.Background()
+			clock := storetest.NewClock(storetest.T0)
+			prefix := newPrefix()
+			s := openRueidis(t, redisstore.Config{Prefix: prefix, Clock: clock.Now, Layout: layout})
+			lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
+			p := &sluice.Policy{Name: "llm", Rules: []sluice.Rule{
+				{Name: "tokens", By: []string{"user"}, Limit: 1000, Window: time.Minute},
+				{Name: "in-flight", By: []string{"user"}, Concurrency: 3, Lease: 30 * time.Second},
+			}}
+			attrs := map[string]string{"user": "ann"}
+			t0 := clock.Now()
+			var leases []*sluice.Lease
+			for i := range 3 {
+				x, d, err := lim.Acquire(ctx, p, attrs, 10*int64(i+1))
+				if err != nil || !d.Allowed {
+					t.Fatalf("acquire %d: %+v, %v", i, d, err)
+				}
+				leases = append(leases, x)
+				clock.Advance(time.Second)
+			}
+			token := func(x *sluice.Lease) string {
+				sum := sha256.Sum256([]byte(x.ID()))
+				return hex.EncodeToString(sum[:16])
+			}
+			// check inspects ann's windows and wants the leases named alive,
+			// expiring 30 s after they were taken (lease i at t0 + i s).
+			check := func(what string, alive ...int) {
+				t.Helper()
+				ws, now, err := s.Inspect(ctx, request(t, p, attrs, 1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !now.Equal(clock.Now()) {
+					t.Errorf("%s: read at %v, want the store's clock %v", what, now, clock.Now())
+				}
+				if len(ws) != 2 || ws[0].Algorithm != store.Log || len(ws[0].Entries) != 3 || ws[0].Entries[2].Cost != 30 || ws[0].Leases != nil {
+					t.Errorf("%s: the tokens rule reads %+v, want its log of 3 entries, the last of cost 30", what, ws[0])
+				}
+				w := ws[1]
+				if w.Rule != "in-flight" || w.Algorithm != store.Concurrency || w.Entries != nil || w.State != nil || w.TTL <= 0 {
+					t.Errorf("%s: the in-flight window reads %+v, want a concurrency rule's leases and a TTL", what, w)
+				}
+				var want []redisstore.Lease
+				for _, i := range alive {
+					want = append(want, redisstore.Lease{Token: token(leases[i]), Expires: t0.Add(time.Duration(i)*time.Second + 30*time.Second)})
+				}
+				if !slices.EqualFunc(w.Leases, want, func(a, b redisstore.Lease) bool { return a.Token == b.Token && a.Expires.Equal(b.Expires) }) {
+					t.Errorf("%s: leases %+v, want %+v", what, w.Leases, want)
+				}
+				// InspectKey reads the key alone the same way, by its name.
+				k, _, err := s.InspectKey(ctx, w.Key)
+				if err != nil || k.Rule != "in-flight" || k.Algorithm != store.Concurrency || len(k.Leases) != len(want) || k.Entries != nil {
+					t.Errorf("%s: InspectKey(%s) = %+v, %v; want the in-flight rule's %d leases", what, w.Key, k, err, len(want))
+				}
+			}
+			check("three taken", 0, 1, 2)
+			if held, err := leases[1].Release(ctx); err != nil || !held {
+				t.Fatalf("release: %v, %v", held, err)
+			}
+			check("the second released", 0, 2)
+			// At t0+30s the first lease's expiry has come: it is no longer
+			// alive, though its token stays in the key until the rule is
+			// next decided.
+			clock.Set(t0.Add(30 * time.Second))
+			check("the first expired", 2)
+			clock.Set(t0.Add(32 * time.Second))
+			check("all gone")
+
+			// The lease's record is not a window: the policy's pattern does
+			// not match it, and InspectKey says what it is.
+			_, match := s.PolicyPattern("llm", []string{"ann"})
+			reply, err := server.Do("KEYS", prefix+":*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var records, windows int
+			for _, k := range strings.Split(reply, "\n") {
+				switch {
+				case k == "":
+				case strings.Contains(k, "2e:") || strings.Contains(k, ":@lease:"):
+					records++
+					if match(k) {
+						t.Errorf("the policy's pattern matches the lease record %s", k)
+					}
+					if _, _, err := s.InspectKey(ctx, k); err == nil || !strings.Contains(err.Error(), "record of a lease") {
+						t.Errorf("InspectKey(%s) = %v, want an error naming a lease's record", k, err)
+					}
+				case match(k):
+					windows++
+				}
+			}
+			if records != 2 || windows != 2 { // the first and third leases' records are kept until they expire
+				t.Errorf("found %d lease records and %d windows in %q, want 2 and 2", records, windows, reply)
+			}
+		})
 	}
 }

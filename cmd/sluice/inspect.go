@@ -35,18 +35,32 @@ type nextJSON struct {
 	RetryAfterMS int64  `json:"retry_after_ms"`
 }
 
-// inspectWindow is one rule's window. Limit, WindowMS, Used and Counts
-// are known only with --config, which gives the rules.
+// inspectWindow is one rule's window. Limit, WindowMS, LeaseMS, Used and
+// Counts are known only with --config, which gives the rules.
 type inspectWindow struct {
 	Rule     string         `json:"rule"`
 	Key      string         `json:"key"`
-	Limit    int64          `json:"limit,omitempty"`
+	Limit    int64          `json:"limit,omitempty"` // a concurrency rule's: the most leases alive at once
 	WindowMS int64          `json:"window_ms,omitempty"`
-	Used     *int64         `json:"used,omitempty"`
-	Cause    string         `json:"cause,omitempty"` // why a request of cost 1 would not fit now
-	TTLMS    int64          `json:"ttl_ms"`          // -1: no expiry; 0: no key
+	LeaseMS  int64          `json:"lease_ms,omitempty"` // a concurrency rule's lease time
+	Used     *int64         `json:"used,omitempty"`     // a concurrency rule's: its leases alive
+	Cause    string         `json:"cause,omitempty"`    // why a request of cost 1 would not fit now
+	TTLMS    int64          `json:"ttl_ms"`             // -1: no expiry; 0: no key
 	Entries  []inspectEntry `json:"entries"`
 	State    []int64        `json:"state,omitempty"` // gcra: arrival time µs; sliding-counter: bucket, previous, current
+
+	// Leases are a concurrency rule's leases alive, soonest to expire
+	// first; absent for a rate rule's window.
+	Leases []inspectLease `json:"leases,omitzero"`
+}
+
+// inspectLease is a lease alive in a concurrency rule's window: the token
+// that names it there (not its id) and when it expires unless released or
+// extended.
+type inspectLease struct {
+	Token       string    `json:"token"`
+	Expires     time.Time `json:"expires"`
+	ExpiresInMS int64     `json:"expires_in_ms"`
 }
 
 type inspectEntry struct {
@@ -63,10 +77,13 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 Shows, changing nothing, the Redis windows that policy P keeps for the
 given attributes: each key, its entries with their ages and costs, and its
-time to live. With --config, the policy's rules name the keys exactly and
-the counts in each window are shown; without it, the keys are found with
-SCAN (every window of P whose attribute values are among those given).
-Redis is --redis, else the file's store.
+time to live; for a concurrency rule, its leases alive, each by its token
+with when it expires. With --config, the policy's rules name the keys
+exactly and the counts in each window are shown (a concurrency rule's
+leases alive of its most); without it, the keys are found with SCAN (every
+window of P whose attribute values are among those given; the records of
+leases are not windows, and are skipped). Redis is --redis, else the
+file's store.
 Exit status: 0 ok, 2 usage, configuration or store error.
 
 flags:`)
@@ -153,6 +170,15 @@ flags:`)
 			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
 			iw.Cause = string(next.Limits[i].Cause)
 		}
+		if w.Algorithm == storepkg.Concurrency {
+			iw.Leases = []inspectLease{}
+			for _, l := range w.Leases {
+				iw.Leases = append(iw.Leases, inspectLease{Token: l.Token, Expires: l.Expires.UTC(), ExpiresInMS: wire.Millis(l.Expires.Sub(now))})
+			}
+			if r != nil {
+				iw.WindowMS, iw.LeaseMS, *iw.Used = 0, r.Window.Milliseconds(), int64(len(w.Leases))
+			}
+		}
 		if len(w.State) > 0 {
 			iw.State, iw.Used = w.State, nil // a bucket or a counter: no entries to count
 		}
@@ -187,6 +213,9 @@ flags:`)
 		case n.Cause == string(sluice.CauseGap):
 			fmt.Fprintf(stdout, "a request of cost 1 now: denied by rule %s, too soon after the last event; retry in %v\n",
 				n.DeniedBy, time.Duration(n.RetryAfterMS)*time.Millisecond)
+		case n.Cause == string(sluice.CauseConcurrency):
+			fmt.Fprintf(stdout, "a request of cost 1 now: denied by rule %s, all its leases are alive; retry in %v (when the earliest expires), sooner when one is released\n",
+				n.DeniedBy, time.Duration(n.RetryAfterMS)*time.Millisecond)
 		default:
 			fmt.Fprintf(stdout, "a request of cost 1 now: denied by rule %s, its window is full; retry in %v\n",
 				n.DeniedBy, time.Duration(n.RetryAfterMS)*time.Millisecond)
@@ -200,10 +229,16 @@ flags:`)
 		case w.TTLMS > 0:
 			ttl = "expires in " + (time.Duration(w.TTLMS) * time.Millisecond).String()
 		}
-		if w.Used != nil {
+		switch {
+		case w.Leases != nil && w.Used != nil:
+			fmt.Fprintf(stdout, "\nrule %s: %d/%d leases alive (lease %v); %s\n  key %s\n", w.Rule, *w.Used, w.Limit,
+				time.Duration(w.LeaseMS)*time.Millisecond, ttl, w.Key)
+		case w.Leases != nil:
+			fmt.Fprintf(stdout, "\nrule %s: %d leases alive; %s\n  key %s\n", w.Rule, len(w.Leases), ttl, w.Key)
+		case w.Used != nil:
 			fmt.Fprintf(stdout, "\nrule %s: %d/%d used per %v; %d entries; %s\n  key %s\n", w.Rule, *w.Used, w.Limit,
 				time.Duration(w.WindowMS)*time.Millisecond, len(w.Entries), ttl, w.Key)
-		} else {
+		default:
 			fmt.Fprintf(stdout, "\nrule %s: %d entries; %s\n  key %s\n", w.Rule, len(w.Entries), ttl, w.Key)
 		}
 		switch len(w.State) {
@@ -211,6 +246,10 @@ flags:`)
 			fmt.Fprintf(stdout, "  gcra: the bucket is full again at %s\n", time.UnixMicro(w.State[0]).UTC().Format(time.RFC3339Nano))
 		case 3:
 			fmt.Fprintf(stdout, "  sliding counter: bucket %d holds %d, the previous one %d\n", w.State[0], w.State[2], w.State[1])
+		}
+		for _, l := range w.Leases {
+			fmt.Fprintf(stdout, "  lease %s  expires in %v (at %s)\n", l.Token, time.Duration(l.ExpiresInMS)*time.Millisecond,
+				l.Expires.Format(time.RFC3339Nano))
 		}
 		for j, e := range w.Entries {
 			note := ""

@@ -87,6 +87,53 @@ func (a *admin) handleConfig(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, out)
 }
 
+// leasesJSON is the answer of GET /api/v1/leases.
+type leasesJSON struct {
+	Now   time.Time       `json:"now"`
+	Rules []leaseRuleJSON `json:"rules"`
+}
+
+// leaseRuleJSON is one concurrency rule and the leases this server granted
+// of it (front.LeaseFigures): every concurrency rule of the configuration,
+// in its order, then any rule this server granted leases of that a reload
+// removed (Concurrency 0).
+type leaseRuleJSON struct {
+	Policy      string   `json:"policy"`
+	Rule        string   `json:"rule"`
+	By          []string `json:"by"`
+	Concurrency int64    `json:"concurrency"`
+	LeaseMS     int64    `json:"lease_ms"`
+
+	// InFlight counts this server's leases of the rule alive now, over all
+	// its keys; Expired those that expired unreleased since it started.
+	InFlight int64 `json:"in_flight"`
+	Expired  int64 `json:"expired"`
+}
+
+func (a *admin) handleLeases(w http.ResponseWriter, r *http.Request) {
+	figures := a.f.Metrics.Leases()
+	out := leasesJSON{Now: a.v.clock.Now().UTC(), Rules: []leaseRuleJSON{}}
+	cfg := a.f.State().Config
+	for i := range cfg.Policies {
+		p := &cfg.Policies[i]
+		for _, rl := range p.Rules {
+			if rl.Concurrency <= 0 {
+				continue
+			}
+			lr := leaseRuleJSON{Policy: p.Name, Rule: rl.Name, By: wire.NonNil(rl.By), Concurrency: rl.Concurrency, LeaseMS: wire.Millis(rl.Lease)}
+			if j := slices.IndexFunc(figures, func(f front.LeaseFigures) bool { return f.Policy == p.Name && f.Rule == rl.Name }); j >= 0 {
+				lr.InFlight, lr.Expired = figures[j].InFlight, figures[j].Expired
+				figures = slices.Delete(figures, j, j+1)
+			}
+			out.Rules = append(out.Rules, lr)
+		}
+	}
+	for _, f := range figures {
+		out.Rules = append(out.Rules, leaseRuleJSON{Policy: f.Policy, Rule: f.Rule, By: []string{}, InFlight: f.InFlight, Expired: f.Expired})
+	}
+	front.WriteJSON(w, out)
+}
+
 // seconds reads the ?seconds= parameter: how far back a series goes.
 func seconds(r *http.Request, def, most int) (int, *httplimit.Problem) {
 	v := r.URL.Query().Get("seconds")

@@ -9,6 +9,7 @@ type (
 	InspectJSON   = inspectJSON
 	ConfigJSON    = configJSON
 	HealthJSON    = healthJSON
+	LeasesJSON    = leasesJSON
 )
 
 const (

@@ -13,10 +13,11 @@ import (
 )
 
 // Inspector reads, changing nothing, what a store holds, for the key
-// inspector: the entries of a policy's windows and the reservations of a
-// schedule's queue, with the store's time. sluice serve gives one for
-// Redis (package redisinspect); without one the inspector shows a window's
-// figures, from a peek, and no queue.
+// inspector: the entries of a policy's windows (a concurrency rule's: its
+// live leases) and the reservations of a schedule's queue, with the
+// store's time. sluice serve gives one for Redis (package redisinspect);
+// without one the inspector shows a window's figures, from a peek, and no
+// queue.
 type Inspector interface {
 	// Name names the store the view shows ("redis").
 	Name() string
@@ -42,6 +43,10 @@ type Window struct {
 	// TTL is the key's remaining time to live; -1 for a key without one,
 	// and 0 when the key does not exist.
 	TTL time.Duration
+
+	// Leases are, for a concurrency rule's window, the leases alive in it,
+	// soonest to expire first (it has no Entries).
+	Leases []Lease
 }
 
 // Entry is one entry of a window: when it was recorded, on the store's
@@ -49,6 +54,14 @@ type Window struct {
 type Entry struct {
 	Time time.Time
 	Cost int64
+}
+
+// Lease is one lease alive in a concurrency rule's window: the token that
+// names it in the store (not its id) and when it expires unless released
+// or extended, on the store's clock.
+type Lease struct {
+	Token   string
+	Expires time.Time
 }
 
 // QueuedSlot is one reservation held in a schedule's queue.
@@ -120,6 +133,26 @@ type inspectWindowJSON struct {
 	// TTLMS is the key's time to live (-1 none, 0 no key).
 	TTLMS   int64              `json:"ttl_ms"`
 	Entries []inspectEntryJSON `json:"entries"`
+
+	// Alive is, for a concurrency rule, its leases alive now, before the
+	// peek's (Used counts the peek's lease too when the request would be
+	// admitted, as every rule's figures count its cost). A concurrency
+	// rule's Limit is its concurrency, WindowMS its lease time, and
+	// RetryAfterMS, when it is full, the time until its earliest lease
+	// expires. Absent for other rules.
+	Alive *int64 `json:"alive,omitempty"`
+
+	// Leases are, for a concurrency rule when the store shows them
+	// (EntriesShown), the leases alive in its window, soonest to expire
+	// first; absent for other rules.
+	Leases []inspectLeaseJSON `json:"leases,omitzero"`
+}
+
+// inspectLeaseJSON is one lease alive in a concurrency rule's window.
+type inspectLeaseJSON struct {
+	Token       string    `json:"token"`
+	Expires     time.Time `json:"expires"`
+	ExpiresInMS int64     `json:"expires_in_ms"`
 }
 
 // inspectEntryJSON is one entry of a window.
@@ -218,34 +251,72 @@ func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectReques
 			out.Now, out.EntriesShown = now.UTC(), true
 		}
 	}
-	now := out.Now
-	for i, c := range resolved.Checks {
-		wj := inspectWindowJSON{Rule: c.Rule, Algorithm: c.Algorithm.String(), Limit: c.Limit, WindowMS: wire.Millis(c.Window),
-			MinGapMS: wire.Millis(c.MinGap), Shadow: c.Shadow, Entries: []inspectEntryJSON{}}
-		for _, l := range d.Limits {
-			if l.Rule == c.Rule {
-				wj.Used, wj.Remaining, wj.RetryAfterMS, wj.ResetAfterMS = l.Used, l.Remaining, wire.Millis(l.RetryAfter), wire.Millis(l.ResetAfter)
-				wj.Cause = string(l.Cause)
-			}
-		}
+	counted := out.Error == "" && peekCounted(resolved, &d)
+	for i := range resolved.Checks {
+		var win *Window
 		if i < len(windows) {
-			win := windows[i]
-			wj.Key, wj.TTLMS = win.Key, win.TTL.Milliseconds()
-			if win.TTL < 0 {
-				wj.TTLMS = -1
-			}
-			for _, e := range win.Entries {
-				age := now.Sub(e.Time)
-				wj.Entries = append(wj.Entries, inspectEntryJSON{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost,
-					Counts: age < c.Window, LeavesInMS: wire.Millis(c.Window - age)})
-			}
-			if n := len(win.Entries); n > 0 && c.MinGap > 0 {
-				wj.GapLeftMS = wire.Millis(c.MinGap - now.Sub(win.Entries[n-1].Time))
-			}
+			win = &windows[i]
 		}
-		out.Windows = append(out.Windows, wj)
+		out.Windows = append(out.Windows, windowJSON(&resolved.Checks[i], &d, counted, win, out.Now))
 	}
 	return out, nil
+}
+
+// peekCounted reports whether the figures of d, a peek of req, count the
+// request it would admit (a dry run's do, store.Request.DryRun, and a
+// concurrency rule's its lease): when every rule that is not shadow fits.
+func peekCounted(req *store.Request, d *sluice.Decision) bool {
+	for _, c := range req.Checks {
+		for _, l := range d.Limits {
+			if l.Rule == c.Rule && l.Cause != "" && !c.Shadow {
+				return false
+			}
+		}
+	}
+	return len(d.Limits) > 0
+}
+
+// windowJSON is the window of check c: the figures the peek d gave it
+// (counted: they count the peeked request), and when the store showed it
+// (win not nil), its entries or leases at the store's time now.
+func windowJSON(c *store.Check, d *sluice.Decision, counted bool, win *Window, now time.Time) inspectWindowJSON {
+	wj := inspectWindowJSON{Rule: c.Rule, Algorithm: c.Algorithm.String(), Limit: c.Limit, WindowMS: wire.Millis(c.Window),
+		MinGapMS: wire.Millis(c.MinGap), Shadow: c.Shadow, Entries: []inspectEntryJSON{}}
+	for _, l := range d.Limits {
+		if l.Rule == c.Rule {
+			wj.Used, wj.Remaining, wj.RetryAfterMS, wj.ResetAfterMS = l.Used, l.Remaining, wire.Millis(l.RetryAfter), wire.Millis(l.ResetAfter)
+			wj.Cause = string(l.Cause)
+			if c.Algorithm == store.Concurrency {
+				alive := l.Used
+				if counted {
+					alive -= c.Cost
+				}
+				wj.Alive = &alive
+			}
+		}
+	}
+	if win == nil {
+		return wj
+	}
+	wj.Key, wj.TTLMS = win.Key, win.TTL.Milliseconds()
+	if win.TTL < 0 {
+		wj.TTLMS = -1
+	}
+	for _, e := range win.Entries {
+		age := now.Sub(e.Time)
+		wj.Entries = append(wj.Entries, inspectEntryJSON{Time: e.Time.UTC(), AgeMS: age.Milliseconds(), Cost: e.Cost,
+			Counts: age < c.Window, LeavesInMS: wire.Millis(c.Window - age)})
+	}
+	if n := len(win.Entries); n > 0 && c.MinGap > 0 {
+		wj.GapLeftMS = wire.Millis(c.MinGap - now.Sub(win.Entries[n-1].Time))
+	}
+	if c.Algorithm == store.Concurrency {
+		wj.Leases = []inspectLeaseJSON{}
+	}
+	for _, l := range win.Leases {
+		wj.Leases = append(wj.Leases, inspectLeaseJSON{Token: l.Token, Expires: l.Expires.UTC(), ExpiresInMS: wire.Millis(l.Expires.Sub(now))})
+	}
+	return wj
 }
 
 // inspectSchedule answers req for a schedule under st.

@@ -1,7 +1,8 @@
 // Package admin is sluice serve's admin view: a live page of what the
-// server is doing (its policies, decision rates, the keys it denies now and
-// when each is let through, a key inspector, the store's health), the JSON
-// API the page reads, /metrics and pprof, on a listener of its own.
+// server is doing (its policies, decision rates, the leases it granted that
+// are in flight, the keys it denies now and when each is let through, a key
+// inspector, the store's health), the JSON API the page reads, /metrics and
+// pprof, on a listener of its own.
 //
 // A View counts what the fronts' metrics count, as they count it (it is
 // their front.Observer), so that its figures are theirs. It reads a store

@@ -191,7 +191,7 @@ func TestAdminWithoutToken(t *testing.T) {
 	t.Parallel()
 	as := newAdminServer(t, testConfig, "")
 	for _, path := range []string{"/", "/app.js", "/app.css", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
-		"/api/v1/denied", "/api/v1/health", "/metrics", "/debug/pprof/"} {
+		"/api/v1/denied", "/api/v1/health", "/api/v1/leases", "/metrics", "/debug/pprof/"} {
 		if w := as.get(path); w.Code != 200 {
 			t.Errorf("GET %s = %d, want 200", path, w.Code)
 		}
@@ -207,7 +207,7 @@ func TestPublicHandlerServesNoView(t *testing.T) {
 	t.Parallel()
 	as := newAdminServer(t, testConfig, "")
 	for _, path := range []string{"/", "/app.js", "/uplot/uPlot.iife.min.js", "/api/v1/config", "/api/v1/rates",
-		"/api/v1/denied", "/api/v1/health", "/debug/pprof/", "/debug/pprof/heap"} {
+		"/api/v1/denied", "/api/v1/health", "/api/v1/leases", "/debug/pprof/", "/debug/pprof/heap"} {
 		if w := as.do("GET", path, ""); w.Code != 404 {
 			t.Errorf("public GET %s = %d, want 404", path, w.Code)
 		}
@@ -411,5 +411,126 @@ func TestAdminHealth(t *testing.T) {
 	as.getJSON("/api/v1/health?seconds=10", &h)
 	if h.Store != "memory" || h.Breaker != "closed" || h.PingError != "" || len(h.Latency) != 10 || h.Latency[9].Calls < 1 {
 		t.Errorf("health = %+v", h)
+	}
+}
+
+// leaseConfig is a policy with a rate rule and a concurrency rule.
+const leaseConfig = `
+policies:
+  - name: llm
+    limits:
+      - {name: tokens, by: [user], limit: 100000, window: 1m}
+      - {name: in-flight, by: [user], concurrency: 3, lease: 30s}
+  - name: notify
+    limits:
+      - {name: global, limit: 5, window: 30m}
+`
+
+// acquire takes a lease of body's policy through the public API and returns
+// its id.
+func (as *adminServer) acquire(body string) string {
+	as.t.Helper()
+	w := as.do("POST", "/v1/acquire", body)
+	var a struct {
+		Allowed bool   `json:"allowed"`
+		Lease   string `json:"lease"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil || w.Code != 200 || !a.Allowed || a.Lease == "" {
+		as.t.Fatalf("acquire %s = %d %s", body, w.Code, w.Body)
+	}
+	return a.Lease
+}
+
+// inspect posts body to the admin handler's key inspector.
+func (as *adminServer) inspect(body string) admin.InspectJSON {
+	as.t.Helper()
+	r := httptest.NewRequest("POST", "/api/v1/inspect", strings.NewReader(body))
+	w := httptest.NewRecorder()
+	as.admin.ServeHTTP(w, r)
+	var got admin.InspectJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
+		as.t.Fatalf("inspect %s = %d %s", body, w.Code, w.Body)
+	}
+	return got
+}
+
+// TestAdminLeasesMemory checks GET /api/v1/leases, the leases this server
+// granted of each concurrency rule that are in flight and those that
+// expired unreleased, against the server's own metrics, and the key
+// inspector's figures of a concurrency rule on memory (no leases listed:
+// the memory store shows figures only, as for every window).
+func TestAdminLeasesMemory(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, leaseConfig, "")
+	leases := func() admin.LeasesJSON {
+		t.Helper()
+		var l admin.LeasesJSON
+		as.getJSON("/api/v1/leases", &l)
+		if len(l.Rules) != 1 || l.Rules[0].Policy != "llm" || l.Rules[0].Rule != "in-flight" || l.Rules[0].Concurrency != 3 ||
+			l.Rules[0].LeaseMS != 30000 || len(l.Rules[0].By) != 1 {
+			t.Fatalf("leases = %+v, want llm's in-flight rule alone", l)
+		}
+		// The figures are the metrics'.
+		gauges := map[string]float64{}
+		mfs, err := as.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				gauges[mf.GetName()+"|"+labelKey(m, []string{"policy", "rule"})] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+		r := l.Rules[0]
+		if float64(r.InFlight) != gauges["sluice_leases_in_flight|llm|in-flight"] || float64(r.Expired) != gauges["sluice_leases_expired_total|llm|in-flight"] {
+			t.Errorf("leases = %+v, the metrics say %v", r, gauges)
+		}
+		return l
+	}
+	if l := leases(); l.Rules[0].InFlight != 0 || l.Rules[0].Expired != 0 {
+		t.Errorf("before any lease: %+v", l.Rules[0])
+	}
+	a := as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
+	as.clock.Add(time.Second)
+	as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
+	as.acquire(`{"policy":"llm","attributes":{"user":"bob"},"cost":100}`)
+	if l := leases(); l.Rules[0].InFlight != 3 || l.Rules[0].Expired != 0 {
+		t.Errorf("three taken: %+v, want 3 in flight", l.Rules[0])
+	}
+	in := as.inspect(`{"policy":"llm","attributes":{"user":"ann"}}`)
+	if len(in.Windows) != 2 || in.EntriesShown {
+		t.Fatalf("inspect = %+v", in)
+	}
+	// The peek's figures count the lease it would grant; alive does not.
+	if w := in.Windows[1]; w.Algorithm != "concurrency" || w.Alive == nil || *w.Alive != 2 || w.Used != 3 || w.Limit != 3 || w.Remaining != 0 ||
+		w.WindowMS != 30000 || w.RetryAfterMS != 0 || w.ResetAfterMS != 30000 || w.Cause != "" || w.Leases != nil {
+		t.Errorf("ann's in-flight window = %+v, want 2 of 3 leases alive (3 with the peek's), none listed", w)
+	}
+	if w := as.do("POST", "/v1/release", `{"lease":"`+a+`"}`); w.Code != 200 || !strings.Contains(w.Body.String(), `"held":true`) {
+		t.Fatalf("release = %d %s", w.Code, w.Body)
+	}
+	if l := leases(); l.Rules[0].InFlight != 2 || l.Rules[0].Expired != 0 {
+		t.Errorf("one released: %+v, want 2 in flight", l.Rules[0])
+	}
+	// Ann's third fills her window: retry_after is until her earliest lease
+	// (taken at 1 s) expires.
+	as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
+	as.clock.Add(10 * time.Second)
+	if w := as.inspect(`{"policy":"llm","attributes":{"user":"ann"}}`).Windows[1]; w.Alive == nil || *w.Alive != 2 {
+		t.Errorf("ann's window after a release and one more = %+v, want 2 alive", w)
+	}
+	as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
+	// Full: the peek is denied, and its figures are the window's.
+	if w := as.inspect(`{"policy":"llm","attributes":{"user":"ann"}}`).Windows[1]; w.Alive == nil || *w.Alive != 3 || w.Used != 3 || w.Remaining != 0 ||
+		w.Cause != "concurrency" || w.RetryAfterMS != 20000 || w.ResetAfterMS != 30000 {
+		t.Errorf("ann's full window = %+v, want 3 alive, retry after 20 s (her lease taken at 1 s expires at 31 s), the last expiring in 30 s", w)
+	}
+	// 30 s after the last lease, every lease has expired unreleased.
+	as.clock.Add(30 * time.Second)
+	if l := leases(); l.Rules[0].InFlight != 0 || l.Rules[0].Expired != 4 {
+		t.Errorf("all expired: %+v, want 0 in flight, 4 expired", l.Rules[0])
+	}
+	if w := as.inspect(`{"policy":"llm","attributes":{"user":"ann"}}`).Windows[1]; w.Alive == nil || *w.Alive != 0 || w.Used != 1 {
+		t.Errorf("ann's window once all expired = %+v, want none alive", w)
 	}
 }

@@ -44,7 +44,9 @@ type Options struct {
 	// outage in the logs (outage.Config.Interval).
 	OutageInterval time.Duration
 
-	// Now is the outage reporter's clock. Default: time.Now.
+	// Now is the clock of the outage reporter and of the leases the
+	// metrics count (when a lease this server granted expires). Default:
+	// time.Now.
 	Now func() time.Time
 
 	// MaxBodyBytes caps a request body; a larger one is answered 413.
@@ -100,6 +102,9 @@ func New(st store.Store, opts Options) *Front {
 		f.MaxBatch = DefaultMaxBatch
 	}
 	f.Metrics = NewMetrics(opts.Registry, opts.Observer)
+	if opts.Now != nil {
+		f.Metrics.leases.now = opts.Now
+	}
 	f.Outage = outage.New(outage.Config{Logger: f.Log, Interval: opts.OutageInterval, Now: opts.Now, Circuit: f.circuit})
 	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)

@@ -1,6 +1,8 @@
 package front
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,6 +101,44 @@ func (b *leaseBook) sweep() {
 			b.expired[k]++
 		}
 	}
+}
+
+// LeaseFigures are the leases this server granted of one concurrency rule,
+// as its metrics count them (sluice_leases_in_flight and
+// sluice_leases_expired_total).
+type LeaseFigures struct {
+	Policy, Rule string
+
+	// InFlight counts those alive now: granted and not released, settled
+	// or expired.
+	InFlight int64
+
+	// Expired counts those that expired before they were released or
+	// settled through this server, since it started: a leak of leases.
+	Expired int64
+}
+
+// Leases returns the figures of every concurrency rule this server granted
+// a lease of since it started, by policy and rule, as the metrics would
+// be scraped now. It changes nothing but what a scrape does (moving
+// leases past their deadline from in flight to expired).
+func (m *Metrics) Leases() []LeaseFigures {
+	return m.leases.snapshot()
+}
+
+// snapshot returns b's figures, by policy and rule.
+func (b *leaseBook) snapshot() []LeaseFigures {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweep()
+	out := make([]LeaseFigures, 0, len(b.flight))
+	for k, v := range b.flight {
+		out = append(out, LeaseFigures{Policy: k.policy, Rule: k.rule, InFlight: int64(v), Expired: int64(b.expired[k])})
+	}
+	slices.SortFunc(out, func(a, b LeaseFigures) int {
+		return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Rule, b.Rule))
+	})
+	return out
 }
 
 // Describe implements prometheus.Collector.

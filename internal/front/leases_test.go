@@ -1,6 +1,7 @@
 package front
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -45,6 +46,11 @@ func TestLeaseBook(t *testing.T) {
 		}
 		if g := got["sluice_leases_expired_total{policy=llm,rule=in-flight,}"]; g != expired {
 			t.Errorf("%s: expired %v, want %v (%v)", what, g, expired, got)
+		}
+		// The admin view's snapshot has the same figures.
+		want := []LeaseFigures{{Policy: "llm", Rule: "in-flight", InFlight: int64(flight), Expired: int64(expired)}}
+		if snap := b.snapshot(); !slices.Equal(snap, want) {
+			t.Errorf("%s: snapshot %+v, want %+v", what, snap, want)
 		}
 	}
 	check("b and c held", 2, 0)

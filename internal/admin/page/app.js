@@ -1,5 +1,5 @@
 // The sluice admin page: it polls the JSON API of the admin listener
-// (/api/v1/config, rates, denied, health, inspect, overrides) and draws it,
+// (/api/v1/config, rates, leases, denied, health, inspect, overrides) and draws it,
 // and sets and removes runtime overrides. Every value
 // from the server is written as text, never as markup.
 "use strict";
@@ -104,11 +104,19 @@ function policyCard(p) {
     p.penalize && el("span", { class: "badge" }, "penalize"),
     el("span", { class: "note" }, p.by.length ? "keyed by " + p.by.join(", ") : "one window"));
   const stats = el("div", { class: "stats" }, OUTCOMES.map(o => statCell(p.name + "||" + o, o, o)));
+  // A concurrency rule's leases this server granted: in flight now, and
+  // expired unreleased since it started (GET api/v1/leases).
+  const leases = p.rules.filter(r => r.concurrency).map(r => {
+    const key = p.name + "|" + r.name;
+    return el("div", { class: "stat leases" }, el("span", { class: "k" }, r.name + ": leases of this server"),
+      el("span", { class: "v", "data-in-flight": key, "data-n": 0 }, "–"), " in flight ",
+      el("span", { class: "t", "data-expired": key, "data-n": 0 }, "–"), el("span", { class: "t" }, " expired unreleased"));
+  });
   const rows = p.rules.map(r => el("tr", { "data-rule": p.name + "|" + r.name },
     el("td", {}, r.name, r.shadow && el("span", { class: "badge shadow" }, "shadow")),
     el("td", {}, r.by.length ? r.by.join(", ") : "—"),
-    el("td", { class: "num" }, r.limit + " per " + fmtMS(r.window_ms)),
-    el("td", {}, r.algorithm + (r.burst ? " (burst " + r.burst + ")" : "")),
+    el("td", { class: "num" }, r.concurrency ? r.concurrency + " at once, lease " + fmtMS(r.lease_ms) : r.limit + " per " + fmtMS(r.window_ms)),
+    el("td", {}, (r.concurrency ? "concurrency" : r.algorithm) + (r.burst ? " (burst " + r.burst + ")" : "")),
     el("td", { class: "num" }, r.min_gap_ms ? fmtMS(r.min_gap_ms) : "—"),
     el("td", { class: "num" }, el("span", { "data-rate": p.name + "|" + r.name + "|denied" }, "–"), " ",
       el("span", { class: "t", "data-stat": p.name + "|" + r.name + "|denied", "data-total": 0 }, "0")),
@@ -119,7 +127,24 @@ function policyCard(p) {
     el("th", { class: "num" }, "min gap"), el("th", { class: "num" }, "denied (rate, total)"),
     el("th", { class: "num" }, "shadow-denied (rate, total)"))), el("tbody", {}, rows));
   const chart = el("div", { class: "chart", "data-chart": p.name });
-  return el("div", { class: "policy", "data-policy": p.name }, head, stats, el("div", { class: "row" }, table, chart));
+  return el("div", { class: "policy", "data-policy": p.name }, head, stats,
+    leases.length ? el("div", { class: "stats" }, leases) : null, el("div", { class: "row" }, table, chart));
+}
+
+// renderLeases writes each concurrency rule's leases in flight and expired
+// unreleased into its policy's card.
+function renderLeases(l) {
+  const figures = new Map(l.rules.map(r => [r.policy + "|" + r.rule, r]));
+  for (const e of document.querySelectorAll("[data-in-flight]")) {
+    const r = figures.get(e.dataset.inFlight);
+    e.dataset.n = r ? r.in_flight : 0;
+    e.textContent = r ? r.in_flight : 0;
+  }
+  for (const e of document.querySelectorAll("[data-expired]")) {
+    const r = figures.get(e.dataset.expired);
+    e.dataset.n = r ? r.expired : 0;
+    e.textContent = r ? r.expired : 0;
+  }
 }
 
 function renderSchedules(schedules) {
@@ -310,9 +335,13 @@ function renderWindows(res) {
     res.error ? el("span", { class: "error" }, " " + res.error) : null)];
   if (!res.windows.length) parts.push(el("p", { class: "empty" }, "No rule of " + res.policy + " applies to these attributes."));
   if (!res.entries_shown && res.windows.length) {
-    parts.push(el("p", { class: "note" }, "This store shows each window's figures; the entries themselves are shown for the Redis store."));
+    parts.push(el("p", { class: "note" }, "This store shows each window's figures; the entries themselves, and a concurrency rule's leases, are shown for the Redis store."));
   }
   for (const w of res.windows) {
+    if (w.algorithm === "concurrency") {
+      parts.push(leaseWindow(res, w));
+      continue;
+    }
     const head = w.rule + ": " + w.used + " of " + w.limit + " used per " + fmtMS(w.window_ms) + " (" + w.algorithm + ")" +
       (w.remaining >= 0 ? ", " + w.remaining + " left" : "") +
       (w.retry_after_ms ? ", full for " + fmtMS(w.retry_after_ms) : "") +
@@ -331,6 +360,28 @@ function renderWindows(res) {
     parts.push(box);
   }
   return el("div", {}, parts);
+}
+
+// leaseWindow shows a concurrency rule's window: its leases alive of the
+// most it admits, and on Redis each lease's token and when it expires.
+function leaseWindow(res, w) {
+  const alive = w.alive ?? w.used;
+  const head = w.rule + ": " + alive + " of " + w.limit + " leases alive (concurrency, lease " + fmtMS(w.window_ms) + ")" +
+    (w.retry_after_ms ? ", full until the earliest expires in " + fmtMS(w.retry_after_ms) : ", " + (w.limit - alive) + " free");
+  const box = el("div", { class: "window", "data-window": w.rule, "data-alive": alive }, el("h3", {}, head));
+  if (w.key) box.append(el("div", { class: "note" }, "key ", el("code", {}, w.key), w.ttl_ms > 0 ? ", expires in " + fmtMS(w.ttl_ms) : ""));
+  if (!res.entries_shown) return box;
+  const leases = w.leases || [];
+  if (!leases.length) {
+    box.append(el("p", { class: "empty" }, "No lease alive."));
+    return box;
+  }
+  box.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "lease token"),
+    el("th", {}, "expires"), el("th", { class: "num" }, "expires in"))),
+  el("tbody", {}, leases.map((l, i) => el("tr", { "data-lease": l.token, "data-expires-ms": l.expires_in_ms },
+    el("td", { class: "num" }, i + 1), el("td", {}, el("code", {}, l.token)), el("td", {}, fmtTime(l.expires)),
+    el("td", { class: "num" }, fmtMS(l.expires_in_ms)))))));
+  return box;
 }
 
 // timeline draws a window on a time axis from one window ago to one window
@@ -529,8 +580,9 @@ async function tick() {
       renderConfig(state.config);
       await renderEnvoy();
     }
-    const [rates, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/denied"), api("api/v1/health")]);
+    const [rates, leases, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/leases"), api("api/v1/denied"), api("api/v1/health")]);
     renderRates(rates);
+    renderLeases(leases);
     renderDenied(denied);
     renderHealth(health);
     await refreshOverrides();

@@ -1,7 +1,8 @@
 // Package redisinspect is the admin view's Inspector of a Redis store: the
-// entries of a policy's windows (redisstore.Store.Inspect) and the
-// reservations of a schedule's queue, read with Redis's clock. It is apart
-// from package admin so that the view knows no store's type.
+// entries of a policy's windows, or a concurrency rule's live leases
+// (redisstore.Store.Inspect), and the reservations of a schedule's queue,
+// read with Redis's clock. It is apart from package admin so that the view
+// knows no store's type.
 package redisinspect
 
 import (
@@ -42,6 +43,9 @@ func (i Inspector) Windows(ctx context.Context, req *store.Request) ([]admin.Win
 		out[j] = admin.Window{Key: w.Key, TTL: w.TTL, Entries: make([]admin.Entry, len(w.Entries))}
 		for k, e := range w.Entries {
 			out[j].Entries[k] = admin.Entry{Time: e.Time, Cost: e.Cost}
+		}
+		for _, l := range w.Leases {
+			out[j].Leases = append(out[j].Leases, admin.Lease{Token: l.Token, Expires: l.Expires})
 		}
 	}
 	return out, now, nil
