@@ -190,6 +190,9 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 // logSettle adds delta to the cost of the entries of w recorded at at
 // (their sum, when delta is negative, never below 0): entries of one time
 // count alike, so which of them holds the lease's estimate does not matter.
+// An entry settled to 0 stays, counting nothing: its request happened at
+// its time, so a minimum gap still counts from it (w.newest is kept), and
+// it leaves the window when it would have.
 func logSettle(w *window, at, delta int64) {
 	for i := w.n - 1; i >= 0 && delta != 0; i-- {
 		e := w.at(i)

@@ -29,9 +29,11 @@ import (
 //     its slots; Settle frees them and replaces the estimate in each rate
 //     window with the real cost, as the algorithm allows exactly:
 //     Log: the lease's own entry takes the real cost, at the time it was
-//     recorded (nothing when it has left the window); GCRA: the arrival
-//     time moves by (real - estimate) intervals from max(TAT, T), never
-//     before T; SlidingCounter: the bucket the estimate went into takes
+//     recorded (nothing when it has left the window); an entry settled to
+//     0 stays, counting nothing: a minimum gap counts from its time as
+//     from any entry's, and ResetAfter until it leaves the window. GCRA:
+//     the arrival time moves by (real - estimate) intervals from max(TAT,
+//     T), never before T; SlidingCounter: the bucket the estimate went into takes
 //     the difference, never below 0 (nothing once it is older than the
 //     previous bucket). Extend moves the lease's expiry, and that of its
 //     slots, to T + TTL. Release and Settle end the lease: a second call
