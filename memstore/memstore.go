@@ -198,7 +198,7 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 			moved = moved || j < 0 // an insertion may move or grow the table
 			wins[i] = sh.slots[slots[i]]
 			if lease != nil {
-				lease.receipts[i] = receiptOf(&checks[i], wins[i])
+				lease.receipts[i] = receiptOf(&checks[i], wins[i], now)
 			}
 		}
 		for i := range checks {

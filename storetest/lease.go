@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -450,6 +452,72 @@ var leaseCases = []testCase{
 		e.end("bob", b, release, true)
 	})},
 
+	{"LeaseOverrides", leased(func(e *env) {
+		// Runtime overrides move a lease's windows as they move decisions,
+		// for a lease Acquire returned and one resumed from its id: its
+		// lease time, and the window a settle finds its estimate in.
+		ov := &overrideMap{}
+		e.overridden(ov)
+		held := &sluice.Policy{Name: "lease-overrides", Rules: []sluice.Rule{
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 1, Lease: 10 * time.Second},
+		}}
+		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: time.Hour})
+		a, d := e.acquire(held, user("ann"), 1)
+		e.expect("leased", d, outcome{Allowed: true, ResetAfter: time.Hour})
+		if a.TTL() != time.Hour || !a.Expires().Equal(T0.Add(time.Hour)) {
+			e.t.Errorf("lease time %v, expiry T0+%v; want the override's, 1h and T0+1h", a.TTL(), a.Expires().Sub(T0))
+		}
+		e.clock.Set(T0.Add(time.Minute)) // past the rule's own lease time
+		x := e.resume(held, a.ID())
+		if ok, err := x.Extend(e.ctx); err != nil || !ok || !x.Expires().Equal(T0.Add(time.Hour+time.Minute)) {
+			e.t.Errorf("extend: held %v, err %v, expiry T0+%v; want held, T0+1h1m", ok, err, x.Expires().Sub(T0))
+		}
+		_, d = e.acquire(held, user("ann"), 1)
+		e.expect("extended", d, denied("in-flight", 0, time.Hour))
+		e.end("release", a, release, true)
+		_, d = e.acquire(held, user("ann"), 1)
+		e.expect("released", d, allowed(0))
+
+		// Settled from its id half an hour on, past the rules' own windows
+		// of a minute and within the overrides' hour (buckets of an hour
+		// for the counter, from T0); GCRA's interval is the override's,
+		// 10ms, whatever the rule's own (100ms).
+		e.clock.Set(T0.Add(time.Minute))
+		p := &sluice.Policy{Name: "settle-overrides", Rules: []sluice.Rule{
+			{Name: "log", By: []string{"user"}, Limit: 100, Window: time.Minute},
+			{Name: "counter", By: []string{"user"}, Limit: 100, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+			{Name: "gcra", By: []string{"user"}, Limit: 10, Window: time.Second, Algorithm: sluice.GCRA},
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
+		}}
+		ov.set("settle-overrides|log|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|counter|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|gcra|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Second})
+		b, _ := e.acquire(p, user("ann"), 10)
+		e.clock.Set(T0.Add(31 * time.Minute))
+		e.end("settle resumed", e.resume(p, b.ID()), 30, true)
+		// GCRA: 20 more intervals of 10ms from now, then the peek's 1.
+		e.expectUsed("settled", e.peek(p, user("ann"), 1), 30+1, 30+1, 21, 1)
+
+		// An override set while a lease is held: the settle finds the
+		// log's entry in the window decisions count now. The counter's
+		// buckets restarted with its new window (the estimate went with
+		// them): the bucket its time falls in takes the difference.
+		q := &sluice.Policy{Name: "settle-overrides-later", Rules: []sluice.Rule{
+			{Name: "log", By: []string{"user"}, Limit: 100, Window: time.Minute},
+			{Name: "counter", By: []string{"user"}, Limit: 100, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
+		}}
+		c, _ := e.acquire(q, user("bob"), 10)
+		ov.set("settle-overrides-later|log|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|counter|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		e.clock.Advance(30 * time.Second)
+		y, _ := e.acquire(q, user("bob"), 1)
+		e.end("release", y, release, true)
+		e.clock.Set(T0.Add(41 * time.Minute))
+		e.end("settle acquired", c, 30, true)
+		e.expectUsed("settled after the override", e.peek(q, user("bob"), 1), 30+1+1, 20+1+1, 1)
+	})},
+
 	{"LeaseNeverOverN", leased(func(e *env) {
 		// Random acquires, releases, settles and clock steps on one key,
 		// against a model of the leases alive: a lease is granted exactly
@@ -493,6 +561,39 @@ var leaseCases = []testCase{
 			}
 		}
 	})},
+}
+
+// resume resumes the lease id of p, failing the case on error.
+func (e *env) resume(p *sluice.Policy, id string) *sluice.Lease {
+	e.t.Helper()
+	x, err := e.lim.ResumeLease(e.policy(p), id)
+	if err != nil {
+		e.t.Fatalf("ResumeLease(%s) at T0+%v: %v", p.Name, e.elapsed(), err)
+	}
+	return x
+}
+
+// overrideMap is a sluice.Overrides of fixed windows, keyed
+// "policy|rule|values" (the values joined by "|").
+type overrideMap struct {
+	mu sync.Mutex
+	m  map[string]sluice.RuntimeOverride
+}
+
+func (o *overrideMap) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v, ok := o.m[policy+"|"+rule+"|"+strings.Join(values, "|")]
+	return v, ok
+}
+
+func (o *overrideMap) set(key string, v sluice.RuntimeOverride) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]sluice.RuntimeOverride{}
+	}
+	o.m[key] = v
 }
 
 // forgeLease returns the id of lease a altered to name the windows of
