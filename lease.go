@@ -36,6 +36,8 @@ const MaxSettleCost = 1 << 53
 // request) has an empty ID, and its methods report it not held.
 type Lease struct {
 	l       *Limiter
+	p       *Policy
+	rules   []*Rule // the rule of each of finish's checks, with Config.Overrides
 	id      string
 	ttl     time.Duration
 	finish  store.FinishRequest // Op, Cost and TTL set per call
@@ -50,8 +52,9 @@ type Lease struct {
 func (x *Lease) ID() string { return x.id }
 
 // TTL returns the lease time: how long after it was taken, or last
-// extended, the lease expires unless released; 0 for a lease that holds
-// nothing.
+// extended, the lease expires unless released (its concurrency rule's
+// lease, after a runtime override of its window, as it stood when the
+// lease was taken or resumed); 0 for a lease that holds nothing.
 func (x *Lease) TTL() time.Duration {
 	if x == nil || x.id == "" {
 		return 0
@@ -107,6 +110,18 @@ func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.Lea
 	}
 	req := x.finish
 	req.Op, req.Cost, req.TTL = op, cost, x.ttl
+	if x.rules != nil {
+		// The windows' figures as a decision resolves them now: a runtime
+		// override set, changed or dropped since the lease was taken moves
+		// them for the lease as it does for decisions (the store trims a
+		// log and rolls a counter by its window; an extension lasts the
+		// lease time).
+		req.Checks = slices.Clone(req.Checks)
+		for i := range req.Checks {
+			x.l.figure(x.p, x.rules[i], &req.Checks[i])
+		}
+		req.TTL = leaseTTL(req.Checks)
+	}
 	b := x.l.breakerOf(&store.Request{Policy: req.Policy, Shared: req.Shared, Checks: req.Checks})
 	return guard(ctx, x.l, b, func(ctx context.Context) (store.LeaseState, error) {
 		return lr.Finish(ctx, &req)
@@ -151,7 +166,7 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 		return nil, Decision{}, err
 	}
 	s.req.Mode, s.req.DryRun = store.ModeAllow, false
-	grant := store.LeaseGrant{ID: newLeaseID(p.Name, s.req.Checks), TTL: leaseTTL(p)}
+	grant := store.LeaseGrant{ID: newLeaseID(p.Name, s.req.Checks), TTL: leaseTTL(s.req.Checks)}
 	d, err := guard(ctx, l, l.breakerOf(&s.req), func(ctx context.Context) (Decision, error) {
 		if err := lr.Acquire(ctx, &s.req, &grant); err != nil {
 			return Decision{}, err
@@ -172,6 +187,12 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 	}
 	x.id, x.ttl, x.expires = grant.ID, grant.TTL, grant.Expires
 	x.finish = finishOf(&s.req, grant.ID)
+	if l.cfg.Overrides != nil {
+		x.p, x.rules = p, make([]*Rule, len(x.finish.Checks))
+		for i := range x.finish.Checks {
+			x.rules[i] = &p.Rules[slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == x.finish.Checks[i].Rule })]
+		}
+	}
 	return x, d, nil
 }
 
@@ -179,7 +200,10 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 // another process with the same configuration (a server handing out lease
 // ids), to release, settle or extend it. An id that is not one of p's
 // returns ErrInvalidLease. A lease that names rules p no longer has (its
-// configuration changed) is returned, and reports itself not held.
+// configuration changed) is returned, and reports itself not held. The
+// lease's windows take the figures a decision gives them, after the
+// Limiter's runtime overrides (Config.Overrides), as a lease Acquire
+// returns does.
 func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 	if err := leasable(p); err != nil {
 		return nil, err
@@ -191,7 +215,7 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 	if policy != p.Name {
 		return nil, fmt.Errorf("%w: the lease is policy %q's, not %q's", ErrInvalidLease, policy, p.Name)
 	}
-	x := &Lease{l: l, id: id, ttl: leaseTTL(p)}
+	x := &Lease{l: l, p: p, id: id}
 	req := store.Request{Policy: p.Name}
 	for _, w := range windows {
 		i := slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == w.rule })
@@ -200,14 +224,17 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 			return x, nil
 		}
 		r := &p.Rules[i]
-		c := store.Check{Rule: r.Name, Values: w.values, Limit: r.Limit, Window: r.Window, Algorithm: r.Algorithm, Cost: 1}
+		c := store.Check{Rule: r.Name, Values: w.values, Algorithm: r.Algorithm, Cost: 1}
 		if r.concurrent() {
-			c.Algorithm, c.Window, c.Limit = store.Concurrency, r.Lease, r.Concurrency
+			c.Algorithm = store.Concurrency
 		}
-		if r.Algorithm == GCRA {
-			c.Burst = r.burst(r.Limit)
-		}
+		l.figure(p, r, &c)
 		req.Checks = append(req.Checks, c)
+		x.rules = append(x.rules, r)
+	}
+	x.ttl = leaseTTL(req.Checks)
+	if l.cfg.Overrides == nil {
+		x.rules = nil // the figures just set are the rules' own for good
 	}
 	if len(req.Checks) > 0 {
 		// The shared values, in the order of the first rule's By, as
@@ -247,19 +274,46 @@ func leasable(p *Policy) error {
 	return nil
 }
 
-// leaseTTL returns how long a lease of p lives: its concurrency rules'
-// Lease, or, without one, its longest window (after which a log or a
-// counter has nothing left of the estimate to settle).
-func leaseTTL(p *Policy) time.Duration {
+// leaseTTL returns how long a lease of checks lives: the lease time of
+// its concurrency check (the Window, after any runtime override), or,
+// without one, its longest window (after which a log or a counter has
+// nothing left of the estimate to settle).
+func leaseTTL(checks []store.Check) time.Duration {
 	var ttl time.Duration
-	for i := range p.Rules {
-		r := &p.Rules[i]
-		if r.concurrent() {
-			return r.Lease
+	for i := range checks {
+		c := &checks[i]
+		if c.Algorithm == store.Concurrency {
+			return c.Window
 		}
-		ttl = max(ttl, r.Window)
+		ttl = max(ttl, c.Window)
 	}
 	return ttl
+}
+
+// figure sets the figures of c, a window of p's rule r, to those a
+// decision gives it now: r's own, after the Limiter's runtime override of
+// the window. An override Acquire would refuse (ErrInvalidPolicy) leaves
+// r's own, so that a lease can always be ended. The limit is the rule's
+// own, not a file override's (Rule.Overrides match attributes a lease id
+// does not hold): finishing a lease uses the windows' algorithms, windows
+// and lease times, never their limits.
+func (l *Limiter) figure(p *Policy, r *Rule, c *store.Check) {
+	limit := r.Limit
+	if r.concurrent() {
+		limit = r.Concurrency
+	}
+	var (
+		o   RuntimeOverride
+		has bool
+	)
+	if l.cfg.Overrides != nil {
+		o, has = l.cfg.Overrides.Override(p.Name, r.Name, c.Values)
+	}
+	f, err := r.overridden(limit, o, has)
+	if err != nil {
+		f, _ = r.overridden(limit, RuntimeOverride{}, false)
+	}
+	c.Limit, c.Window, c.MinGap, c.Burst = f.limit, f.window, f.minGap, f.burst
 }
 
 // finishOf returns the Finish request of the lease id that req took, with

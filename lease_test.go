@@ -70,10 +70,10 @@ func TestResolveConcurrency(t *testing.T) {
 	if req.Checks[0].Cost != 2_000 {
 		t.Errorf("rate check cost %d, want 2000", req.Checks[0].Cost)
 	}
-	if ttl := leaseTTL(p); ttl != 30*time.Second {
+	if ttl := leaseTTL(req.Checks); ttl != 30*time.Second {
 		t.Errorf("lease TTL %v, want 30s", ttl)
 	}
-	if ttl := leaseTTL(&Policy{Rules: p.Rules[:1]}); ttl != time.Minute {
+	if ttl := leaseTTL(req.Checks[:1]); ttl != time.Minute {
 		t.Errorf("lease TTL without a concurrency rule %v, want the window, 1m", ttl)
 	}
 }

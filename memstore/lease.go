@@ -38,19 +38,21 @@ type leaseRecord struct {
 }
 
 // receipt is what an Acquire recorded in a rate window: a log entry's time,
-// a sliding counter's bucket, a GCRA bucket's interval.
+// the time a sliding counter recorded at (its bucket is found by the window
+// the settle is decided with, as the Redis store's is), a GCRA bucket's
+// interval.
 type receipt struct {
 	at       int64
 	interval int64
 }
 
-// receiptOf returns the receipt of c's cost just recorded in w.
-func receiptOf(c *store.Check, w *window) receipt {
+// receiptOf returns the receipt of c's cost just recorded in w at now.
+func receiptOf(c *store.Check, w *window, now int64) receipt {
 	switch c.Algorithm {
 	case store.Log:
 		return receipt{at: w.newest}
 	case store.SlidingCounter:
-		return receipt{at: w.oldest}
+		return receipt{at: now}
 	case store.GCRA:
 		return receipt{interval: gcraInterval(c)}
 	}
@@ -164,10 +166,10 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 		if w == nil {
 			return
 		}
-		switch w.oldest { // rolled to now by live
-		case r.at:
+		switch b := r.at / c.Window.Microseconds(); w.oldest { // rolled to now by live
+		case b:
 			w.used = max(0, w.used+delta)
-		case r.at + 1:
+		case b + 1:
 			w.first = max(0, w.first+delta)
 		}
 	case store.GCRA:
@@ -190,6 +192,9 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 // logSettle adds delta to the cost of the entries of w recorded at at
 // (their sum, when delta is negative, never below 0): entries of one time
 // count alike, so which of them holds the lease's estimate does not matter.
+// An entry settled to 0 stays, counting nothing: its request happened at
+// its time, so a minimum gap still counts from it (w.newest is kept), and
+// it leaves the window when it would have.
 func logSettle(w *window, at, delta int64) {
 	for i := w.n - 1; i >= 0 && delta != 0; i-- {
 		e := w.at(i)

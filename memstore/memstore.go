@@ -198,7 +198,7 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 			moved = moved || j < 0 // an insertion may move or grow the table
 			wins[i] = sh.slots[slots[i]]
 			if lease != nil {
-				lease.receipts[i] = receiptOf(&checks[i], wins[i])
+				lease.receipts[i] = receiptOf(&checks[i], wins[i], now)
 			}
 		}
 		for i := range checks {
@@ -295,7 +295,9 @@ func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, remov
 	w := sh.slots[j]
 	switch c.Algorithm {
 	case store.Log:
-		if w.used > 0 && w.oldest <= now-c.Window.Microseconds() {
+		// By its entries, not its count: an entry settled to 0 leaves the
+		// window too (a lease's, see lease.go).
+		if w.n > 0 && w.oldest <= now-c.Window.Microseconds() {
 			w.trim(now - c.Window.Microseconds())
 		}
 	case store.SlidingCounter:

@@ -50,8 +50,10 @@ end
 -- settleLog adds delta to the cost of the log entry of key recorded at at
 -- (absolute µs), which holds the lease's estimate, when it still counts
 -- in the window of w µs: its end and the ends of the entries after it
--- move by delta (window.lua's layout), and an entry whose cost falls to 0
--- is removed.
+-- move by delta (window.lua's layout). An entry whose cost falls to 0
+-- stays, as memstore's does: its request happened at its time, so a
+-- minimum gap still counts from it, and the window holds it until it
+-- leaves (window.lua's zero member).
 local function settleLog(key, w, at, delta)
   if at <= now - w then
     return
@@ -70,15 +72,17 @@ local function settleLog(key, w, at, delta)
   if c + delta < 0 then
     delta = -c
   end
-  local old, new = {m}, {}
+  if delta == 0 then
+    return
+  end
+  local old, new = {m}, {score, zero(e + delta, at)}
   if c + delta > 0 then
-    new[1], new[2] = score, member(e + delta, c + delta)
+    new[2] = member(e + delta, c + delta)
   end
   for k = 1, #later, 2 do
-    local ek, ck = parse(later[k])
     local j = #new
     old[#old + 1] = later[k]
-    new[j + 1], new[j + 2] = later[k + 1], member(ek + delta, ck)
+    new[j + 1], new[j + 2] = later[k + 1], reend(later[k], parse(later[k]) + delta)
   end
   -- Every old member goes before any new one is written, since a new end
   -- may equal an old one; in commands of at most 2,000 arguments.

@@ -268,3 +268,45 @@ func TestInspectLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectSettledToZero: log entries that leases settled to 0 stay in
+// the window, each its own entry of cost 0 at its time, among the entries
+// written after them (the conformance suite's LeaseSettleZero cases check
+// the decisions they make).
+func TestInspectSettledToZero(t *testing.T) {
+	server.Require(t)
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Addrs: []string{server.Addr()}, Prefix: newPrefix(), Clock: clock.Now})
+	p := &sluice.Policy{Name: "settled", Rules: []sluice.Rule{{Name: "log", Limit: 10, Window: time.Minute}}}
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
+	var leases []*sluice.Lease
+	for i, cost := range []int64{3, 2, 1} {
+		clock.Set(storetest.T0.Add(time.Duration(i) * 10 * time.Second))
+		x, d, err := lim.Acquire(ctx, p, nil, cost)
+		if err != nil || !d.Allowed {
+			t.Fatalf("Acquire(%d): %+v, %v", cost, d, err)
+		}
+		leases = append(leases, x)
+	}
+	for _, x := range leases[:2] {
+		if held, err := x.Settle(ctx, 0); err != nil || !held {
+			t.Fatalf("Settle(0): %v, %v", held, err)
+		}
+	}
+	windows, _, err := s.Inspect(ctx, request(t, p, nil, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []redisstore.Entry{{Time: storetest.T0, Cost: 0}, {Time: storetest.T0.Add(10 * time.Second), Cost: 0},
+		{Time: storetest.T0.Add(20 * time.Second), Cost: 1}}
+	got := windows[0].Entries
+	if len(got) != len(want) {
+		t.Fatalf("entries %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].Time.Equal(want[i].Time) || got[i].Cost != want[i].Cost {
+			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -8,7 +8,11 @@
 --     instant in µs after the key's epoch; member, the key's running total of
 --     cost up to and including that instant (its end), then ":<cost>" when
 --     the instant's cost is not 1 ("7": cost 1, end 7; "12:5": cost 5, end
---     12). Requests recorded at one instant share its entry;
+--     12). Requests recorded at one instant share its entry. An entry a
+--     lease settled to 0 (finish.lua) stays, its end its predecessor's, and
+--     is "<end>:0:<its time, absolute µs>" ("12:0:1767225600000000"): ends
+--     are then not unique, members still are, so an entry is told by its
+--     member, never by its end;
 --   * the epoch entry, "@<epoch µs>" scored +inf: always last, so ZRANGE -2
 --     -1 reads the newest entry and the epoch at once.
 -- Ends and epoch restart when nothing counts any more, and a key that never
@@ -53,7 +57,21 @@ local function parse(m)
   local e = numbers[m] or tonumber(m)
   if e then return e, 1 end
   local i = find(m, ':', 1, true)
-  return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1))
+  return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1)) or 0 -- "e:0:t" is no number
+end
+
+-- zero returns the member of an entry of end e settled to cost 0, recorded
+-- at (absolute µs): the time keeps it apart from other such entries.
+local function zero(e, at)
+  return format('%d:0:%d', e, at)
+end
+
+-- reend returns member m with its end replaced by e, its cost (and a zero
+-- entry's time) kept.
+local function reend(m, e)
+  local i = find(m, ':', 1, true)
+  if not i then return member(e, 1) end
+  return format('%d', e) .. sub(m, i)
 end
 
 -- newest returns a key's epoch, its newest entry's member and time (absolute
@@ -91,10 +109,11 @@ local cache, dirty, cacheNow = nil, {}, nil
 
 local function flush(s)
   if s.dirty then
-    call('ZREM', s.key, s.m)
+    local old = s.m
+    call('ZREM', s.key, old)
     s.m, s.dirty = member(s.e, s.c), false
     call('ZADD', s.key, format('%d', s.at - s.epoch), s.m)
-    if s.oe == s.e then s.om = s.m end
+    if s.om == old then s.om = s.m end
   end
 end
 
@@ -131,16 +150,22 @@ local function logWait(s, r, pending, now)
   -- window to free need units of cost (need <= s.used).
   local function freed(need)
     if s.oc >= need then
-      if s.oe == s.e then
+      if s.om == s.m then
         return s.at + s.w -- the oldest counted entry is the newest
       end
       return s.epoch + call('ZSCORE', s.key, s.om) + s.w
     end
-    flush(s) -- then walk the counted entries, oldest first; each frees at least 1
-    local entries = call('ZRANGEBYSCORE', s.key, format('(%d', now - s.w - s.epoch), '(+inf',
-      'WITHSCORES', 'LIMIT', '0', format('%d', need))
-    for k = 1, #entries, 2 do
-      if parse(entries[k]) - s.oe + s.oc >= need then return s.epoch + entries[k + 1] + s.w end
+    -- Then walk the counted entries, oldest first, need at a time: each
+    -- frees at least 1 but one a lease settled to 0, which frees nothing.
+    flush(s)
+    local from = format('(%d', now - s.w - s.epoch)
+    while true do
+      local entries = call('ZRANGEBYSCORE', s.key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', format('%d', need))
+      for k = 1, #entries, 2 do
+        if parse(entries[k]) - s.oe + s.oc >= need then return s.epoch + entries[k + 1] + s.w end
+      end
+      if #entries < 2 * need then break end
+      from = '(' .. entries[#entries]
     end
     error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
   end
@@ -205,7 +230,7 @@ local function logWrite(s, r, now)
   local used = s.used + cost
   s.at, s.used = at, used
   if cache[key] == s then -- this call's state at this instant: grown in the state alone
-    if oe == e then s.oe, s.oc = e + cost, s.c + cost end
+    if s.om == s.m then s.oe, s.oc = e + cost, s.c + cost end
     s.e, s.c = e + cost, s.c + cost
     if not s.dirty then
       s.dirty = true
@@ -233,9 +258,8 @@ local function logWrite(s, r, now)
       call('DEL', key)
       local add = {'ZADD', key}
       for k = 1, #all, 2 do
-        local ek, ck = parse(all[k])
         add[#add + 1] = format('%d', all[k + 1] - shift)
-        add[#add + 1] = member(ek - before, ck)
+        add[#add + 1] = reend(all[k], parse(all[k]) - before)
         if #add >= 2002 or k + 1 == #all then
           call(unpack(add))
           add = {'ZADD', key}
@@ -243,17 +267,18 @@ local function logWrite(s, r, now)
       end
       epoch, e, oe = epoch + shift, e - before, oe - before
       s.epoch, s.e, s.oe = epoch, e, oe
-      s.m, s.om = member(e, s.c), member(oe, s.oc)
+      s.m, s.om = reend(s.m, e), reend(s.om, oe)
       call('ZADD', key, '+inf', '@' .. format('%d', epoch))
       renew = true -- the key has no expiry now
     else
       renew = at ~= sat -- a write into the newest entry's instant: its write set the expiry
     end
     local c
+    local oldest = at == sat and s.om == s.m -- the entry written to is the oldest counted
     if at == sat then
       call('ZREM', key, s.m)
       c = s.c + cost
-      if oe == e then s.oe, s.oc = e + cost, c end
+      if oldest then s.oe, s.oc = e + cost, c end
     else
       if epoch <= now - w and e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
         call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
@@ -263,7 +288,7 @@ local function logWrite(s, r, now)
     e = e + cost
     m = member(e, c)
     s.e, s.c, s.m = e, c, m
-    if s.oe == e then s.om = m end
+    if oldest then s.om = m end
     call('ZADD', key, format('%d', at - epoch), m)
   end
   if not renew then

@@ -29,18 +29,24 @@ import (
 //     its slots; Settle frees them and replaces the estimate in each rate
 //     window with the real cost, as the algorithm allows exactly:
 //     Log: the lease's own entry takes the real cost, at the time it was
-//     recorded (nothing when it has left the window); GCRA: the arrival
-//     time moves by (real - estimate) intervals from max(TAT, T), never
-//     before T; SlidingCounter: the bucket the estimate went into takes
-//     the difference, never below 0 (nothing once it is older than the
-//     previous bucket). Extend moves the lease's expiry, and that of its
-//     slots, to T + TTL. Release and Settle end the lease: a second call
-//     reports it not held.
+//     recorded (nothing when it has left the window); an entry settled to
+//     0 stays, counting nothing: a minimum gap counts from its time as
+//     from any entry's, and ResetAfter until it leaves the window. GCRA:
+//     the arrival time moves by (real - estimate) intervals (the interval
+//     the Acquire recorded with) from max(TAT, T), never before T;
+//     SlidingCounter: the bucket the estimate's time falls in (by the
+//     check's Window) takes the difference, never below 0, while it is the
+//     current or the previous bucket. Extend moves the lease's expiry,
+//     and that of its slots, to T + TTL. Release and Settle end the lease:
+//     a second call reports it not held.
 //
 // The caller guarantees what it does for Decide, and: lease ids are unique
 // and unguessable; a Finish names the checks of the Acquire that took the
-// lease, in its order (their Rule, Values and Algorithm; their Window for
-// Concurrency checks), and a Settle's Cost is at least 0.
+// lease, in its order (their Rule, Values and Algorithm), with the figures
+// a decision gives them at the time of the Finish (a runtime override may
+// have changed them since the Acquire: a store trims a log and rolls a
+// counter by the Window, as decisions then do), and a Settle's Cost is at
+// least 0.
 type Leaser interface {
 	// Acquire decides req, in ModeAllow and not a dry run, and holds
 	// lease when it admits the request, setting lease.Expires.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -76,6 +78,26 @@ func settled(name string, rate sluice.Rule) *sluice.Policy {
 		rate,
 		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 10 * time.Minute},
 	}}
+}
+
+// rateOnly is a policy of the rate rule rate alone, per user: its leases
+// hold no slot and live as long as its window, for settling.
+func rateOnly(name string, rate sluice.Rule) *sluice.Policy {
+	rate.Name, rate.By = "rate", []string{"user"}
+	return &sluice.Policy{Name: name, Rules: []sluice.Rule{rate}}
+}
+
+// expectReset checks each rule's ResetAfter, in policy order.
+func (e *env) expectReset(what string, d sluice.Decision, reset ...time.Duration) {
+	e.t.Helper()
+	if len(d.Limits) != len(reset) {
+		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits), len(reset))
+	}
+	for i, r := range reset {
+		if got := d.Limits[i].ResetAfter; got != r {
+			e.t.Errorf("%s at T0+%v: rule %q resets after %v, want %v", what, e.elapsed(), d.Limits[i].Rule, got, r)
+		}
+	}
 }
 
 var leaseCases = []testCase{
@@ -199,6 +221,126 @@ var leaseCases = []testCase{
 		}
 	})},
 
+	{"LeaseSettleZeroGap", leased(func(e *env) {
+		// A log entry settled to 0 stays, counting nothing: its request
+		// happened at its time, so the minimum gap counts from it, and the
+		// window holds it until it leaves.
+		p := rateOnly("settle-zero-gap", sluice.Rule{Limit: 10, Window: time.Minute, MinGap: 10 * time.Second})
+		a, _ := e.acquire(p, user("ann"), 3)
+		e.clock.Advance(time.Second)
+		e.end("settle to 0", a, 0, true)
+		d := e.peek(p, user("ann"), 1)
+		e.expect("within the gap", d, denied("rate", 10, 9*time.Second))
+		e.expectUsed("within the gap", d, 0)
+		e.expectReset("within the gap", d, 59*time.Second)
+		e.clock.Set(T0.Add(10*time.Second - time.Microsecond))
+		_, d = e.acquire(p, user("ann"), 1)
+		e.expect("1µs before the gap passed", d, denied("rate", 10, time.Microsecond))
+		e.clock.Set(T0.Add(10 * time.Second))
+		b, d := e.acquire(p, user("ann"), 1)
+		e.expect("the gap passed", d, allowed(9))
+		// Settled to 0 at its own instant, then recorded into: the entry
+		// takes the new cost, and the gap counts from it still.
+		e.end("settle to 0 at once", b, 0, true)
+		e.expectUsed("recorded into", e.record(p, user("ann"), 2), 2)
+		e.clock.Advance(5 * time.Second)
+		d = e.peek(p, user("ann"), 1)
+		e.expect("within the second gap", d, denied("rate", 8, 5*time.Second))
+		e.expectReset("within the second gap", d, 55*time.Second)
+	})},
+
+	{"LeaseSettleZeroLongGap", leased(func(e *env) {
+		// A gap longer than the window: the entry settled to 0 has left
+		// the window (nothing to reset) while its gap still holds.
+		p := rateOnly("settle-zero-long-gap", sluice.Rule{Limit: 10, Window: 10 * time.Second, MinGap: time.Minute})
+		a, _ := e.acquire(p, user("ann"), 3)
+		e.end("settle to 0", a, 0, true)
+		e.clock.Set(T0.Add(20 * time.Second))
+		d := e.peek(p, user("ann"), 1)
+		e.expect("past the window, within the gap", d, denied("rate", 10, 40*time.Second))
+		e.expectUsed("past the window, within the gap", d, 0)
+		e.expectReset("past the window, within the gap", d, 0)
+		e.clock.Set(T0.Add(time.Minute))
+		d = e.peek(p, user("ann"), 1)
+		e.expect("the gap passed", d, allowed(9))
+		e.expectReset("the gap passed", d, 10*time.Second)
+	})},
+
+	{"LeaseSettleZeroNeighbours", leased(func(e *env) {
+		// Entries settled to 0 with entries written after them: they
+		// count nothing and free nothing when they leave; the others keep
+		// their costs and times.
+		p := rateOnly("settle-zero-neighbours", sluice.Rule{Limit: 10, Window: time.Minute})
+		a, _ := e.acquire(p, user("ann"), 3)
+		e.clock.Set(T0.Add(10 * time.Second))
+		b, _ := e.acquire(p, user("ann"), 2)
+		e.clock.Set(T0.Add(20 * time.Second))
+		e.allow(p, user("ann"), 1)
+		e.clock.Set(T0.Add(30 * time.Second))
+		e.end("settle the oldest to 0", a, 0, true)
+		e.expectUsed("the oldest settled", e.peek(p, user("ann"), 1), 2+1+1)
+		e.end("settle the next to 0", b, 0, true)
+		e.expectUsed("both settled", e.peek(p, user("ann"), 1), 1+1)
+		e.expectUsed("filled", e.allow(p, user("ann"), 9), 10)
+		// The first unit to leave is the one of 20s: a's and b's entries
+		// free nothing.
+		_, d := e.acquire(p, user("ann"), 1)
+		e.expect("full", d, denied("rate", 0, 50*time.Second))
+		e.clock.Set(T0.Add(70 * time.Second))
+		e.expect("a and b left", e.peek(p, user("ann"), 1), denied("rate", 0, 10*time.Second))
+		e.clock.Set(T0.Add(80 * time.Second))
+		d = e.peek(p, user("ann"), 1)
+		e.expect("the 20s entry left", d, allowed(0))
+		e.expectReset("the 20s entry left", d, time.Minute)
+	})},
+
+	{"LeaseSettleZeroNewest", leased(func(e *env) {
+		// The newest entry settled to 0 after the oldest counted one: the
+		// wait for room is the oldest counted entry's, not the newest's.
+		p := rateOnly("settle-zero-newest", sluice.Rule{Limit: 10, Window: time.Minute})
+		e.allow(p, user("ann"), 1)
+		e.clock.Set(T0.Add(20 * time.Second))
+		e.allow(p, user("ann"), 5)
+		e.clock.Set(T0.Add(30 * time.Second))
+		x, _ := e.acquire(p, user("ann"), 3)
+		e.end("settle the newest to 0", x, 0, true)
+		e.clock.Set(T0.Add(65 * time.Second)) // the first entry left
+		d := e.peek(p, user("ann"), 6)
+		e.expect("room at the 20s entry's leaving", d, denied("rate", 5, 15*time.Second))
+		e.expectReset("the newest entry's", d, 25*time.Second)
+		e.clock.Set(T0.Add(80 * time.Second))
+		e.expect("the 20s entry left", e.peek(p, user("ann"), 10), allowed(0))
+	})},
+
+	{"LeaseSettleZeroGCRAAndCounter", leased(func(e *env) {
+		// GCRA: 10 a second, an interval of 100ms; the arrival time moves
+		// back by the estimate, never before now.
+		g := rateOnly("settle-zero-gcra", sluice.Rule{Limit: 10, Window: time.Second, Algorithm: sluice.GCRA})
+		a, _ := e.acquire(g, user("ann"), 4)
+		e.allow(g, user("ann"), 2) // TAT 600ms
+		e.clock.Advance(100 * time.Millisecond)
+		e.end("gcra to 0", a, 0, true) // TAT 200ms
+		d := e.peek(g, user("ann"), 1)
+		e.expectUsed("gcra refunded", d, 2)
+		e.expectReset("gcra refunded", d, 200*time.Millisecond)
+		b, _ := e.acquire(g, user("ann"), 1) // TAT 300ms
+		e.clock.Advance(150 * time.Millisecond)
+		e.end("gcra to 0 past now", b, 0, true) // 200ms, before now: now
+		d = e.peek(g, user("ann"), 1)
+		e.expectUsed("full bucket", d, 1)
+		e.expectReset("full bucket", d, 100*time.Millisecond)
+		// The sliding counter: the estimate's bucket gives it back, and
+		// the count is what the others recorded.
+		c := rateOnly("settle-zero-counter", sluice.Rule{Limit: 10, Window: time.Minute, Algorithm: sluice.SlidingCounter})
+		x, _ := e.acquire(c, user("ann"), 4)
+		e.allow(c, user("ann"), 3)
+		e.end("counter to 0", x, 0, true)
+		e.expectUsed("counter refunded", e.allow(c, user("ann"), 7), 10)
+		_, d = e.acquire(c, user("ann"), 1)
+		// Room 1µs into the next bucket, where the 10 weigh under 10.
+		e.expect("counter full", d, denied("rate", 0, time.Minute-250*time.Millisecond+time.Microsecond))
+	})},
+
 	{"LeaseSettleGCRA", leased(func(e *env) {
 		// 10 a second, a burst of 10: an interval of 100ms. The arrival
 		// time moves by the difference, never before now.
@@ -310,6 +452,72 @@ var leaseCases = []testCase{
 		e.end("bob", b, release, true)
 	})},
 
+	{"LeaseOverrides", leased(func(e *env) {
+		// Runtime overrides move a lease's windows as they move decisions,
+		// for a lease Acquire returned and one resumed from its id: its
+		// lease time, and the window a settle finds its estimate in.
+		ov := &overrideMap{}
+		e.overridden(ov)
+		held := &sluice.Policy{Name: "lease-overrides", Rules: []sluice.Rule{
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 1, Lease: 10 * time.Second},
+		}}
+		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: time.Hour})
+		a, d := e.acquire(held, user("ann"), 1)
+		e.expect("leased", d, outcome{Allowed: true, ResetAfter: time.Hour})
+		if a.TTL() != time.Hour || !a.Expires().Equal(T0.Add(time.Hour)) {
+			e.t.Errorf("lease time %v, expiry T0+%v; want the override's, 1h and T0+1h", a.TTL(), a.Expires().Sub(T0))
+		}
+		e.clock.Set(T0.Add(time.Minute)) // past the rule's own lease time
+		x := e.resume(held, a.ID())
+		if ok, err := x.Extend(e.ctx); err != nil || !ok || !x.Expires().Equal(T0.Add(time.Hour+time.Minute)) {
+			e.t.Errorf("extend: held %v, err %v, expiry T0+%v; want held, T0+1h1m", ok, err, x.Expires().Sub(T0))
+		}
+		_, d = e.acquire(held, user("ann"), 1)
+		e.expect("extended", d, denied("in-flight", 0, time.Hour))
+		e.end("release", a, release, true)
+		_, d = e.acquire(held, user("ann"), 1)
+		e.expect("released", d, allowed(0))
+
+		// Settled from its id half an hour on, past the rules' own windows
+		// of a minute and within the overrides' hour (buckets of an hour
+		// for the counter, from T0); GCRA's interval is the override's,
+		// 10ms, whatever the rule's own (100ms).
+		e.clock.Set(T0.Add(time.Minute))
+		p := &sluice.Policy{Name: "settle-overrides", Rules: []sluice.Rule{
+			{Name: "log", By: []string{"user"}, Limit: 100, Window: time.Minute},
+			{Name: "counter", By: []string{"user"}, Limit: 100, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+			{Name: "gcra", By: []string{"user"}, Limit: 10, Window: time.Second, Algorithm: sluice.GCRA},
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
+		}}
+		ov.set("settle-overrides|log|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|counter|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|gcra|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Second})
+		b, _ := e.acquire(p, user("ann"), 10)
+		e.clock.Set(T0.Add(31 * time.Minute))
+		e.end("settle resumed", e.resume(p, b.ID()), 30, true)
+		// GCRA: 20 more intervals of 10ms from now, then the peek's 1.
+		e.expectUsed("settled", e.peek(p, user("ann"), 1), 30+1, 30+1, 21, 1)
+
+		// An override set while a lease is held: the settle finds the
+		// log's entry in the window decisions count now. The counter's
+		// buckets restarted with its new window (the estimate went with
+		// them): the bucket its time falls in takes the difference.
+		q := &sluice.Policy{Name: "settle-overrides-later", Rules: []sluice.Rule{
+			{Name: "log", By: []string{"user"}, Limit: 100, Window: time.Minute},
+			{Name: "counter", By: []string{"user"}, Limit: 100, Window: time.Minute, Algorithm: sluice.SlidingCounter},
+			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
+		}}
+		c, _ := e.acquire(q, user("bob"), 10)
+		ov.set("settle-overrides-later|log|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|counter|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		e.clock.Advance(30 * time.Second)
+		y, _ := e.acquire(q, user("bob"), 1)
+		e.end("release", y, release, true)
+		e.clock.Set(T0.Add(41 * time.Minute))
+		e.end("settle acquired", c, 30, true)
+		e.expectUsed("settled after the override", e.peek(q, user("bob"), 1), 30+1+1, 20+1+1, 1)
+	})},
+
 	{"LeaseNeverOverN", leased(func(e *env) {
 		// Random acquires, releases, settles and clock steps on one key,
 		// against a model of the leases alive: a lease is granted exactly
@@ -353,6 +561,39 @@ var leaseCases = []testCase{
 			}
 		}
 	})},
+}
+
+// resume resumes the lease id of p, failing the case on error.
+func (e *env) resume(p *sluice.Policy, id string) *sluice.Lease {
+	e.t.Helper()
+	x, err := e.lim.ResumeLease(e.policy(p), id)
+	if err != nil {
+		e.t.Fatalf("ResumeLease(%s) at T0+%v: %v", p.Name, e.elapsed(), err)
+	}
+	return x
+}
+
+// overrideMap is a sluice.Overrides of fixed windows, keyed
+// "policy|rule|values" (the values joined by "|").
+type overrideMap struct {
+	mu sync.Mutex
+	m  map[string]sluice.RuntimeOverride
+}
+
+func (o *overrideMap) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v, ok := o.m[policy+"|"+rule+"|"+strings.Join(values, "|")]
+	return v, ok
+}
+
+func (o *overrideMap) set(key string, v sluice.RuntimeOverride) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]sluice.RuntimeOverride{}
+	}
+	o.m[key] = v
 }
 
 // forgeLease returns the id of lease a altered to name the windows of

@@ -41,6 +41,7 @@ type env struct {
 	clock  *Clock
 	target Target
 	lim    *sluice.Limiter
+	cfg    sluice.Config // lim's
 
 	// With the deny cache on (RunDenyCache): the cache's tally, a Limiter
 	// without one that tells what the store answers, and whether the case
@@ -65,8 +66,20 @@ func open(t *testing.T, opener Opener, cache *cacheTally) *env {
 		e.raw = sluice.NewLimiter(target.Store, cfg)
 		cfg.DenyCache = 0
 	}
-	e.lim = sluice.NewLimiter(target.Store, cfg)
+	e.lim, e.cfg = sluice.NewLimiter(target.Store, cfg), cfg
 	return e
+}
+
+// overridden makes the case's Limiters decide with the runtime overrides
+// ov (sluice.Config.Overrides).
+func (e *env) overridden(ov sluice.Overrides) {
+	cfg := e.cfg
+	cfg.Overrides = ov
+	e.lim, e.cfg = sluice.NewLimiter(e.target.Store, cfg), cfg
+	if e.raw != nil {
+		cfg.DenyCache = -1
+		e.raw = sluice.NewLimiter(e.target.Store, cfg)
+	}
 }
 
 // Run runs the conformance suite against the stores open returns.
