@@ -215,7 +215,10 @@ func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string
 // fit: for a front end with a model of its own, such as Envoy's rate-limit
 // descriptors. It validates req as AllowN validates a policy's request and
 // applies the failure policy; the decision's statuses follow req.Checks.
-// It does not use the deny cache.
+// It does not use the deny cache. A request in store.ModeRecord may cost
+// more than a check's limit, as a cost reported once the work is done can
+// (the tokens of a model's answer): it is recorded, and reported as not
+// fitting, where AllowN returns ErrCostExceedsLimit.
 func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err

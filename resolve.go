@@ -260,7 +260,8 @@ func (s *scratch) soonest() {
 }
 
 // checkRequest reports why a store request built by a caller of
-// Limiter.Decide cannot be decided: what resolve guarantees for its own.
+// Limiter.Decide cannot be decided: what resolve guarantees for its own,
+// except that a request in store.ModeRecord may cost more than a limit.
 func checkRequest(req *store.Request) error {
 	if req.Policy == "" {
 		return fmt.Errorf("%w: the request names no policy", ErrInvalidPolicy)
@@ -280,7 +281,7 @@ func checkRequest(req *store.Request) error {
 			return fmt.Errorf("%w: policy %q rule %q got cost %d", ErrInvalidCost, req.Policy, c.Rule, c.Cost)
 		case c.Limit < 0 || c.Window < time.Microsecond || c.MinGap < 0:
 			return fmt.Errorf("%w: policy %q rule %q: limit %d, window %v, min gap %v", ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Window, c.MinGap)
-		case c.Limit > 0 && c.Cost > c.Limit && c.Algorithm != GCRA, c.Limit > 0 && c.Algorithm == GCRA && c.Cost > c.Burst:
+		case req.Mode != store.ModeRecord && c.Limit > 0 && (c.Algorithm != GCRA && c.Cost > c.Limit || c.Algorithm == GCRA && c.Cost > c.Burst):
 			return fmt.Errorf("%w: policy %q rule %q has limit %d (burst %d), request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Burst, c.Cost)
 		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && c.Burst < 1:
 			return fmt.Errorf("%w: policy %q rule %q: algorithm %v, min gap %v, burst %d", ErrInvalidPolicy, req.Policy, c.Rule, c.Algorithm, c.MinGap, c.Burst)

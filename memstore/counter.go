@@ -68,7 +68,9 @@ func counterCheck(res *store.Result, c *store.Check, w *window, now int64) {
 // counterWait returns how long from now until c fits, after the decision
 // recorded its cost (pending) or not: the least t at which the estimate
 // has room (it never grows as time passes), at most when the bucket after
-// the current one ends, and a window for a limit of 0. It solves
+// the current one ends; a window for a limit of 0, and until both buckets
+// are empty for a cost above the limit (recorded in ModeRecord, it never
+// fits: stepping to a fit would not end). It solves
 // floor(prev*(W-e)/W) <= room for the elapsed e in the bucket of now, then
 // in the next, and steps to where the fit changes, since float64 may put
 // the solution a µs off: the Redis store's counter.lua does the same.
@@ -81,10 +83,13 @@ func counterWait(c *store.Check, w *window, pending bool, now int64) int64 {
 	if c.Limit == 0 {
 		return win
 	}
+	b := now / win
+	if c.Cost > c.Limit {
+		return (b+2)*win - now
+	}
 	if counterFits(c, w, p, now, now) {
 		return 0
 	}
-	b := now / win
 	_, prev, curr := counterAt(c, w, p, now, now)
 	t := (b + 2) * win
 	if room := c.Limit - c.Cost - curr; room >= 0 && prev > 0 {

@@ -65,6 +65,11 @@ local function counter()
     if r.limit == 0 then
       return r.w
     end
+    if r.cost > r.limit then
+      -- recorded over the limit (mode record): it never fits; until both
+      -- buckets are empty, as memstore answers
+      return (s.idx + 2) * r.w - now
+    end
     local function fits(t)
       return estimate(s, r, pending, t) + r.cost <= r.limit
     end

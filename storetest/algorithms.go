@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Algorithm cases: GCRA and the sliding counter decide by their own
@@ -116,5 +117,51 @@ var algorithmCases = []testCase{
 		e.expectUsed("third", d, 2, 2, 2)
 		e.clock.Advance(500 * time.Millisecond)
 		e.expect("fourth", e.allow(p, u, 1), allowed(0))
+	}},
+
+	{"RecordOverTheLimit", func(e *env) {
+		// A cost known once the work is done (Envoy's cost after the
+		// response, through Limiter.Decide in ModeRecord) may be more than
+		// the whole limit: it is recorded, reported over the limit, and
+		// denies until it has left. 5 on a limit of 3 in 3s (GCRA: one unit
+		// a second, a burst of 3): a cost of 1 fits again 3s later on the
+		// log and GCRA; on the counter when the weight of the previous
+		// bucket has fallen to 2, past 1.2s into the next one.
+		for k, alg := range []sluice.Algorithm{sluice.Log, sluice.GCRA, sluice.SlidingCounter} {
+			start := T0.Add(time.Duration(k) * time.Minute)
+			e.clock.Set(start)
+			ch := store.Check{Rule: "r", Values: []string{alg.String()}, Limit: 3, Window: 3 * time.Second, Algorithm: alg, Cost: 5}
+			if alg == sluice.GCRA {
+				ch.Burst = 3
+			}
+			decide := func(mode store.Mode, cost int64) sluice.Decision {
+				e.t.Helper()
+				ch.Cost = cost
+				d, err := e.lim.Decide(e.ctx, &store.Request{Policy: "over", Mode: mode, Checks: []store.Check{ch}})
+				if err != nil {
+					e.t.Fatalf("%v: Decide(mode %d, cost %d) at T0+%v: %v", alg, mode, cost, e.elapsed(), err)
+				}
+				return d
+			}
+			d := decide(store.ModeRecord, 5)
+			if d.Allowed || d.DeniedBy != "r" || d.Limits[0].Remaining != 0 || alg != sluice.GCRA && d.Limits[0].Used != 5 {
+				e.t.Errorf("%v: record 5 on 3: %+v, want reported over r, 5 used (GCRA: its burst), 0 remaining", alg, d)
+			}
+			want := 3 * time.Second
+			if alg == sluice.SlidingCounter {
+				want = 4200*time.Millisecond + time.Microsecond
+			}
+			if d = decide(store.ModeAllow, 1); d.Allowed || d.RetryAfter != want {
+				e.t.Errorf("%v: 1 after recording 5 on 3: allowed %v, retry after %v; want denied, %v", alg, d.Allowed, d.RetryAfter, want)
+			}
+			e.clock.Set(start.Add(want - time.Microsecond))
+			if d = decide(store.ModeAllow, 1); d.Allowed {
+				e.t.Errorf("%v: 1 at %v, a µs before its retry: allowed", alg, e.elapsed())
+			}
+			e.clock.Set(start.Add(want))
+			if d = decide(store.ModeAllow, 1); !d.Allowed {
+				e.t.Errorf("%v: 1 at its retry, %v after the record: %+v, want allowed", alg, want, d)
+			}
+		}
 	}},
 }

@@ -155,6 +155,22 @@ descriptors:
 	if got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 0 {
 		t.Errorf("5 hits on 5 after a denied 8: %v, want OK, 0 remaining", got)
 	}
+	// Per descriptor, 8 on 5 are counted, as envoyproxy/ratelimit counts
+	// them (a cost after the response): a check of 0 is over until they
+	// leave a minute later.
+	res, err := cfg.Decide(ctx, lim, req("d", 8, [][2]string{{"five", "y"}}), envoy.Options{Counting: envoy.PerDescriptor})
+	if err != nil || res.Response.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT || res.Response.Statuses[0].DurationUntilReset.GetSeconds() != 60 {
+		t.Errorf("8 hits on 5 per descriptor: %v, %v; want OVER_LIMIT, reset in 60s", res.Response, err)
+	}
+	check := req("d", 0, [][2]string{{"five", "y"}})
+	check.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+	if got := decide(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.DurationUntilReset.GetSeconds() != 60 {
+		t.Errorf("hits 0 after 8 counted on 5: %v, want OVER_LIMIT for 60s", got)
+	}
+	clk.Advance(time.Minute)
+	if got := decide(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 5 {
+		t.Errorf("hits 0 a minute after 8 counted on 5: %v, want OK, 5 remaining", got)
+	}
 	// A descriptor's hits_addend of 0 reports without counting.
 	r := req("d", 0, [][2]string{{"mult", "y"}})
 	r.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)

@@ -215,10 +215,11 @@ func (l *Limit) check(rule string, values []string, cost int64) store.Check {
 	return ch
 }
 
-// makeRequests sorts the windows into the main request and the peeks; a
-// window the hits can never fit is sent in neither, and denies the request
-// whatever the others say: main then asks for their figures without
-// recording (Envoy's counting records them anyway).
+// makeRequests sorts the windows into the main request and the peeks.
+// Under AllOrNothing a window the hits can never fit is sent in neither,
+// and denies the request whatever the others say: main then asks for their
+// figures without recording. PerDescriptor records it too, over its limit,
+// as envoyproxy/ratelimit does (a cost counted after the response).
 func (p *plan) makeRequests(opts Options) {
 	p.main = store.Request{Policy: PolicyName(p.domain), Mode: store.ModeAllow, DryRun: opts.DryRun}
 	if opts.Counting == PerDescriptor {
@@ -230,7 +231,7 @@ func (p *plan) makeRequests(opts Options) {
 		w := &p.windows[k]
 		c := &w.check
 		switch {
-		case c.Limit > 0 && c.Cost > c.Limit:
+		case c.Limit > 0 && c.Cost > c.Limit && p.main.Mode == store.ModeAllow:
 			w.impossible = true
 			denied = denied || !c.Shadow
 		case w.peek:
