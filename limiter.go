@@ -190,7 +190,7 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, allowMode(p), false)
+	return l.do(ctx, p, attrs, cost, allowMode(p), false, false)
 }
 
 // Peek returns the decision AllowN would return for cost units, with the
@@ -199,16 +199,18 @@ func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string
 // policy with CacheDenials it answers from the deny cache as AllowN does,
 // and a denial the store gives it is remembered as AllowN's is.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, allowMode(p), true)
+	return l.do(ctx, p, attrs, cost, allowMode(p), true, false)
 }
 
 // Record adds cost units to the window of every rule of p that applies to
 // attrs, whether or not they fit (recording one event into many windows at
-// once). The decision reports whether the event fit and the counts after
-// recording it. It always asks the store: the deny cache neither answers
-// it nor learns from it.
+// once), even more than a rule's limit: a cost known once the work is done
+// (a model's tokens, a download's bytes) is recorded as it was, where
+// AllowN and Peek return ErrCostExceedsLimit. The decision reports whether
+// the event fit and the counts after recording it. It always asks the
+// store: the deny cache neither answers it nor learns from it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, store.ModeRecord, false)
+	return l.do(ctx, p, attrs, cost, store.ModeRecord, false, true)
 }
 
 // Decide decides a request resolved by the caller into the windows it must
@@ -235,9 +237,10 @@ func allowMode(p *Policy) store.Mode {
 	return store.ModeAllow
 }
 
-func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry bool) (Decision, error) {
+func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool) (Decision, error) {
 	s := getScratch()
 	defer putScratch(s)
+	s.record = record
 	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
 		return Decision{}, err
 	}

@@ -26,6 +26,10 @@ type scratch struct {
 	spread []spreading // the request's spread rules, see Rule.Spread
 	sent   time.Time   // when the last store call was sent, for the deny cache
 	key    []byte      // a deny cache key, see appendDenyKey
+
+	// record lets a cost exceed a rule's limit: Limiter.Record adds an
+	// event whether or not it fits, and one larger than the limit cannot.
+	record bool
 }
 
 // spreading is where a request stands on a spread rule: the sub-window
@@ -50,12 +54,13 @@ func getScratch() *scratch { return scratches.Get().(*scratch) }
 func putScratch(s *scratch) {
 	clear(s.values)
 	s.req.Checks, s.req.Shared, s.req.Results, s.spread = s.req.Checks[:0], nil, s.req.Results[:0], s.spread[:0]
+	s.record = false
 	scratches.Put(s)
 }
 
 // resolve makes s.req the store request of cost units of p for attrs. It
 // returns an error wrapping ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidCost,
-// ErrCostExceedsLimit or ErrMissingAttribute for bad input.
+// ErrCostExceedsLimit (unless s.record) or ErrMissingAttribute for bad input.
 func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64, ov Overrides) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -103,6 +108,8 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64, ov Ove
 		switch {
 		case r.concurrent():
 			// A lease takes one slot whatever its cost.
+		case s.record:
+			// Recorded whether it fits or not.
 		case f.limit > 0 && r.Algorithm != GCRA && cost > f.limit/spread:
 			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
 				ErrCostExceedsLimit, p.Name, r.Name, f.limit, spreadNote(spread, f.limit), cost)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -163,5 +164,23 @@ var algorithmCases = []testCase{
 				e.t.Errorf("%v: 1 at its retry, %v after the record: %+v, want allowed", alg, want, d)
 			}
 		}
+		// Limiter.Record of a policy takes such a cost too, where AllowN
+		// and Peek refuse it as one that can never fit.
+		e.clock.Set(T0.Add(10 * time.Minute))
+		p := &sluice.Policy{Name: "over-policy", Rules: []sluice.Rule{{Name: "r", By: []string{"user"}, Limit: 3, Window: 3 * time.Second}}}
+		u := map[string]string{"user": "ann"}
+		if _, err := e.lim.AllowN(e.ctx, p, u, 5); !errors.Is(err, sluice.ErrCostExceedsLimit) {
+			e.t.Errorf("AllowN 5 on 3: %v, want ErrCostExceedsLimit", err)
+		}
+		if _, err := e.lim.Peek(e.ctx, p, u, 5); !errors.Is(err, sluice.ErrCostExceedsLimit) {
+			e.t.Errorf("Peek 5 on 3: %v, want ErrCostExceedsLimit", err)
+		}
+		d, err := e.lim.Record(e.ctx, p, u, 5)
+		if err != nil || d.Allowed || d.DeniedBy != "r" || d.Limits[0].Used != 5 || d.Limits[0].Remaining != 0 {
+			e.t.Errorf("Record 5 on 3: %+v, %v; want recorded and reported over r, 5 used, 0 remaining", d, err)
+		}
+		e.expect("1 after Record of 5 on 3", e.allow(p, u, 1), denied("r", 0, 3*time.Second))
+		e.clock.Advance(3 * time.Second)
+		e.expect("1 when the 5 left", e.allow(p, u, 1), allowed(2))
 	}},
 }
