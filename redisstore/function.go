@@ -37,8 +37,7 @@ type library struct {
 	name, src string
 }
 
-// function is one function of a library, and the script that does the
-// same where the server runs no functions.
+// function is one function of a library.
 type function struct {
 	lib  *library
 	name string
@@ -51,9 +50,9 @@ type part struct{ name, main string }
 // The library and its functions: the full build of the scripts (every
 // algorithm; a function library makes its helpers once, so the log's build
 // saves nothing here), with each script's main part as the body of its
-// function. decide.lua and lease.lua start each call with no cached state,
-// since the helpers' tables outlive a call; finish.lua reads no cached
-// state.
+// function. decide.lua and lease.lua start each call by dropping the
+// windows' state a call caches (window.lua's cache), since the helpers'
+// tables outlive a call; finish.lua reads none of it.
 var (
 	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"),
 		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua})
