@@ -177,12 +177,36 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 	}
 	names := keyNames(b.w.keys)
 	fmt.Printf("### Redis instructions per decision (callgrind; %d decisions over %d keys per row, each key written once before)\n\n", decisions, b.w.keys)
-	fmt.Println("| contender | goroutines | allowed | script calls/decision | Redis instructions/decision | top commands per decision |")
-	fmt.Println("|---|---:|---:|---:|---:|---|")
+	var rows []contender
 	for _, c := range redisContenders() {
 		if b.only != "" && !strings.Contains(c.name, b.only) || !countable(c.name) {
 			continue
 		}
+		rows = append(rows, c)
+	}
+	if !b.countRows(srv, adm, names, rows, goroutines, decisions, keep) {
+		return
+	}
+	// The leases section's rows: an operation is an acquire and its
+	// release or settle, two script calls.
+	rows = rows[:0]
+	for _, c := range leaseRows() {
+		if c.name = "sluice " + c.name; b.only == "" || strings.Contains(c.name, b.only) {
+			rows = append(rows, c)
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Printf("### Redis instructions per lease operation (callgrind; %d operations over %d keys per row, each key used once before)\n\n", decisions, b.w.keys)
+		b.countRows(srv, adm, names, rows, goroutines, decisions, keep)
+	}
+}
+
+// countRows prints a table of the instructions per operation of each of
+// rows at each of goroutines, and reports whether callgrind answered.
+func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows []contender, goroutines []int, decisions int, keep bool) bool {
+	fmt.Println("| contender | goroutines | allowed | script calls/operation | Redis instructions/operation | top commands per operation |")
+	fmt.Println("|---|---:|---:|---:|---:|---|")
+	for _, c := range rows {
 		for _, g := range goroutines {
 			adm.flush()
 			inst, err := c.open(srv.addr, names)
@@ -198,7 +222,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 			if err := srv.zero(); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: instructions:", err)
 				inst.close()
-				return
+				return false
 			}
 			allowed, err := runCount(decisions, g, b.w.keys, inst.worker)
 			ir, file, derr := srv.instructions()
@@ -241,6 +265,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 		}
 	}
 	fmt.Println()
+	return true
 }
 
 // countable reports whether a contender runs in this process (not

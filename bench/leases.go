@@ -45,18 +45,22 @@ func openLease(p *sluice.Policy, settle bool) func(addr string, names []string) 
 	})
 }
 
-func (b *bench) leasesTable(rounds int) {
-	w := b.w
-	fmt.Printf("### Leases (sluice, Redis, %d goroutines, %d keys, %v each, median of %d rounds)\n\n", w.goroutines, w.keys, w.duration, rounds)
-	fmt.Println("| operation | operations/s | p99 | Redis CPU µs/operation |")
-	fmt.Println("|---|---:|---:|---:|")
-	rows := []contender{
+// leaseRows are the section's rows: a decision, then leases.
+func leaseRows() []contender {
+	return []contender{
 		{name: "decide: a rate rule (log)", open: openSluice(leasePolicy(true, false), benchLimiterConfig)},
 		{name: "acquire + release: a concurrency rule (8 at once)", open: openLease(leasePolicy(false, true), false)},
 		{name: "acquire + release: rate and concurrency", open: openLease(leasePolicy(true, true), false)},
 		{name: "acquire + settle: rate and concurrency", open: openLease(leasePolicy(true, true), true)},
 	}
-	for _, c := range rows {
+}
+
+func (b *bench) leasesTable(rounds int) {
+	w := b.w
+	fmt.Printf("### Leases (sluice, Redis, %d goroutines, %d keys, %v each, median of %d rounds)\n\n", w.goroutines, w.keys, w.duration, rounds)
+	fmt.Println("| operation | operations/s | p99 | Redis CPU µs/operation |")
+	fmt.Println("|---|---:|---:|---:|")
+	for _, c := range leaseRows() {
 		var got []redisRow
 		for range rounds {
 			row, err := b.measure(c, w)

@@ -93,14 +93,14 @@
 //
 // # Scripts, functions and failures
 //
-// Over rueidis on Redis 7 and later, decide.lua runs as a Redis function
-// (FCALL of a library loaded with FUNCTION LOAD, named after the hash of
-// its source): its helpers are made once, not on every call (a call of
-// one decision cost the server about 160,000 instructions as a script,
-// and 80,000 to 90,000 as a function). A server without functions, or
-// whose ACL refuses them to the store's user, runs it as a script, as every
-// other script of the package runs, and as decide.lua runs through an
-// Evaler of another client. Scripts run with EVALSHA; when Redis answers
+// Over rueidis on Redis 7 and later, decide.lua, and the lease scripts
+// lease.lua and finish.lua, run as Redis functions (FCALL of one library
+// loaded with FUNCTION LOAD, named after the hash of its source): their
+// helpers are made once, not on every call (a call of one decision cost
+// the server about 160,000 instructions as a script, and 80,000 to 90,000
+// as a function). A server without functions, or whose ACL refuses them to
+// the store's user, runs them as scripts, as every other script of the
+// package runs, and as they run through an Evaler of another client. Scripts run with EVALSHA; when Redis answers
 // NOSCRIPT (after a restart, a failover or SCRIPT FLUSH) the store runs the
 // script with EVAL, which loads it, once; when it answers "Function not
 // found" (a restart without persistence, FUNCTION FLUSH) the store loads
@@ -155,5 +155,5 @@
 //
 // The store needs Redis 5 or later (scripts that read TIME and then write
 // rely on effect replication), and 6.0 or later for the sliding counter
-// (SET ... KEEPTTL); it runs decide.lua as a function on 7.0 and later.
+// (SET ... KEEPTTL); it runs decide.lua and the lease scripts as functions on 7.0 and later.
 package redisstore

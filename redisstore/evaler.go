@@ -15,7 +15,9 @@ import (
 // store is made: over a rueidis client, a batcher that sends the decisions
 // arriving together as one decide.lua call (batch.go), as a function where
 // the server has functions (function.go); over any other
-// client, the Evaler itself.
+// client, the Evaler itself. lease.lua and finish.lua go through
+// Store.runFunction: as functions over rueidis where the server has them,
+// else as scripts.
 
 // Evaler is what a Store needs from a Redis client: running a Lua script by
 // its SHA-1 and, when Redis does not know the script, by its source. New and
@@ -100,7 +102,7 @@ func (d evalerDecider) decide(ctx context.Context, keys []string, shape string) 
 type rueidisEvaler struct {
 	client rueidis.Client
 	acks   *replicaAcks // with Config.WaitForReplicas, else nil
-	fns    *functions   // whether decisions run as a function (function.go); nil: never
+	fns    *functions   // whether decide.lua, lease.lua and finish.lua run as functions (function.go); nil: never
 	slots  *slotReader  // over a Cluster: routes each call to its slot's master (shards.go); else nil
 }
 

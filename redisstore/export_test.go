@@ -62,16 +62,16 @@ func ClusterSlot(tag string) uint16 { return clusterSlot([]byte(tag)) }
 // ScriptSHAs returns the SHA-1 of every script Warm loads.
 func ScriptSHAs() []string { return allSHAs }
 
-// UseScripts makes s run decide.lua as a script, as over a server without
-// functions.
+// UseScripts makes s run decide.lua, lease.lua and finish.lua as scripts,
+// as over a server without functions.
 func UseScripts(s *Store) {
 	if ev, ok := s.ev.(rueidisEvaler); ok && ev.fns != nil {
 		ev.fns.off.Store(true)
 	}
 }
 
-// DecideLibrary returns the name of decide.lua's function library.
-func DecideLibrary() string { return decideLibrary.name }
+// Library returns the name of the function library (decide.lua, lease.lua, finish.lua).
+func Library() string { return sluiceLibrary.name }
 
 // KeySlot exposes keySlot to the external tests.
 func KeySlot(key string) uint16 { return keySlot(key) }

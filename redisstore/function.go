@@ -12,16 +12,17 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// decide.lua as a Redis function. A script run by EVALSHA runs its whole
-// source on every call: it makes every helper function, and every table of
-// steps, anew, and the garbage collector sweeps them after. A function
-// library (Redis 7 and later) runs its source once, when it is loaded, and
-// a call of its function runs that function alone. Over rueidis the store
-// calls decide.lua as a function (FCALL) where the server has functions,
-// and as a script where it does not (Redis 6 and earlier, or a user the
-// server's ACL forbids FUNCTION LOAD or FCALL).
+// decide.lua, lease.lua and finish.lua as Redis functions. A script run by
+// EVALSHA runs its whole source on every call: it makes every helper
+// function, and every table of steps, anew, and the garbage collector
+// sweeps them after. A function library (Redis 7 and later) runs its
+// source once, when it is loaded, and a call of its function runs that
+// function alone. Over rueidis the store calls these three as functions
+// (FCALL) of one library where the server has functions, and as scripts
+// where it does not (Redis 6 and earlier, or a user the server's ACL
+// forbids FUNCTION LOAD or FCALL).
 //
-// The library's name and its function's carry the hash of its source, so
+// The library's name and its functions' carry the hash of its source, so
 // that processes of different versions sharing a server each call their
 // own; loading never replaces a library. A server that lost its functions
 // (a restart without persistence, FUNCTION FLUSH) answers "Function not
@@ -30,34 +31,67 @@ import (
 // NOSCRIPT. Functions are replicated and persisted
 // like data, so a replica promoted by a failover has them.
 
-// library is a function library that registers one function.
+// library is a function library: its functions share the helpers its
+// head makes.
 type library struct {
-	name, fn, src string
+	name, src string
 }
 
-// decideLibrary is decide.lua's library: the full build of its script
-// (every algorithm; a function library makes its helpers once, so the
-// log's build saves nothing here), with decide.lua's main part as the body
-// of its function.
-var decideLibrary = newLibrary("decide", strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"), decideLua)
-
-// newLibrary returns the library whose function, named after name and the
-// hash of the library's source, runs main with KEYS and ARGV, after the
-// helpers in head. A library's source runs where only the redis table
-// exists (no string, math or struct), so head runs at the function's first
-// call, which keeps the helpers it makes for the calls after it.
-func newLibrary(name, head, main string) *library {
-	sum := sha1.Sum([]byte(head + "\n" + main))
-	id := hex.EncodeToString(sum[:8])
-	l := &library{name: "sluice_" + id, fn: "sluice_" + name + "_" + id}
-	l.src = "#!lua name=" + l.name + "\n" +
-		"local main -- made at the first call, by build\n" +
-		"local function build()\n" + head + "\n-- " + name + ".lua\n\nreturn function(KEYS, ARGV)\n" + main + "\nend\nend\n\n" +
-		"redis.register_function{function_name = '" + l.fn + "', callback = function(KEYS, ARGV)\n  main = main or build()\n  return main(KEYS, ARGV)\nend, flags = {'allow-cross-slot-keys'}}\n"
-	return l
+// function is one function of a library.
+type function struct {
+	lib  *library
+	name string
 }
 
-// functions says whether a store calls its decisions as functions: not yet
+// part is a main part of a library: a script's own Lua, after the shared
+// helpers.
+type part struct{ name, main string }
+
+// The library and its functions: the full build of the scripts (every
+// algorithm; a function library makes its helpers once, so the log's build
+// saves nothing here), with each script's main part as the body of its
+// function. decide.lua and lease.lua start each call by dropping the
+// windows' state a call caches (window.lua's cache), since the helpers'
+// tables outlive a call; finish.lua reads none of it.
+var (
+	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"),
+		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua})
+	decideFunction, leaseFunction, finishFunction = sluiceFunctions[0], sluiceFunctions[1], sluiceFunctions[2]
+)
+
+// newLibrary returns the library whose functions, each named after its
+// part and the hash of the library's source, run their part's main with
+// KEYS and ARGV, after the helpers in head. A library's source runs where
+// only the redis table exists (no string, math or struct), so head runs at
+// the first call of any of its functions, which keeps the helpers it makes
+// for every call after it.
+func newLibrary(head string, parts ...part) (*library, []*function) {
+	h := sha1.New()
+	h.Write([]byte(head))
+	for _, p := range parts {
+		h.Write([]byte("\n-- " + p.name + ".lua\n" + p.main))
+	}
+	id := hex.EncodeToString(h.Sum(nil)[:8])
+	l := &library{name: "sluice_" + id}
+	fns := make([]*function, len(parts))
+	var b strings.Builder
+	b.WriteString("#!lua name=" + l.name + "\n" +
+		"local mains -- made at the first call, by build\n" +
+		"local function build()\n" + head + "\nlocal fns = {}\n")
+	for _, p := range parts {
+		b.WriteString("\n-- " + p.name + ".lua\n\nfns." + p.name + " = function(KEYS, ARGV)\n" + p.main + "\nend\n")
+	}
+	b.WriteString("return fns\nend\n")
+	for i, p := range parts {
+		fns[i] = &function{lib: l, name: "sluice_" + p.name + "_" + id}
+		b.WriteString("\nredis.register_function{function_name = '" + fns[i].name + "', callback = function(KEYS, ARGV)\n" +
+			"  mains = mains or build()\n  return mains." + p.name + "(KEYS, ARGV)\nend, flags = {'allow-cross-slot-keys'}}\n")
+	}
+	l.src = b.String()
+	return l, fns
+}
+
+// functions says whether a store calls its library's functions: not yet
 // known, yes, or no (the server has none, or refuses them). It is shared by
 // the copies of a store's rueidisEvaler.
 type functions struct {
@@ -96,13 +130,18 @@ func errNoFunctions(err error) bool {
 	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand")
 }
 
-// decideMessage runs decide.lua with keys and args, as a function where
-// the server has functions, else as the script sc (EVALSHA, then EVAL on
-// NOSCRIPT), and returns its reply. A call with no keys declared (a batch
+// decideMessage runs decide.lua with keys and args, as callMessage does.
+func (e rueidisEvaler) decideMessage(ctx context.Context, sc *script, keys, args []string, route string) (rueidis.RedisMessage, error) {
+	return e.callMessage(ctx, decideFunction, sc, keys, args, route)
+}
+
+// callMessage runs f with keys and args, as a function where the server
+// has functions, else as the script sc (EVALSHA, then EVAL on NOSCRIPT),
+// and returns its reply. A call with no keys declared (a batch
 // of several slots, its keys among args) goes to the node of route's slot.
 // Each command goes through raw, so over a Cluster it follows the store's
 // slot map and its first MOVED (shards.go).
-func (e rueidisEvaler) decideMessage(ctx context.Context, sc *script, keys, args []string, route string) (rueidis.RedisMessage, error) {
+func (e rueidisEvaler) callMessage(ctx context.Context, f *function, sc *script, keys, args []string, route string) (rueidis.RedisMessage, error) {
 	if route == "" {
 		route = keys[0]
 	}
@@ -115,13 +154,13 @@ func (e rueidisEvaler) decideMessage(ctx context.Context, sc *script, keys, args
 	if e.fns != nil && !e.fns.off.Load() {
 		fcall := func() (rueidis.RedisMessage, error) {
 			return send(func() rueidis.Completed {
-				return e.client.B().Fcall().Function(decideLibrary.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+				return e.client.B().Fcall().Function(f.name).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 			})
 		}
 		msg, err := fcall()
 		unsupported := errNoFunctions(err)
 		if errFunctionNotFound(err) {
-			if unsupported, err = e.loadLibrary(ctx, decideLibrary, route); err == nil {
+			if unsupported, err = e.loadLibrary(ctx, f.lib, route); err == nil {
 				msg, err = fcall()
 				unsupported = errNoFunctions(err)
 			}
@@ -161,4 +200,19 @@ func (e rueidisEvaler) loadLibrary(ctx context.Context, l *library, key string) 
 		return true, err
 	}
 	return false, fmt.Errorf("FUNCTION LOAD: %w", err)
+}
+
+// runFunction runs f as run runs sc: over rueidis as a function where the
+// server has functions (callMessage), over any other Evaler as the script
+// sc.
+func (s *Store) runFunction(ctx context.Context, f *function, sc *script, keys, args []string) ([]int64, error) {
+	ev, ok := s.ev.(rueidisEvaler)
+	if !ok {
+		return run(ctx, s.ev, sc, keys, args)
+	}
+	reply, err := ints(ev.callMessage(ctx, f, sc, keys, args, ""))
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: running %s: %w", sc.name, err)
+	}
+	return reply, nil
 }

@@ -67,7 +67,8 @@ func (s *Store) leasePlan(req *store.Request, id string) (keys []string, token s
 	return append(pl.keys, s.names.leaseKey(pl.keys[0], req.Policy, token)), token, nil
 }
 
-// Acquire implements store.Leaser: one round trip runs lease.lua, which
+// Acquire implements store.Leaser: one round trip runs lease.lua (a
+// function of the store's library where the server has functions), which
 // decides the request as decide.lua does and, when it is admitted, holds
 // the lease, on the Redis server's clock (or Config.Clock). An error may
 // leave the lease held or not; it is never sent again, and a lease held
@@ -92,7 +93,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	}
 	sh := shapeOf(modeOf(req)|modeGroup, req, s.nowMicros(), firstChecks(len(req.Checks)))
 	args := []string{sh, token, lease.ID, strconv.FormatInt(lease.TTL.Microseconds(), 10), strconv.FormatInt(cost, 10)}
-	reply, err := run(ctx, s.ev, leaseScript, keys, args)
+	reply, err := s.runFunction(ctx, leaseFunction, leaseScript, keys, args)
 	if err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	sh := shapeOf(0, dreq, s.nowMicros(), firstChecks(len(req.Checks)))
 	args := []string{sh, strconv.Itoa(int(req.Op)), strconv.FormatInt(req.Cost, 10),
 		strconv.FormatInt(req.TTL.Microseconds(), 10), req.ID, token}
-	reply, err := run(ctx, s.ev, finishScript, keys, args)
+	reply, err := s.runFunction(ctx, finishFunction, finishScript, keys, args)
 	if err != nil {
 		return store.LeaseState{}, err
 	}

@@ -67,7 +67,9 @@ var (
 	cancelScript  = newScript("cancel.lua", preludeLua+"\n"+argsLua+"\n-- cancel.lua\n\n"+cancelLua)
 
 	// leaseScript decides a request and holds its lease; finishScript
-	// releases, settles or extends one (lease.go).
+	// releases, settles or extends one (lease.go): where the server has
+	// no functions, or through an Evaler other than rueidis (function.go
+	// runs them as functions).
 	leaseScript  = windowScripts("lease.lua", leaseLua).all
 	finishScript = windowScripts("finish.lua", finishLua).all
 

@@ -16,8 +16,9 @@ import (
 // Warm makes the store's first decisions as fast as its later ones. It
 // loads every script the store runs into the script cache of every node its
 // client knows (a Cluster's masters, and its replicas when the client lists
-// them; a standalone or Sentinel master), and decide.lua's function library
-// where the server has functions (function.go), over the connections the
+// them; a standalone or Sentinel master), and the function library
+// (decide.lua, lease.lua, finish.lua) where the server has functions
+// (function.go), over the connections the
 // store's calls will use, which it opens on the way; a Cluster client has
 // learnt the slot map when it was made. It returns nil only when every node
 // has every script.
@@ -95,8 +96,8 @@ func loadScripts(ctx context.Context, node rueidis.Client) error {
 	return nil
 }
 
-// loadFunctions loads decide.lua's library on node, unless the store runs
-// decisions as scripts. A server without functions, or whose ACL forbids
+// loadFunctions loads the function library on node, unless the store runs
+// its scripts as scripts. A server without functions, or whose ACL forbids
 // them to the store's user, makes the store run them as scripts; a replica,
 // which refuses writes, gets the library from its master.
 func (s *Store) loadFunctions(ctx context.Context, node rueidis.Client) error {
@@ -104,7 +105,7 @@ func (s *Store) loadFunctions(ctx context.Context, node rueidis.Client) error {
 	if !ok || ev.fns == nil || ev.fns.off.Load() {
 		return nil
 	}
-	err := node.Do(ctx, node.B().FunctionLoad().FunctionCode(decideLibrary.src).Build()).Error()
+	err := node.Do(ctx, node.B().FunctionLoad().FunctionCode(sluiceLibrary.src).Build()).Error()
 	switch {
 	case err == nil, errLibraryLoaded(err), errReadOnly(err):
 		return nil

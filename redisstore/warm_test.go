@@ -79,6 +79,23 @@ func TestWarm(t *testing.T) {
 		strings.Contains(stats, "cmdstat_eval:") {
 		t.Errorf("reading the overrides after Warm, INFO commandstats:\n%s\nwant one EVALSHA and no EVAL (its source, after a NOSCRIPT)", stats)
 	}
+	// Leases go by FCALL too: an acquire and its release are two calls
+	// of the library Warm loaded, and no script.
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: -1})
+	lp := &sluice.Policy{Name: "lp", Rules: []sluice.Rule{{Name: "in-flight", Concurrency: 1, Lease: time.Minute}}}
+	x, d, err := lim.Acquire(ctx, lp, nil, 1)
+	if err != nil || !d.Allowed {
+		t.Fatalf("first acquire after Warm: %+v, %v", d, err)
+	}
+	if ok, err := x.Release(ctx); err != nil || !ok {
+		t.Fatalf("release: %v, %v; want held", ok, err)
+	}
+	fcalls, failed := commandCalls(t, srv, "fcall")
+	evalshas, _ := commandCalls(t, srv, "evalsha")
+	evals, _ := commandCalls(t, srv, "eval")
+	if fcalls != "3" || failed != "0" || evalshas != "1" || evals != "" {
+		t.Errorf("a lease after Warm: FCALL %s calls (%s failed), EVALSHA %s, EVAL %q; want 3 FCALLs, none failed, and only the overrides' EVALSHA", fcalls, failed, evalshas, evals)
+	}
 	// A second Warm finds every script in place: it only asks, and its
 	// FUNCTION LOAD is refused as a duplicate.
 	if err := s.Warm(ctx); err != nil {
@@ -110,8 +127,8 @@ func TestWarmCluster(t *testing.T) {
 		if flags := held(t, n); !allHeld(flags) {
 			t.Errorf("node %s after Warm: SCRIPT EXISTS = %v, want every script", n.Addr(), flags)
 		}
-		if list, err := n.Do("FUNCTION", "LIST", "LIBRARYNAME", redisstore.DecideLibrary()); err != nil || !strings.Contains(list, redisstore.DecideLibrary()) {
-			t.Errorf("node %s after Warm: FUNCTION LIST = %q, %v; want decide.lua's library", n.Addr(), list, err)
+		if list, err := n.Do("FUNCTION", "LIST", "LIBRARYNAME", redisstore.Library()); err != nil || !strings.Contains(list, redisstore.Library()) {
+			t.Errorf("node %s after Warm: FUNCTION LIST = %q, %v; want the store's library", n.Addr(), list, err)
 		}
 	}
 }
