@@ -190,7 +190,7 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 	if l.cfg.Overrides != nil {
 		x.p, x.rules = p, make([]*Rule, len(x.finish.Checks))
 		for i := range x.finish.Checks {
-			x.rules[i] = &p.Rules[slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == x.finish.Checks[i].Rule })]
+			x.rules[i] = p.rule(x.finish.Checks[i].Rule)
 		}
 	}
 	return x, d, nil
@@ -218,12 +218,11 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 	x := &Lease{l: l, p: p, id: id}
 	req := store.Request{Policy: p.Name}
 	for _, w := range windows {
-		i := slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == w.rule })
-		if i < 0 || len(p.Rules[i].By) != len(w.values) {
+		r := p.rule(w.rule)
+		if r == nil || len(r.By) != len(w.values) {
 			x.gone = true
 			return x, nil
 		}
-		r := &p.Rules[i]
 		c := store.Check{Rule: r.Name, Values: w.values, Algorithm: r.Algorithm, Cost: 1}
 		if r.concurrent() {
 			c.Algorithm = store.Concurrency
@@ -239,7 +238,7 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 	if len(req.Checks) > 0 {
 		// The shared values, in the order of the first rule's By, as
 		// resolve gives them; the first check's rule holds each.
-		first := &p.Rules[slices.IndexFunc(p.Rules, func(r Rule) bool { return r.Name == req.Checks[0].Rule })]
+		first := p.rule(req.Checks[0].Rule)
 		for _, a := range p.Rules[0].By {
 			if p.Shares(a) {
 				req.Shared = append(req.Shared, req.Checks[0].Values[slices.Index(first.By, a)])

@@ -77,6 +77,16 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
+// rule returns p's rule named name, or nil.
+func (p *Policy) rule(name string) *Rule {
+	for i := range p.Rules {
+		if p.Rules[i].Name == name {
+			return &p.Rules[i]
+		}
+	}
+	return nil
+}
+
 // SharedAttributes returns the attributes named in the By list of every
 // rule of p, in the order of the first rule. Stores use them to place all of
 // a decision's keys together (a Redis Cluster hash tag).
