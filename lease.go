@@ -54,7 +54,8 @@ func (x *Lease) ID() string { return x.id }
 // TTL returns the lease time: how long after it was taken, or last
 // extended, the lease expires unless released (its concurrency rule's
 // lease, after a runtime override of its window, as it stood when the
-// lease was taken or resumed); 0 for a lease that holds nothing.
+// lease was taken, resumed or last extended); 0 for a lease that holds
+// nothing.
 func (x *Lease) TTL() time.Duration {
 	if x == nil || x.id == "" {
 		return 0
@@ -93,9 +94,13 @@ func (x *Lease) Settle(ctx context.Context, cost int64) (bool, error) {
 // for work that lasts longer than one, and reports whether the lease was
 // held (an expired lease cannot be extended).
 func (x *Lease) Extend(ctx context.Context) (bool, error) {
-	st, err := x.do(ctx, store.LeaseExtend, 0)
+	if x == nil || x.id == "" || x.gone {
+		return false, nil
+	}
+	req := x.request(store.LeaseExtend, 0)
+	st, err := x.send(ctx, &req)
 	if st.Held {
-		x.expires = st.Expires
+		x.expires, x.ttl = st.Expires, req.TTL // the lease time now, after an override changed since
 	}
 	return st.Held, err
 }
@@ -104,10 +109,12 @@ func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.Lea
 	if x == nil || x.id == "" || x.gone {
 		return store.LeaseState{}, nil
 	}
-	lr, err := x.l.leaser()
-	if err != nil {
-		return store.LeaseState{}, err
-	}
+	req := x.request(op, cost)
+	return x.send(ctx, &req)
+}
+
+// request returns the store's request of op with cost on the lease.
+func (x *Lease) request(op store.LeaseOp, cost int64) store.FinishRequest {
 	req := x.finish
 	req.Op, req.Cost, req.TTL = op, cost, x.ttl
 	if x.rules != nil {
@@ -122,9 +129,18 @@ func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.Lea
 		}
 		req.TTL = leaseTTL(req.Checks)
 	}
+	return req
+}
+
+// send sends req to the store, through the Limiter's breaker and deadline.
+func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	lr, err := x.l.leaser()
+	if err != nil {
+		return store.LeaseState{}, err
+	}
 	b := x.l.breakerOf(&store.Request{Policy: req.Policy, Shared: req.Shared, Checks: req.Checks})
 	return guard(ctx, x.l, b, func(ctx context.Context) (store.LeaseState, error) {
-		return lr.Finish(ctx, &req)
+		return lr.Finish(ctx, req)
 	}, func(context.Context, error) store.LeaseState { return store.LeaseState{} })
 }
 

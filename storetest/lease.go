@@ -474,6 +474,13 @@ var leaseCases = []testCase{
 		}
 		_, d = e.acquire(held, user("ann"), 1)
 		e.expect("extended", d, denied("in-flight", 0, time.Hour))
+		// An override changed while the lease is held: the next extension
+		// lasts the new lease time, and TTL says so.
+		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: 2 * time.Hour})
+		if ok, err := x.Extend(e.ctx); err != nil || !ok || x.TTL() != 2*time.Hour || !x.Expires().Equal(T0.Add(2*time.Hour+time.Minute)) {
+			e.t.Errorf("extend after the override changed: held %v, err %v, lease time %v, expiry T0+%v; want held, 2h, T0+2h1m",
+				ok, err, x.TTL(), x.Expires().Sub(T0))
+		}
 		e.end("release", a, release, true)
 		_, d = e.acquire(held, user("ann"), 1)
 		e.expect("released", d, allowed(0))
