@@ -25,6 +25,7 @@
 -- A call starts with no cached state (as a function, the helpers and their
 -- tables outlive a call).
 cache, cacheNow = nil, nil
+reuseStates()
 for i = #dirty, 1, -1 do
   dirty[i] = nil
 end

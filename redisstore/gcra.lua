@@ -14,15 +14,20 @@ local function gcra()
   -- load returns key's state at now and how r stands on it: 0 it fits, 1
   -- no room.
   local function load(key, r, now)
-    local s
     local tat = call('GET', key)
     if tat then
       tat = tat + 0
     end
-    if tat and tat >= now then
-      s = {key = key, tat = tat, held = true}
-    else
+    gcraTaken = gcraTaken + 1
+    local s = gcraStates[gcraTaken]
+    if not s then
       s = {key = key, tat = now, held = false}
+      if gcraTaken <= POOLED then gcraStates[gcraTaken] = s end
+    end
+    if tat and tat >= now then
+      s.key, s.tat, s.held = key, tat, true
+    else
+      s.key, s.tat, s.held = key, now, false
     end
     if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
       return s, 1
