@@ -32,7 +32,14 @@ local function counter()
   -- fits, 1 no room.
   local function load(key, r, now)
     local idx = idiv(now, r.w)
-    local s = {key = key, idx = idx, prev = 0, curr = 0, held = false}
+    counterTaken = counterTaken + 1
+    local s = counterStates[counterTaken]
+    if s then
+      s.key, s.idx, s.prev, s.curr, s.held = key, idx, 0, 0, false
+    else
+      s = {key = key, idx = idx, prev = 0, curr = 0, held = false}
+      if counterTaken <= POOLED then counterStates[counterTaken] = s end
+    end
     local v = call('GET', key)
     if v then
       local b, prev, curr = match(v, '^(%d+):(%d+):(%d+)$')

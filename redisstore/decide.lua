@@ -25,6 +25,7 @@
 -- A call starts with no cached state (as a function, the helpers and their
 -- tables outlive a call).
 cache, cacheNow = nil, nil
+reuseStates()
 for i = #dirty, 1, -1 do
   dirty[i] = nil
 end
@@ -49,9 +50,12 @@ if #keys == 0 then
   if s > 1 then k = k + 1 end
 end
 
-local out, sh = {}, timed(shapeOf(ARGV[2]))
+-- The reply is built in replies (decision.lua), which a function's calls
+-- share: it ends at the first nil, which each call sets after its last
+-- integer, so that what an earlier call left after it is never read.
+local out, sh = replies, timed(shapeOf(ARGV[2]))
 if n == 1 then
-  decide(keys, k, sh, out, 0)
+  out[decide(keys, k, sh, out, 0) + 1] = nil
   flushAll()
   return out
 end
@@ -63,25 +67,32 @@ if s > 1 then
     list[i] = timed(shapeOf(ARGV[1 + i]))
   end
 end
-local which, pcall, o = ARGV[2 + s], pcall, 0
-for j = 1, n do
-  if list then
-    sh = list[byte(which, j)]
-  end
-  local ok, last = pcall(decide, keys, k, sh, out, o)
-  if ok then
-    o = last
-  else
-    for x = #out, o + 1, -1 do
-      out[x] = nil
+-- run decides the requests after the j-th in turn, the j-th's shape sh
+-- and its first key after k, its reply from out[o + 1]. One protected call
+-- runs them all, not one per request: a request that raises an error
+-- stops it at j, with o still where that request's reply starts, so its
+-- error replaces what it set, and another call runs the rest.
+local which, o, j = ARGV[2 + s], 0, 0
+local function run()
+  while j < n do
+    j = j + 1
+    if list then
+      sh = list[byte(which, j)]
     end
-    if type(last) == 'table' and last.err then
-      last = last.err
-    end
-    out[o + 1], out[o + 2] = -1, tostring(last)
-    o = o + 2
+    o = decide(keys, k, sh, out, o)
+    k = k + sh.n
   end
-  k = k + sh.n
 end
+while j < n do
+  local ok, err = pcall(run)
+  if not ok then
+    if type(err) == 'table' and err.err then
+      err = err.err
+    end
+    out[o + 1], out[o + 2] = -1, tostring(err)
+    o, k = o + 2, k + sh.n
+  end
+end
+out[o + 1] = nil
 flushAll()
 return out

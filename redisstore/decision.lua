@@ -78,6 +78,7 @@ local function shapeOf(blob)
 end
 
 local states, codes = {}, {} -- decide's, per rule of the request
+local replies = {} -- decide.lua's reply (see there)
 
 -- decide decides a request of shape sh (its rules, n of them, its modes and
 -- its time now) over keys[k + 1] to keys[k + n], and sets three numbers per

@@ -5,7 +5,8 @@
 -- Window/Limit rounded up to a whole µs (the rule's iv); a request fits at
 -- now when max(TAT, now) + cost*interval - now is at most burst intervals.
 -- A GCRA state is a record of key, tat (never before the time it holds
--- for) and held (whether the key holds that tat: it was not behind).
+-- for), held (whether the key holds that tat: it was not behind) and old
+-- (when not, the TAT the key holds, 0 for none).
 
 -- gcra returns GCRA's steps (see decision.lua). A script makes them only
 -- when one of its rules needs them, so that rules of the log alone do not
@@ -14,15 +15,20 @@ local function gcra()
   -- load returns key's state at now and how r stands on it: 0 it fits, 1
   -- no room.
   local function load(key, r, now)
-    local s
     local tat = call('GET', key)
     if tat then
       tat = tat + 0
     end
+    gcraTaken = gcraTaken + 1
+    local s = gcraStates[gcraTaken]
+    if not s then
+      s = {key = key, tat = now, held = false, old = 0}
+      if gcraTaken <= POOLED then gcraStates[gcraTaken] = s end
+    end
     if tat and tat >= now then
-      s = {key = key, tat = tat, held = true}
+      s.key, s.tat, s.held = key, tat, true
     else
-      s = {key = key, tat = now, held = false}
+      s.key, s.tat, s.held, s.old = key, now, false, tat or 0
     end
     if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
       return s, 1
@@ -60,15 +66,18 @@ local function gcra()
     return r.burst - remaining, level
   end
 
-  -- write moves the TAT on: INCRBY when the key holds it (no value to
-  -- parse), SET when the key is behind or absent; then the key expires at
-  -- the new TAT. It returns now, then figures'.
+  -- write moves the TAT on, by INCRBY: of the step when the key holds the
+  -- TAT, else (the key behind or absent) of what takes the value it holds
+  -- (old, 0 for none) to now's TAT, so that the key holds the same integer
+  -- as a SET would leave, for less (an integer reply, no status to
+  -- convert); then the key expires at the new TAT. It returns now, then
+  -- figures'.
   local function write(s, r, now)
     local add = r.cost * r.iv
     if s.held then
       call('INCRBY', s.key, r.step)
     else
-      call('SET', s.key, format('%d', s.tat + add))
+      call('INCRBY', s.key, format('%d', s.tat + add - s.old))
       s.held = true
     end
     s.tat = s.tat + add

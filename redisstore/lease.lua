@@ -20,6 +20,7 @@
 -- (absolute µs), or 0 when the request was denied.
 
 cache, cacheNow = nil, nil
+reuseStates()
 for i = #dirty, 1, -1 do
   dirty[i] = nil
 end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,49 @@ func TestBadConfig(t *testing.T) {
 	if _, err := redisstore.NewFromClient(nil, redisstore.Config{}); err == nil {
 		t.Error("NewFromClient(nil): no error")
 	}
+}
+
+// TestGCRAKeyHoldsTAT checks what a GCRA bucket's key holds after each
+// kind of write (the key absent, holding a TAT ahead of now, holding one
+// now has passed): the exact TAT, as an integer, expiring when it does.
+func TestGCRAKeyHoldsTAT(t *testing.T) {
+	ctx := context.Background()
+	c := admin(t)
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+	p := &sluice.Policy{Name: "tat", Rules: []sluice.Rule{
+		{Name: "bucket", Limit: 10, Window: 10 * time.Second, Algorithm: sluice.GCRA, Burst: 3, By: []string{"u"}},
+	}}
+	attrs := map[string]string{"u": "1"}
+	key := keysOf(t, s, p, attrs)[0]
+	check := func(step string, tat time.Time) {
+		t.Helper()
+		got, err := c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+		if err != nil {
+			t.Fatalf("%s: GET %s: %v", step, key, err)
+		}
+		if want := strconv.FormatInt(tat.UnixMicro(), 10); got != want {
+			t.Errorf("%s: the key holds %s, want the TAT %s", step, got, want)
+		}
+		ms, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The store's own clock: the key expires the TAT's distance from
+		// now after the write, in whole ms rounded up.
+		if want := tat.Sub(clock.Now()).Milliseconds(); ms > want || ms < want-2000 {
+			t.Errorf("%s: PTTL %d ms, want at most %d and close to it", step, ms, want)
+		}
+	}
+	for i, step := range []string{"absent", "ahead of now"} {
+		if d := decide(t, s, p, attrs, 1, store.ModeAllow); !d.Allowed {
+			t.Fatalf("%s: %+v", step, d)
+		}
+		check(step, storetest.T0.Add(time.Duration(i+1)*time.Second))
+	}
+	clock.Advance(90 * time.Second) // the TAT is behind now; the key is still there
+	if d := decide(t, s, p, attrs, 2, store.ModeAllow); !d.Allowed {
+		t.Fatalf("behind now: %+v", d)
+	}
+	check("behind now", clock.Now().Add(2*time.Second))
 }

@@ -139,7 +139,15 @@ local function read(key, w, now)
       end
     end
   end
-  return {key = key, w = w, epoch = epoch, m = m, at = at, e = e, c = c, used = used, om = om, oe = oe, oc = oc, dirty = false}
+  logTaken = logTaken + 1
+  local s = logStates[logTaken]
+  if not s then
+    s = {key = key, w = w, epoch = epoch, m = m, at = at, e = e, c = c, used = used, om = om, oe = oe, oc = oc, dirty = false}
+    if logTaken <= POOLED then logStates[logTaken] = s end
+    return s
+  end
+  s.key, s.w, s.epoch, s.m, s.at, s.e, s.c, s.used, s.om, s.oe, s.oc, s.dirty = key, w, epoch, m, at, e, c, used, om, oe, oc, false
+  return s
 end
 
 -- logWait returns how long from now until rule r fits s, once pending units
