@@ -33,17 +33,36 @@ func BenchmarkAllow(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				attrs["user"] = names[i]
-				if _, err := lim.Allow(ctx, p, attrs); err != nil {
-					b.Fatal(err)
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					attrs["user"] = names[i]
+					if _, err := lim.Allow(ctx, p, attrs); err != nil {
+						b.Fatal(err)
+					}
+					if i++; i == keys {
+						i = 0
+					}
 				}
-				if i++; i == keys {
-					i = 0
-				}
-			}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					attrs := map[string]string{"user": ""}
+					i := int(time.Now().UnixNano() % int64(keys))
+					for pb.Next() {
+						attrs["user"] = names[i]
+						if _, err := lim.Allow(ctx, p, attrs); err != nil {
+							b.Error(err)
+							return
+						}
+						if i++; i == keys {
+							i = 0
+						}
+					}
+				})
+			})
 		})
 	}
 }
