@@ -61,8 +61,16 @@ func guard[T any](ctx context.Context, l *Limiter, b *breaker, op func(context.C
 }
 
 // decide asks the store to decide req under the failure policy; the
-// decision's statuses come from b (nil: see statuses.take).
+// decision's statuses come from b (nil: see statuses.take). A store.Local
+// is called as guard calls it, without going through guard's closures: it
+// is the road of every Limiter.Allow on the memory store.
 func (l *Limiter) decide(ctx context.Context, req *store.Request, b *statuses) (Decision, error) {
+	if l.local {
+		if err := l.store.Decide(ctx, req); err != nil {
+			return l.degraded(ctx, req), err
+		}
+		return newDecision(req, b), nil
+	}
 	return guard(ctx, l, l.breakerOf(req), func(ctx context.Context) (Decision, error) {
 		if err := l.store.Decide(ctx, req); err != nil {
 			return Decision{}, err
