@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +145,52 @@ func TestSamePolicyEveryField(t *testing.T) {
 	if p := base(); !samePolicy(new(copyPolicy(p)), p) {
 		t.Error("a policy and its copy differ")
 	}
+}
+
+// TestPolicyCacheConcurrent decides, from many goroutines at once, with
+// policies kept and policies built for each call, more of them than the
+// compiled policies a Limiter keeps: each decision has its policy's own
+// figures (run with -race).
+func TestPolicyCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	lim := NewLimiter(&limitStore{}, Config{})
+	kept := make([]*Policy, 8)
+	for i := range kept {
+		kept[i] = &Policy{Name: fmt.Sprint("kept", i), Rules: []Rule{{Name: "r", Limit: int64(i + 1), Window: time.Minute}}}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2 * policyCacheSize {
+				p := kept[(g+i)%len(kept)]
+				if i%2 == 1 {
+					p = &Policy{Name: fmt.Sprint("new", g, "-", i), Rules: []Rule{{Name: "r", Limit: int64(1000 + i), Window: time.Minute}}}
+				}
+				d, err := lim.Allow(context.Background(), p, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Limits[0].Limit != p.Rules[0].Limit {
+					t.Errorf("policy %s decided with limit %d, want %d", p.Name, d.Limits[0].Limit, p.Rules[0].Limit)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// limitStore admits every request and reports each check's limit: a
+// store.Local safe for concurrent use.
+type limitStore struct{ store.Store }
+
+func (*limitStore) Local() {}
+
+func (*limitStore) Decide(_ context.Context, req *store.Request) error {
+	res := req.ResultsBuffer()
+	for i := range req.Checks {
+		res[i] = store.Result{Fits: true, Remaining: req.Checks[i].Limit}
+	}
+	return nil
 }
