@@ -199,12 +199,13 @@ type LimitStatus struct {
 // allowed, unless a shadow rule would deny: then its wait), ResetAfter the
 // largest, DeniedBy and Cause from the first rule that does not fit, a
 // shadow rule only when no other denies. Every store's results are combined
-// the same way.
-func newDecision(req *store.Request) Decision {
+// the same way. The statuses are taken from b, or from a shared block when b
+// is nil (see statuses).
+func newDecision(req *store.Request, b *statuses) Decision {
 	if len(req.Checks) == 0 {
 		return Decision{Allowed: true, Unlimited: true, Remaining: UnlimitedRemaining}
 	}
-	d := Decision{Allowed: true, Limits: newStatuses(len(req.Checks))}
+	d := Decision{Allowed: true, Limits: b.take(len(req.Checks))}
 	var shadowRetry time.Duration
 	shadowedBy, shadowCause := "", Cause("")
 	for i := range req.Checks {
@@ -249,35 +250,39 @@ func newDecision(req *store.Request) Decision {
 	return d
 }
 
-// newStatuses returns room for the n rule statuses of a decision: a part
-// of a block of statusBlock, which the decisions after it share, so that
-// most decisions allocate nothing (a Decision that is kept keeps its block
-// alive: at most statusBlock statuses). A decision of more rules than half
-// a block gets a slice of its own.
-func newStatuses(n int) []LimitStatus {
-	if n > statusBlock/2 {
-		return make([]LimitStatus, n)
-	}
-	b := statusBlocks.Get().(*statuses)
-	if b.next+n > statusBlock {
-		b = new(statuses)
-	}
-	out := b.buf[b.next : b.next+n : b.next+n]
-	b.next += n
-	statusBlocks.Put(b)
-	return out
+// statuses hands out the rule statuses of decisions from blocks of
+// statusBlock, which the decisions after one share, so that most decisions
+// allocate nothing (a Decision that is kept keeps its block alive: at most
+// statusBlock statuses). A decision's scratch holds one, and the decisions
+// made without a scratch share a pool of them. The zero value is ready.
+type statuses struct {
+	block *[statusBlock]LimitStatus
+	next  int
 }
 
-// statusBlock is the number of rule statuses in a block of newStatuses.
+// statusBlock is the number of rule statuses in a block of statuses.
 const statusBlock = 16
 
-// statuses is a block of rule statuses, handed out from next on.
-type statuses struct {
-	buf  [statusBlock]LimitStatus
-	next int
-}
+var statusPool = sync.Pool{New: func() any { return new(statuses) }}
 
-var statusBlocks = sync.Pool{New: func() any { return new(statuses) }}
+// take returns room for the n rule statuses of a decision: the next n of
+// b's block, or of a new block when it has no room left; a slice of their
+// own for more than half a block. A nil b takes from the pool.
+func (b *statuses) take(n int) []LimitStatus {
+	switch {
+	case n > statusBlock/2:
+		return make([]LimitStatus, n)
+	case b == nil:
+		b = statusPool.Get().(*statuses)
+		defer statusPool.Put(b)
+	}
+	if b.block == nil || b.next+n > statusBlock {
+		b.block, b.next = new([statusBlock]LimitStatus), 0
+	}
+	out := b.block[b.next : b.next+n : b.next+n]
+	b.next += n
+	return out
+}
 
 // causes maps a store's causes to a Decision's.
 var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap, store.CauseConcurrency: CauseConcurrency}

@@ -60,13 +60,22 @@ func guard[T any](ctx context.Context, l *Limiter, b *breaker, op func(context.C
 	return degraded(ctx, err), err
 }
 
-// decide asks the store to decide req under the failure policy.
-func (l *Limiter) decide(ctx context.Context, req *store.Request) (Decision, error) {
+// decide asks the store to decide req under the failure policy; the
+// decision's statuses come from b (nil: see statuses.take). A store.Local
+// is called as guard calls it, without going through guard's closures: it
+// is the road of every Limiter.Allow on the memory store.
+func (l *Limiter) decide(ctx context.Context, req *store.Request, b *statuses) (Decision, error) {
+	if l.local {
+		if err := l.store.Decide(ctx, req); err != nil {
+			return l.degraded(ctx, req), err
+		}
+		return newDecision(req, b), nil
+	}
 	return guard(ctx, l, l.breakerOf(req), func(ctx context.Context) (Decision, error) {
 		if err := l.store.Decide(ctx, req); err != nil {
 			return Decision{}, err
 		}
-		return newDecision(req), nil
+		return newDecision(req, b), nil
 	}, func(ctx context.Context, _ error) Decision {
 		return l.degraded(ctx, req)
 	})
@@ -78,7 +87,7 @@ func (l *Limiter) decide(ctx context.Context, req *store.Request) (Decision, err
 func (l *Limiter) degraded(ctx context.Context, req *store.Request) Decision {
 	if l.cfg.Fallback != nil && ctx.Err() == nil {
 		if freq, ok := l.fallbackRequest(req); ok && l.cfg.Fallback.Decide(ctx, freq) == nil {
-			d := newDecision(freq)
+			d := newDecision(freq, nil)
 			d.Degraded = true
 			return d
 		}

@@ -168,14 +168,18 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 	if err := leasable(p); err != nil {
 		return nil, Decision{}, err
 	}
+	cp, err := l.policies.get(p)
+	if err != nil {
+		return nil, Decision{}, err
+	}
 	s := getScratch()
 	defer putScratch(s)
-	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
+	if err := s.resolve(cp, attrs, cost, l.cfg.Overrides); err != nil {
 		return nil, Decision{}, err
 	}
 	x := &Lease{l: l}
 	if len(s.req.Checks) == 0 {
-		return x, newDecision(&s.req), nil
+		return x, newDecision(&s.req, nil), nil
 	}
 	lr, err := l.leaser()
 	if err != nil {
@@ -187,7 +191,7 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 		if err := lr.Acquire(ctx, &s.req, &grant); err != nil {
 			return Decision{}, err
 		}
-		return newDecision(&s.req), nil
+		return newDecision(&s.req, &s.statuses), nil
 	}, func(context.Context, error) Decision {
 		return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}
 	})

@@ -114,6 +114,7 @@ type Limiter struct {
 	cfg      Config
 	breakers *breakers
 	denials  *denyCache // nil: none
+	policies policyCache
 }
 
 // NewLimiter returns a Limiter over s: memstore.New(...) for one process,
@@ -225,7 +226,7 @@ func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, err
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, req)
+	return l.decide(ctx, req, nil)
 }
 
 // allowMode is the mode of AllowN on p: a Penalize policy records denied
@@ -238,18 +239,24 @@ func allowMode(p *Policy) store.Mode {
 }
 
 func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool) (Decision, error) {
+	cp, err := l.policies.get(p)
+	if err != nil {
+		return Decision{}, err
+	}
 	s := getScratch()
 	defer putScratch(s)
 	s.record = record
-	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
+	if err := s.resolve(cp, attrs, cost, l.cfg.Overrides); err != nil {
 		return Decision{}, err
 	}
 	if len(s.req.Checks) == 0 {
-		return newDecision(&s.req), nil // no rule applies: no limit, and no store call
+		return newDecision(&s.req, nil), nil // no rule applies: no limit, and no store call
 	}
-	if i := s.concurrency(); i >= 0 && !dry {
-		return Decision{}, fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
-			ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
+	if cp.concurrent && !dry {
+		if i := s.concurrency(); i >= 0 {
+			return Decision{}, fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
+				ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
+		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
 	d, err := l.decideCached(ctx, p, s)
@@ -278,19 +285,19 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch) (Deci
 			return d, nil
 		}
 	}
-	d, err := l.decide(ctx, &s.req)
+	d, err := l.decide(ctx, &s.req, &s.statuses)
 	if len(s.spread) > 0 && err == nil && !d.Allowed && s.req.Mode == store.ModeAllow {
 		for s.fallOver() {
 			if cache {
 				s.sent = l.sendTime()
 			}
-			if d, err = l.decide(ctx, &s.req); err != nil || d.Allowed {
+			if d, err = l.decide(ctx, &s.req, &s.statuses); err != nil || d.Allowed {
 				break
 			}
 		}
 		if err == nil && !d.Allowed {
 			s.soonest()
-			d = newDecision(&s.req)
+			d = newDecision(&s.req, &s.statuses)
 		}
 	}
 	if cache && err == nil && !d.Allowed {

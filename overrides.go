@@ -125,8 +125,12 @@ var storeCauses = map[Cause]store.Cause{"": store.CauseNone, CauseLimit: store.C
 // its figures after l's runtime overrides (Config.Overrides) and the
 // rule's own. It returns the errors AllowN returns for bad input.
 func (l *Limiter) Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
+	cp, err := l.policies.get(p)
+	if err != nil {
+		return nil, err
+	}
 	var s scratch
-	if err := s.resolve(p, attrs, cost, l.cfg.Overrides); err != nil {
+	if err := s.resolve(cp, attrs, cost, l.cfg.Overrides); err != nil {
 		return nil, err
 	}
 	return &s.req, nil

@@ -11,7 +11,10 @@ import (
 // is a policy of two rules.
 //
 // A Policy is a plain value; it is safe for concurrent use as long as it is
-// not modified while in use.
+// not modified while in use. It may be changed between calls: a Limiter
+// validates a policy once and keeps the result, but it compares the policy
+// with what it validated at every call, and validates a changed policy
+// again before deciding with it.
 type Policy struct {
 	// Name identifies the policy; it is part of every store key. Required.
 	Name string

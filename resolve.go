@@ -27,6 +27,8 @@ type scratch struct {
 	sent   time.Time   // when the last store call was sent, for the deny cache
 	key    []byte      // a deny cache key, see appendDenyKey
 
+	statuses statuses // where the decisions' rule statuses come from
+
 	// record lets a cost exceed a rule's limit: Limiter.Record adds an
 	// event whether or not it fits, and one larger than the limit cannot.
 	record bool
@@ -58,13 +60,12 @@ func putScratch(s *scratch) {
 	scratches.Put(s)
 }
 
-// resolve makes s.req the store request of cost units of p for attrs. It
-// returns an error wrapping ErrInvalidPolicy, ErrEmptyPolicy, ErrInvalidCost,
-// ErrCostExceedsLimit (unless s.record) or ErrMissingAttribute for bad input.
-func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64, ov Overrides) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
+// resolve makes s.req the store request of cost units of compiled policy
+// cp for attrs. It returns an error wrapping ErrInvalidCost,
+// ErrCostExceedsLimit (unless s.record), ErrInvalidPolicy (a runtime
+// override that cannot apply) or ErrMissingAttribute for bad input.
+func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov Overrides) error {
+	p := &cp.snap
 	if cost < 1 {
 		return fmt.Errorf("%w: policy %q got cost %d", ErrInvalidCost, p.Name, cost)
 	}
@@ -133,9 +134,15 @@ func (s *scratch) resolve(p *Policy, attrs map[string]string, cost int64, ov Ove
 		}
 		req.Checks = append(req.Checks, c)
 	}
-	// The values every rule goes by: a rule that applies carries them.
+	// The values every rule goes by: a rule that applies carries them,
+	// and the first rule's begin with them when they are the first of its
+	// By.
+	if len(req.Checks) > 0 && cp.shared > 0 && cp.sharedPrefix && req.Checks[0].Rule == p.Rules[0].Name {
+		req.Shared = req.Checks[0].Values[:cp.shared:cp.shared]
+		return nil
+	}
 	from := len(s.values)
-	if len(req.Checks) > 0 {
+	if len(req.Checks) > 0 && cp.shared > 0 {
 		for _, a := range p.Rules[0].By {
 			if p.Shares(a) {
 				s.values = append(s.values, attrs[a])
@@ -322,8 +329,12 @@ func sameWindow(a, b *store.Check) bool {
 // front ends that adjust a request before Limiter.Decide. It returns the
 // errors AllowN returns for bad input.
 func Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
+	cp, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
 	var s scratch
-	if err := s.resolve(p, attrs, cost, nil); err != nil {
+	if err := s.resolve(cp, attrs, cost, nil); err != nil {
 		return nil, err
 	}
 	return &s.req, nil

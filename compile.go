@@ -1,0 +1,140 @@
+package sluice
+
+import (
+	"maps"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Compiled policies. Validating a policy, and working out what of it does
+// not depend on the request, gives the same answer on every call with the
+// same policy; a Limiter does it once per policy and keeps the result, a
+// compiled policy, in a small cache keyed by the policy's address.
+//
+// A compiled policy holds a deep copy of the policy as it was validated,
+// and each use compares the policy with it (field by field, which costs a
+// fraction of validating it): a policy changed between two calls is
+// validated and compiled again, so a Limiter never decides with figures
+// other than the policy's own, nor with a policy that is no longer valid.
+// A policy built anew for each call is compiled for each call, as it was
+// validated for each call before; the cache holds at most policyCacheSize
+// policies, so it does not grow with them.
+
+// compiled is a validated policy and what resolving its requests needs
+// that does not depend on the request.
+type compiled struct {
+	policy *Policy // the policy compiled: the cache's key
+	snap   Policy  // a deep copy of *policy as validated
+
+	// shared is the number of attributes every rule goes by
+	// (Policy.SharedAttributes); sharedPrefix reports that they are the
+	// first of the first rule's By, in its order, so that the first
+	// rule's values begin with them.
+	shared       int
+	sharedPrefix bool
+
+	// concurrent reports that a rule is a concurrency rule.
+	concurrent bool
+}
+
+// compile validates p and returns its compiled form, or the error
+// Validate returns.
+func compile(p *Policy) (*compiled, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	c := &compiled{policy: p, snap: copyPolicy(p)}
+	shared := p.SharedAttributes()
+	c.shared = len(shared)
+	c.sharedPrefix = slices.Equal(shared, p.Rules[0].By[:len(shared)])
+	c.concurrent = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.concurrent() })
+	return c, nil
+}
+
+// current reports whether p still equals the policy c compiled.
+func (c *compiled) current(p *Policy) bool {
+	return c.policy == p && samePolicy(&c.snap, p)
+}
+
+// policyCacheSize is the number of compiled policies a Limiter keeps.
+const policyCacheSize = 256
+
+// policyCache is a Limiter's compiled policies: a table indexed by a hash
+// of a policy's address, where a policy takes one of two slots. It is safe
+// for concurrent use.
+type policyCache struct {
+	slots [policyCacheSize]atomic.Pointer[compiled]
+}
+
+// get returns p compiled, from the cache when it holds p unchanged.
+func (pc *policyCache) get(p *Policy) (*compiled, error) {
+	h := uint64(uintptr(unsafe.Pointer(p))) * 0x9e3779b97f4a7c15 >> 56
+	a, b := &pc.slots[h], &pc.slots[h^1]
+	if c := a.Load(); c != nil && c.current(p) {
+		return c, nil
+	}
+	if c := b.Load(); c != nil && c.current(p) {
+		return c, nil
+	}
+	c, err := compile(p)
+	if err != nil {
+		return nil, err
+	}
+	// The slot p had, else an empty one, else the first.
+	switch old := b.Load(); {
+	case old != nil && old.policy == p, old == nil && a.Load() != nil:
+		b.Store(c)
+	default:
+		a.Store(c)
+	}
+	return c, nil
+}
+
+// copyPolicy returns a deep copy of p: no slice or map shared with p.
+func copyPolicy(p *Policy) Policy {
+	cp := *p
+	cp.Rules = slices.Clone(p.Rules)
+	for i := range cp.Rules {
+		r := &cp.Rules[i]
+		r.By, r.Unless, r.Match = slices.Clone(r.By), slices.Clone(r.Unless), maps.Clone(r.Match)
+		r.Overrides = slices.Clone(r.Overrides)
+		for j := range r.Overrides {
+			r.Overrides[j].Match = maps.Clone(r.Overrides[j].Match)
+		}
+	}
+	return cp
+}
+
+// samePolicy reports whether a and b hold the same figures: every field,
+// and every field of every rule and override.
+func samePolicy(a, b *Policy) bool {
+	if a.Name != b.Name || a.Penalize != b.Penalize || a.Shadow != b.Shadow || a.CacheDenials != b.CacheDenials ||
+		len(a.Rules) != len(b.Rules) {
+		return false
+	}
+	for i := range a.Rules {
+		if !sameRule(&a.Rules[i], &b.Rules[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRule reports whether a and b hold the same figures.
+func sameRule(a, b *Rule) bool {
+	if a.Name != b.Name || a.Limit != b.Limit || a.Window != b.Window || a.MinGap != b.MinGap ||
+		a.Algorithm != b.Algorithm || a.Burst != b.Burst || a.Optional != b.Optional || a.Shadow != b.Shadow ||
+		a.Spread != b.Spread || a.SpreadBy != b.SpreadBy || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
+		!slices.Equal(a.By, b.By) || !slices.Equal(a.Unless, b.Unless) || !maps.Equal(a.Match, b.Match) ||
+		len(a.Overrides) != len(b.Overrides) {
+		return false
+	}
+	for i := range a.Overrides {
+		x, y := &a.Overrides[i], &b.Overrides[i]
+		if x.Limit != y.Limit || x.Unlimited != y.Unlimited || !maps.Equal(x.Match, y.Match) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,196 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+// localStore decides every check as fitting unless its limit is 0: enough
+// to tell which figures a Limiter sent. It is a store.Local.
+type localStore struct {
+	store.Store
+	last store.Request
+}
+
+func (*localStore) Local() {}
+
+func (s *localStore) Decide(_ context.Context, req *store.Request) error {
+	res := req.ResultsBuffer()
+	for i := range req.Checks {
+		fits := req.Checks[i].Limit > 0
+		res[i] = store.Result{Fits: fits, Remaining: req.Checks[i].Limit}
+		if !fits {
+			res[i].Cause, res[i].RetryAfter = store.CauseLimit, time.Second
+		}
+	}
+	s.last = *req
+	s.last.Checks = append([]store.Check(nil), req.Checks...)
+	for i := range s.last.Checks {
+		s.last.Checks[i].Values = append([]string(nil), req.Checks[i].Values...)
+	}
+	return nil
+}
+
+// TestPolicyChangedBetweenCalls checks that a Limiter decides with a
+// policy's figures as they are at each call: a policy changed after it
+// was used (its limit, an attribute in place, a rule made invalid) is
+// validated and resolved again.
+func TestPolicyChangedBetweenCalls(t *testing.T) {
+	t.Parallel()
+	st := &localStore{}
+	lim := NewLimiter(st, Config{})
+	p := &Policy{Name: "p", Rules: []Rule{{Name: "per-user", Limit: 5, Window: time.Minute, By: []string{"user"}}}}
+	ctx := context.Background()
+	attrs := map[string]string{"user": "ann", "team": "blue"}
+	allow := func(want bool, wantLimit int64, wantValue string) {
+		t.Helper()
+		d, err := lim.Allow(ctx, p, attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := st.last.Checks[0]
+		if d.Allowed != want || c.Limit != wantLimit || c.Values[0] != wantValue {
+			t.Fatalf("allowed %v with limit %d on %q, want %v with %d on %q", d.Allowed, c.Limit, c.Values[0], want, wantLimit, wantValue)
+		}
+	}
+	allow(true, 5, "ann")
+	p.Rules[0].Limit = 0
+	allow(false, 0, "ann")
+	p.Rules[0].Limit = 7
+	p.Rules[0].By[0] = "team" // in place: the same slice
+	allow(true, 7, "blue")
+	p.Rules[0].Window = 0
+	if _, err := lim.Allow(ctx, p, attrs); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("a policy made invalid: %v, want ErrInvalidPolicy", err)
+	}
+	p.Rules[0].Window = time.Minute
+	allow(true, 7, "blue")
+}
+
+// TestPolicyPerCall checks that policies built anew for each call, more
+// than the compiled policies a Limiter keeps, are each decided with their
+// own figures.
+func TestPolicyPerCall(t *testing.T) {
+	t.Parallel()
+	st := &localStore{}
+	lim := NewLimiter(st, Config{})
+	for i := range 3 * policyCacheSize {
+		p := &Policy{Name: fmt.Sprint("p", i), Rules: []Rule{{Name: "r", Limit: int64(i + 1), Window: time.Minute}}}
+		if _, err := lim.Allow(context.Background(), p, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.last; got.Policy != p.Name || got.Checks[0].Limit != int64(i+1) {
+			t.Fatalf("policy %d decided as %q with limit %d", i, got.Policy, got.Checks[0].Limit)
+		}
+	}
+}
+
+// TestSamePolicyEveryField checks that a change to any field of a
+// policy, of one of its rules or of a rule's override makes it another
+// policy for the compiled policies' check: a field added later must be
+// compared too.
+func TestSamePolicyEveryField(t *testing.T) {
+	t.Parallel()
+	base := func() *Policy {
+		return &Policy{Name: "p", Rules: []Rule{{Name: "r", Limit: 1, Window: time.Second, By: []string{"a"},
+			Unless: []string{"b"}, Match: map[string]string{"c": "d"},
+			Overrides: []Override{{Match: map[string]string{"e": "f"}, Limit: 2}}}}}
+	}
+	change := func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Int, reflect.Int64, reflect.Uint8:
+			if v.CanInt() {
+				v.SetInt(v.Int() + 1)
+			} else {
+				v.SetUint(v.Uint() + 1)
+			}
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.String {
+				v.Index(0).SetString("changed")
+				return
+			}
+			v.Set(v.Slice(0, 0))
+		case reflect.Map:
+			v.SetMapIndex(reflect.ValueOf("c"), reflect.ValueOf("changed"))
+			v.SetMapIndex(reflect.ValueOf("e"), reflect.ValueOf("changed"))
+		default:
+			t.Fatalf("a field of kind %v: teach this test to change it", v.Kind())
+		}
+	}
+	check := func(what string, field func(p *Policy) reflect.Value, n int) {
+		for i := range n {
+			p := base()
+			snap := copyPolicy(p)
+			f := field(p).Field(i)
+			change(f)
+			if samePolicy(&snap, p) {
+				t.Errorf("%s field %s changed, and samePolicy reports the same policy", what, field(p).Type().Field(i).Name)
+			}
+		}
+	}
+	check("Policy", func(p *Policy) reflect.Value { return reflect.ValueOf(p).Elem() }, reflect.TypeFor[Policy]().NumField())
+	check("Rule", func(p *Policy) reflect.Value { return reflect.ValueOf(&p.Rules[0]).Elem() }, reflect.TypeFor[Rule]().NumField())
+	check("Override", func(p *Policy) reflect.Value { return reflect.ValueOf(&p.Rules[0].Overrides[0]).Elem() }, reflect.TypeFor[Override]().NumField())
+	if p := base(); !samePolicy(new(copyPolicy(p)), p) {
+		t.Error("a policy and its copy differ")
+	}
+}
+
+// TestPolicyCacheConcurrent decides, from many goroutines at once, with
+// policies kept and policies built for each call, more of them than the
+// compiled policies a Limiter keeps: each decision has its policy's own
+// figures (run with -race).
+func TestPolicyCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	lim := NewLimiter(&limitStore{}, Config{})
+	kept := make([]*Policy, 8)
+	for i := range kept {
+		kept[i] = &Policy{Name: fmt.Sprint("kept", i), Rules: []Rule{{Name: "r", Limit: int64(i + 1), Window: time.Minute}}}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2 * policyCacheSize {
+				p := kept[(g+i)%len(kept)]
+				if i%2 == 1 {
+					p = &Policy{Name: fmt.Sprint("new", g, "-", i), Rules: []Rule{{Name: "r", Limit: int64(1000 + i), Window: time.Minute}}}
+				}
+				d, err := lim.Allow(context.Background(), p, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Limits[0].Limit != p.Rules[0].Limit {
+					t.Errorf("policy %s decided with limit %d, want %d", p.Name, d.Limits[0].Limit, p.Rules[0].Limit)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// limitStore admits every request and reports each check's limit: a
+// store.Local safe for concurrent use.
+type limitStore struct{ store.Store }
+
+func (*limitStore) Local() {}
+
+func (*limitStore) Decide(_ context.Context, req *store.Request) error {
+	res := req.ResultsBuffer()
+	for i := range req.Checks {
+		res[i] = store.Result{Fits: true, Remaining: req.Checks[i].Limit}
+	}
+	return nil
+}
