@@ -13,12 +13,13 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Batching. Decisions bound for one Redis server are queued while a call is
-// in flight and sent together, as one decide.lua call, when it returns (or,
-// when it takes longer than secondAfter, as a second call in flight): under
-// light load each decision goes out at once, alone; under heavy load the
-// batches grow with the load, and the server runs one script per batch
-// instead of one per decision. Each decision in a batch is still
+// Batching. Decisions bound for one Redis server are queued while calls are
+// in flight and sent together, as one decide.lua call, when one returns:
+// under light load each decision goes out at once, alone; under heavy load
+// the batches grow with the load, and the server runs one script per batch
+// instead of one per decision. Two calls may be in flight at once, but
+// behind a large batch (busyBatch) the decisions that arrive wait for its
+// reply, up to secondAfter, so that they go out together. Each decision in a batch is still
 // decided atomically and exactly (decide.lua runs them one after the
 // other), a failed batch fails each of its decisions, and nothing is ever
 // sent twice.
@@ -39,15 +40,20 @@ const (
 	// rueidis pipelines them on one connection.
 	maxInflight = 2
 
-	// secondAfter is how long decisions queued behind one batch in flight
-	// wait for its reply before they go out as a second batch. A second
-	// batch sent at once halves the batches (the service section of the
-	// bench: 12 decisions per script call against 19 this way), and each
-	// script call costs Redis a fixed ~50k instructions beside ~56k per
-	// decision of one rule and ~120k beside ~67k per decision of two
-	// (callgrind); a server slow to answer has the second batch after
-	// secondAfter, so a decision waits at most that much longer than it
-	// would with two sent at once.
+	// busyBatch and secondAfter: while the batch in flight holds at least
+	// busyBatch decisions, those that arrive wait for its reply, up to
+	// secondAfter, before they go out as a second batch; behind a smaller
+	// batch they go out at once. A second batch sent at once under load
+	// halves the batches (the service section of the bench: 12 decisions
+	// per script call against 19 this way), and each script call costs
+	// Redis a fixed ~50k instructions beside ~56k per decision of one rule
+	// and ~120k beside ~67k per decision of two (callgrind). Behind small
+	// batches (a few callers at once) waiting would halve the calls in
+	// flight for little: 2 goroutines deciding in a loop made half the
+	// decisions/s when every second batch waited. A server slow to answer
+	// has the second batch after secondAfter, so a decision waits at most
+	// that much longer than it would with two sent at once.
+	busyBatch   = 8
 	secondAfter = time.Millisecond
 
 	// maxBatch bounds the requests in one batch, so that one script call
@@ -90,6 +96,7 @@ type batcher struct {
 	slots    bool // a Cluster master's: its batches may span slots
 	mu       sync.Mutex
 	inflight int
+	last     int // decisions in the batch sent last
 	queue    []*batchCall
 	// second sends the queue as a second batch in flight when its first
 	// call has waited secondAfter (armedAt) behind the batch in flight.
@@ -143,15 +150,17 @@ func (b *batcher) decide(ctx context.Context, keys []string, shape string) ([]in
 	c.ctx, c.keys, c.shape = ctx, keys, shape
 	b.mu.Lock()
 	switch {
-	case b.inflight == 0:
+	case b.inflight == 0 || b.inflight < maxInflight && b.last < busyBatch && len(b.queue) == 0:
 		b.inflight++
+		b.last = 1
 		c.sent = true
 		b.mu.Unlock()
 		go b.send([]*batchCall{c})
-	case b.inflight < maxInflight && len(b.queue)+1 >= maxBatch:
+	case b.inflight < maxInflight && (b.last < busyBatch || len(b.queue)+1 >= maxBatch):
 		b.queue = append(b.queue, c)
 		next := b.take()
 		b.inflight++
+		b.last = len(next)
 		b.mu.Unlock()
 		go b.send(next)
 	default:
@@ -191,8 +200,11 @@ func (b *batcher) send(calls []*batchCall) {
 	next := b.take()
 	if next == nil {
 		b.inflight--
-	} else if len(b.queue) > 0 && b.inflight < maxInflight {
-		b.arm()
+	} else {
+		b.last = len(next)
+		if len(b.queue) > 0 && b.inflight < maxInflight {
+			b.arm()
+		}
 	}
 	b.mu.Unlock()
 	if next != nil {
@@ -225,6 +237,7 @@ func (b *batcher) sendSecond() {
 		return
 	}
 	b.inflight++
+	b.last = len(next)
 	b.mu.Unlock()
 	b.send(next)
 }
