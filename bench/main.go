@@ -32,7 +32,7 @@ func main() {
 		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases", "sections to run, comma-separated")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
-		only       = flag.String("only", "", "run only the Redis contenders whose name contains this")
+		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")

@@ -101,6 +101,12 @@ func serviceContenders() []serviceContender {
 	}
 }
 
+// onlyServices returns the contenders whose name contains -only's string
+// (every one when it is empty).
+func (b *bench) onlyServices(cs []serviceContender) []serviceContender {
+	return slices.DeleteFunc(cs, func(c serviceContender) bool { return !strings.Contains(c.name, b.only) })
+}
+
 // freeAddrs returns n distinct loopback addresses that were free a moment
 // ago.
 func freeAddrs(n int) ([]string, error) {
@@ -144,7 +150,7 @@ func (b *bench) serviceTable(rounds int, profile string) {
 		}
 		os.RemoveAll(s.dir)
 	}()
-	cs := serviceContenders()
+	cs := b.onlyServices(serviceContenders())
 	var scenarios []serviceScenario
 	for _, d := range serviceDomains() {
 		scenarios = append(scenarios, serviceScenario{d, "gRPC"}, serviceScenario{d, "HTTP /json"})
@@ -219,7 +225,7 @@ func (b *bench) startServices() (*serviceRun, []*serviceProc, error) {
 	}
 	doneProgress()
 	var procs []*serviceProc
-	for _, c := range serviceContenders() {
+	for _, c := range b.onlyServices(serviceContenders()) {
 		p, err := c.start(s)
 		if err != nil {
 			for _, p := range procs {

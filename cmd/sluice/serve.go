@@ -196,6 +196,7 @@ func (c *serveCmd) run(ctx context.Context) int {
 		return c.fail("%v", err)
 	}
 	defer st.close()
+	setGCPercent(os.Getenv, st.store.Redis != nil)
 	return st.serve(ctx, *c.grace)
 }
 
