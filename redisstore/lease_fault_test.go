@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -365,4 +366,141 @@ func TestFaultLeaseRestart(t *testing.T) {
 	acquireN(t, lim, p, "ann", leaseFaultN)
 	t.Logf("restart without persistence: down %v; %d acquires meanwhile, %d failed, each the failure policy's degraded answer (Deny: no lease; Allow: a lease holding nothing); service back %v after; 4 new leases granted, the 4 old ones not held and freeing nothing",
 		up.Sub(down).Round(time.Millisecond), calls, failed, back.Round(time.Millisecond))
+}
+
+// TestFaultLeaseFrozen freezes Redis with SIGSTOP while ann holds 2 of her
+// 4 leases, and 4 goroutines try to acquire more for 300 ms under the
+// default 50 ms deadline and OnError Deny: each returns within the deadline
+// (plus a bare timer's lateness) with an error and a degraded denial, and
+// no lease; a release and an extend of a held lease fail with an error.
+// After SIGCONT the store still holds the lease granted and not ended,
+// never more than 4, and grants exactly the slots it counts free.
+//
+// What a timed-out call does is not undone: it was written to the
+// connection before its deadline, and the server runs it when it wakes.
+// So an acquire that failed may hold a slot that no caller holds, until
+// its lease time ends, and a release that failed may have freed its lease
+// (docs/leases.md, "Under faults"); the test reports how many did.
+func TestFaultLeaseFrozen(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
+	p := leaseFaultPolicy()
+	ctx := context.Background()
+	held := acquireN(t, lim, p, "ann", 2) // also loads the library and warms the connection
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	type try struct {
+		latency time.Duration
+		x       *sluice.Lease
+		d       sluice.Decision
+		err     error
+	}
+	var (
+		mu    sync.Mutex
+		tries []try
+		wg    sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				x, d, err := lim.Acquire(ctx, p, map[string]string{"user": "ann"}, 10)
+				mu.Lock()
+				tries = append(tries, try{time.Since(start), x, d, err})
+				mu.Unlock()
+			}
+		})
+	}
+	// The control: how late a bare 50 ms timer fires meanwhile.
+	var control []time.Duration
+	for range 6 {
+		start := time.Now()
+		time.Sleep(sluice.DefaultTimeout)
+		control = append(control, time.Since(start))
+	}
+	relHeld, relErr := held[0].Release(ctx)
+	extHeld, extErr := held[1].Extend(ctx)
+	close(stop)
+	wg.Wait()
+	if relErr == nil || relHeld {
+		t.Errorf("release while frozen: held %v, %v; want an error", relHeld, relErr)
+	}
+	if extErr == nil || extHeld {
+		t.Errorf("extend while frozen: held %v, %v; want an error", extHeld, extErr)
+	}
+	slack := max(0, percentile(control, 1)-sluice.DefaultTimeout)
+	var lat []time.Duration
+	wrong := 0
+	for _, tr := range tries {
+		lat = append(lat, tr.latency)
+		if !errors.Is(tr.err, context.DeadlineExceeded) || tr.d.Allowed || !tr.d.Degraded || tr.x != nil {
+			wrong++
+			t.Errorf("acquire while frozen: %+v, lease %v, %v; want a degraded denial with the deadline's error and no lease", tr.d, tr.x, tr.err)
+		}
+	}
+	if want := sluice.DefaultTimeout + 10*time.Millisecond + slack; percentile(lat, 0.99) > want {
+		t.Errorf("acquire while frozen: p99 latency %v, want at most %v (50ms + 10ms + %v by which a bare timer was late)", percentile(lat, 0.99), want, slack)
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	// The store's own view once the server has run what it was sent while
+	// frozen (Inspect waits for it): two reads 20 ms apart that agree.
+	alive := aliveTokens(t, s, p, "ann")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		time.Sleep(20 * time.Millisecond)
+		again := aliveTokens(t, s, p, "ann")
+		if slices.Equal(again, alive) {
+			break
+		}
+		if alive = again; time.Now().After(deadline) {
+			t.Fatalf("ann's leases still changing 5 s after SIGCONT")
+		}
+	}
+	if len(alive) > leaseFaultN {
+		t.Errorf("after SIGCONT the store holds %d leases of ann, limit %d", len(alive), leaseFaultN)
+	}
+	if !slices.Contains(alive, tokenOf(held[1])) {
+		t.Errorf("after SIGCONT the lease granted and never ended is not held: %v", alive)
+	}
+	released := !slices.Contains(alive, tokenOf(held[0]))
+	phantom := len(alive) - 1
+	if !released {
+		phantom--
+	}
+	if phantom > len(tries) {
+		t.Errorf("%d leases held that no acquire was sent for (%d failed acquires)", phantom, len(tries))
+	}
+	// The free slots are exactly those the store counts free.
+	acquireN(t, lim, p, "ann", leaseFaultN-len(alive))
+	wantDenied(t, lim, p, "ann", "after SIGCONT, with the slots the store counts taken")
+	if h, err := held[0].Release(ctx); err != nil || h == released {
+		t.Errorf("releasing again the lease whose release failed while frozen: held %v, %v; want held %v (its release ran on SIGCONT: %v)", h, err, !released, released)
+	}
+	if h, err := held[1].Release(ctx); err != nil || !h {
+		t.Errorf("releasing the lease whose extend failed while frozen: held %v, %v; want held", h, err)
+	}
+	t.Logf("SIGSTOP with 2 of 4 leases held: %d acquires, all degraded denials with no lease, p99 %v, max %v (deadline 50ms, a bare timer late by %v); the failed release ran on SIGCONT: %v; after SIGCONT %d leases alive: the one granted and not ended, and %d taken by acquires that timed out (held by no caller until their lease time)",
+		len(tries), percentile(lat, 0.99).Round(100*time.Microsecond), percentile(lat, 1).Round(100*time.Microsecond), slack.Round(100*time.Microsecond), released, len(alive), phantom)
 }
