@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
@@ -503,4 +505,148 @@ func TestFaultLeaseFrozen(t *testing.T) {
 	}
 	t.Logf("SIGSTOP with 2 of 4 leases held: %d acquires, all degraded denials with no lease, p99 %v, max %v (deadline 50ms, a bare timer late by %v); the failed release ran on SIGCONT: %v; after SIGCONT %d leases alive: the one granted and not ended, and %d taken by acquires that timed out (held by no caller until their lease time)",
 		len(tries), percentile(lat, 0.99).Round(100*time.Microsecond), percentile(lat, 1).Round(100*time.Microsecond), slack.Round(100*time.Microsecond), released, len(alive), phantom)
+}
+
+// aliveOn returns the tokens of the leases alive (expiring after now) in
+// the concurrency window key, read on the server rc talks to.
+func aliveOn(t *testing.T, rc rueidis.Client, key string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range members(t, rc, key) {
+		if m.Score > time.Now().UnixMicro() {
+			out = append(out, m.Member)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFaultLeaseSentinelFailover fails a Sentinel master over with
+// WaitForReplicas while ann holds 3 of her 4 leases and 4 goroutines take
+// and end leases of their own users. The new master holds every lease a
+// caller was granted and has not ended, never more than 4 of a user, and
+// grants exactly the slots it counts free; ann's leases from before the
+// failover are found held by their release, settle and extend on it, and a
+// release frees its slot.
+func TestFaultLeaseSentinelFailover(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
+		MasterName: redistest.SentinelMaster, Prefix: newPrefix(), WaitForReplicas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
+	p := leaseFaultPolicy()
+	ctx := context.Background()
+	before := acquireN(t, lim, p, "ann", leaseFaultN-1)
+
+	// Each goroutine owns a user: it acquires while it holds fewer than 4,
+	// else releases its oldest. A call that fails may or may not have run:
+	// a lease whose release failed is no longer counted as held.
+	type holder struct {
+		user        string
+		held        []*sluice.Lease
+		calls, errs int
+		lastErr     time.Time
+		sample      error
+	}
+	holders := make([]*holder, 4)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range holders {
+		h := &holder{user: fmt.Sprintf("w%d", g)}
+		holders[g] = h
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h.calls++
+				if len(h.held) < leaseFaultN {
+					x, d, err := lim.Acquire(ctx, p, map[string]string{"user": h.user}, 1)
+					if err != nil {
+						h.errs++
+						h.lastErr, h.sample = time.Now(), err
+					} else if d.Allowed {
+						h.held = append(h.held, x)
+					}
+					continue
+				}
+				x := h.held[0]
+				h.held = h.held[1:]
+				if _, err := x.Release(ctx); err != nil {
+					h.errs++
+					h.lastErr, h.sample = time.Now(), err
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	next, newMaster, err := st.Failover()
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		t.Fatal(err)
+	}
+	// Until the store serves from the new master (which, with a new
+	// replication ID and no replica yet, waits for none): until then the
+	// old master, whose replica was promoted, refuses writes
+	// (ErrNotReplicated).
+	_, _, back := acquireUntil(t, lim, p, "probe")
+	served := time.Since(start)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{next.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	inFlight := func(user string) string {
+		return s.Keys(request(t, p, map[string]string{"user": user}, 1))[1]
+	}
+	calls, errs := 0, 0
+	var (
+		lastErr time.Time
+		sample  error
+	)
+	for _, h := range holders {
+		if h.lastErr.After(lastErr) {
+			lastErr, sample = h.lastErr, h.sample
+		}
+		calls, errs = calls+h.calls, errs+h.errs
+		alive := aliveOn(t, rc, inFlight(h.user))
+		if len(alive) > leaseFaultN {
+			t.Errorf("%s: the new master holds %d leases, limit %d", h.user, len(alive), leaseFaultN)
+		}
+		for _, x := range h.held {
+			if !slices.Contains(alive, tokenOf(x)) {
+				t.Errorf("%s: a lease granted and not ended is not on the new master (it holds %v)", h.user, alive)
+			}
+		}
+	}
+	alive := aliveOn(t, rc, inFlight("ann"))
+	if want := tokens(before); !slices.Equal(alive, want) {
+		t.Fatalf("ann's leases on the new master: %v, want the 3 taken before the failover %v", alive, want)
+	}
+	acquireN(t, lim, p, "ann", 1)
+	wantDenied(t, lim, p, "ann", "4 leases after the failover")
+	if held, err := before[0].Release(ctx); !held || err != nil {
+		t.Fatalf("releasing a lease from before the failover: held %v, %v; want held", held, err)
+	}
+	acquireN(t, lim, p, "ann", 1)
+	wantDenied(t, lim, p, "ann", "after a release and an acquire")
+	if held, err := before[1].Extend(ctx); !held || err != nil {
+		t.Errorf("extending a lease from before the failover: held %v, %v; want held", held, err)
+	}
+	if held, err := before[2].Settle(ctx, 5); !held || err != nil {
+		t.Errorf("settling a lease from before the failover: held %v, %v; want held", held, err)
+	}
+	t.Logf("SENTINEL FAILOVER with WaitForReplicas: the new master answered %v after it started, the store served from it %v after it started (%v of retries after the sentinels all named it); %d lease calls of 4 holders meanwhile, %d failed, the last %v after the failover started (%v); every lease granted and not ended is on the new master, none over 4; ann's 3 from before are held there, released, extended and settled",
+		newMaster.Sub(start).Round(time.Millisecond), served.Round(time.Millisecond), back.Round(time.Millisecond), calls, errs, max(0, lastErr.Sub(start)).Round(time.Millisecond), sample)
 }
