@@ -52,7 +52,7 @@ func (h *Hold) End(ctx context.Context) {
 			_, err = x.Release(ctx)
 		}
 		if err != nil {
-			h.edge(ctx, slog.LevelWarn, "ending a lease failed; it is held until it expires", slog.Any("err", err), slog.Duration("lease", x.TTL()))
+			h.edge(ctx, slog.LevelWarn, "ending a lease failed; it may be held until it expires", slog.Any("err", err), slog.Duration("lease", x.TTL()))
 		}
 	}
 }
