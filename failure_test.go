@@ -18,7 +18,8 @@ type fakeStore struct {
 	mu       sync.Mutex
 	err      error // returned by Decide when set
 	calls    int
-	deadline time.Duration // the deadline left in the last call's context
+	deadline time.Duration   // the deadline left in the last call's context
+	ctx      context.Context // the last call's context
 }
 
 var errStoreDown = errors.New("store down")
@@ -27,7 +28,7 @@ func (s *fakeStore) Decide(ctx context.Context, req *store.Request) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	s.deadline = -1
+	s.ctx, s.deadline = ctx, -1
 	if d, ok := ctx.Deadline(); ok {
 		s.deadline = time.Until(d)
 	}
@@ -123,6 +124,30 @@ func TestTimeout(t *testing.T) {
 		if tc.want < 0 && got != -1 || tc.want >= 0 && (got > tc.want || got < tc.want-20*time.Millisecond) {
 			t.Errorf("Timeout %v: store saw a deadline %v away, want %v", tc.timeout, got, tc.want)
 		}
+	}
+}
+
+// TestTimeoutCallerSooner: a caller's deadline nearer than Config.Timeout
+// is the store call's as it stands (no context of the Limiter's own); a
+// later one is cut to the timeout.
+func TestTimeoutCallerSooner(t *testing.T) {
+	s := &fakeStore{}
+	l := sluice.NewLimiter(s, sluice.Config{})
+	soon, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := l.Allow(soon, one, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.ctx != soon {
+		t.Errorf("caller's deadline 10ms away: the store got another context (deadline %v away), want the caller's", s.deadline)
+	}
+	late, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := l.Allow(late, one, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.ctx == late || s.deadline > sluice.DefaultTimeout {
+		t.Errorf("caller's deadline an hour away: the store saw a deadline %v away, want at most %v", s.deadline, sluice.DefaultTimeout)
 	}
 }
 
