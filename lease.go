@@ -438,7 +438,7 @@ const (
 	leaseIDVersion  = 1
 	leaseIDFallback = 2
 	leaseNonce      = 16
-	maxLeaseID     = 64 << 10 // bytes of a decoded id: more is not one sluice made
+	maxLeaseID      = 64 << 10 // bytes of a decoded id: more is not one sluice made
 )
 
 // leaseWindow is a window named in a lease id.
