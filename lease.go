@@ -261,15 +261,21 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 // that holds the lease when it granted one; otherwise by Config.OnError,
 // holding nothing (grant.Expires zero).
 func (l *Limiter) degradedAcquire(ctx context.Context, req *store.Request, grant *store.LeaseGrant) (Decision, store.Leaser) {
-	*grant = store.LeaseGrant{ID: newLeaseID(leaseIDFallback, req.Policy, req.Checks), TTL: grant.TTL}
+	grant.Expires = time.Time{}
 	if fb, ok := l.cfg.Fallback.(store.Leaser); ok && ctx.Err() == nil {
-		if freq, ok := l.fallbackRequest(req); ok && fb.Acquire(ctx, freq, grant) == nil {
-			d := newDecision(freq, nil)
-			d.Degraded = true
-			return d, fb
+		if freq, ok := l.fallbackRequest(req); ok {
+			// An id of its own, naming the fallback store: the store's
+			// may hold a lease there, if the store took it and its reply
+			// was lost.
+			fg := store.LeaseGrant{ID: newLeaseID(leaseIDFallback, req.Policy, req.Checks), TTL: grant.TTL}
+			if fb.Acquire(ctx, freq, &fg) == nil {
+				*grant = fg
+				d := newDecision(freq, nil)
+				d.Degraded = true
+				return d, fb
+			}
 		}
 	}
-	grant.Expires = time.Time{}
 	return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}, nil
 }
 
