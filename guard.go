@@ -114,15 +114,21 @@ func (l *Limiter) fallbackRequest(req *store.Request) (*store.Request, bool) {
 	}
 	freq.Checks = make([]store.Check, len(req.Checks))
 	for i, c := range req.Checks {
-		if c.Limit > 0 {
-			c.Limit = max(1, c.Limit/share)
-		}
+		l.divide(&c)
 		if c.Limit > 0 && c.Cost > c.Limit {
 			return nil, false
 		}
 		freq.Checks[i] = c
 	}
 	return &freq, true
+}
+
+// divide divides c's limit (a concurrency check's too) by the fallback
+// share, at least 1: c's figure on the fallback store.
+func (l *Limiter) divide(c *store.Check) {
+	if share := int64(l.cfg.FallbackShare); share > 1 && c.Limit > 0 {
+		c.Limit = max(1, c.Limit/share)
+	}
 }
 
 func (l *Limiter) timeout() time.Duration {

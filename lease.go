@@ -32,12 +32,16 @@ const MaxSettleCost = 1 << 53
 // Release and Settle end it: the
 // second of them, or either after the lease expired, reports it not held
 // and changes nothing. A Lease that holds nothing (its policy limited
-// nothing, or the store failed and the failure policy admitted the
-// request) has an empty ID, and its methods report it not held.
+// nothing, or the store failed and Config.OnError admitted the request)
+// has an empty ID, and its methods report it not held. A lease the
+// fallback store took while the store failed (see Limiter.Acquire) is
+// released, settled and extended on the fallback store, never on the
+// store, whether or not the store answers again.
 type Lease struct {
 	l       *Limiter
 	p       *Policy
-	rules   []*Rule // the rule of each of finish's checks, with Config.Overrides
+	rules   []*Rule      // the rule of each of finish's checks, with Config.Overrides
+	fb      store.Leaser // the fallback store, when it holds the lease
 	id      string
 	ttl     time.Duration
 	finish  store.FinishRequest // Op, Cost and TTL set per call
@@ -64,9 +68,16 @@ func (x *Lease) TTL() time.Duration {
 }
 
 // Expires returns when the lease expires unless released or extended, on
-// the store's clock (Redis TIME for the Redis store); the zero time for a
-// lease that holds nothing or was resumed from an id.
+// the store's clock (Redis TIME for the Redis store; the fallback store's
+// for a lease it holds); the zero time for a lease that holds nothing or
+// was resumed from an id.
 func (x *Lease) Expires() time.Time { return x.expires }
+
+// Degraded reports whether the lease is the fallback store's
+// (Config.Fallback), taken while the store failed: its slots are this
+// process's, counted against the limits divided by Config.FallbackShare,
+// and its methods act on the fallback store only.
+func (x *Lease) Degraded() bool { return x != nil && x.fb != nil }
 
 // Release frees the lease's slots and ends it, keeping the estimate
 // recorded in the rate rules, and reports whether the lease was held.
@@ -129,11 +140,25 @@ func (x *Lease) request(op store.LeaseOp, cost int64) store.FinishRequest {
 		}
 		req.TTL = leaseTTL(req.Checks)
 	}
+	if x.fb != nil {
+		// The fallback store's figures: limits divided as fallbackRequest
+		// divides them (finish keeps the undivided ones).
+		if x.rules == nil {
+			req.Checks = slices.Clone(req.Checks)
+		}
+		for i := range req.Checks {
+			x.l.divide(&req.Checks[i])
+		}
+	}
 	return req
 }
 
-// send sends req to the store, through the Limiter's breaker and deadline.
+// send sends req to the store, through the Limiter's breaker and deadline,
+// or, for a lease the fallback store holds, to the fallback store as is.
 func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	if x.fb != nil {
+		return x.fb.Finish(ctx, req)
+	}
 	lr, err := x.l.leaser()
 	if err != nil {
 		return store.LeaseState{}, err
@@ -159,11 +184,22 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // A request no rule applies to is allowed with a lease that holds nothing.
 //
 // Bad input returns an error as AllowN does, and so does a Penalize policy
-// or one with a spread rule, which cannot be leased. A store failure
-// returns the error with a Degraded decision made by Config.OnError (the
-// fallback store keeps no leases) and a lease that holds nothing. A Shadow
-// policy's would-be denial is allowed with a lease that holds nothing. The
-// deny cache is not used.
+// or one with a spread rule, which cannot be leased. A store failure (or
+// an open circuit) returns the error with a Degraded decision, made as
+// AllowN's is: when Config.Fallback keeps leases (store.Leaser, as the
+// memory store does) and the caller's context is not done, the fallback
+// store decides and holds the lease, with every limit, a concurrency
+// rule's too, divided by Config.FallbackShare (at least 1), so that the
+// processes sharing the store hold at most about the rule's concurrency
+// between them while it fails. That lease's methods go to the fallback
+// store only, even after the store answers again (Lease.Degraded), and
+// its ID is one that only this Limiter's ResumeLease finds. Otherwise
+// (no fallback, one that keeps no leases, the fallback failed, or the cost
+// exceeds a divided limit) Config.OnError decides, and an admitted request
+// gets a lease that holds nothing. A store whose reply was lost may have
+// taken the lease all the same: it holds its slot there until the lease
+// time passes. A Shadow policy's would-be denial is allowed with a lease
+// that holds nothing. The deny cache is not used.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
 	if err := leasable(p); err != nil {
 		return nil, Decision{}, err
@@ -186,20 +222,23 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 		return nil, Decision{}, err
 	}
 	s.req.Mode, s.req.DryRun = store.ModeAllow, false
-	grant := store.LeaseGrant{ID: newLeaseID(p.Name, s.req.Checks), TTL: leaseTTL(s.req.Checks)}
+	grant := store.LeaseGrant{ID: newLeaseID(leaseIDVersion, p.Name, s.req.Checks), TTL: leaseTTL(s.req.Checks)}
 	d, err := guard(ctx, l, l.breakerOf(&s.req), func(ctx context.Context) (Decision, error) {
 		if err := lr.Acquire(ctx, &s.req, &grant); err != nil {
 			return Decision{}, err
 		}
 		return newDecision(&s.req, &s.statuses), nil
-	}, func(context.Context, error) Decision {
-		return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}
+	}, func(ctx context.Context, _ error) Decision {
+		var d Decision
+		d, x.fb = l.degradedAcquire(ctx, &s.req, &grant)
+		return d
 	})
 	if p.Shadow && !d.Allowed {
 		d.Allowed = true
 		d.Shadowed = d.DeniedBy != ""
 	}
-	if err != nil || grant.Expires.IsZero() {
+	if grant.Expires.IsZero() {
+		x.fb = nil
 		if !d.Allowed {
 			x = nil
 		}
@@ -213,7 +252,31 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 			x.rules[i] = p.rule(x.finish.Checks[i].Rule)
 		}
 	}
-	return x, d, nil
+	return x, d, err
+}
+
+// degradedAcquire answers the Acquire of req, whose lease is grant,
+// without the store: from the fallback store when it keeps leases, with
+// each limit divided by Config.FallbackShare, returning it as the store
+// that holds the lease when it granted one; otherwise by Config.OnError,
+// holding nothing (grant.Expires zero).
+func (l *Limiter) degradedAcquire(ctx context.Context, req *store.Request, grant *store.LeaseGrant) (Decision, store.Leaser) {
+	grant.Expires = time.Time{}
+	if fb, ok := l.cfg.Fallback.(store.Leaser); ok && ctx.Err() == nil {
+		if freq, ok := l.fallbackRequest(req); ok {
+			// An id of its own, naming the fallback store: the store's
+			// may hold a lease there, if the store took it and its reply
+			// was lost.
+			fg := store.LeaseGrant{ID: newLeaseID(leaseIDFallback, req.Policy, req.Checks), TTL: grant.TTL}
+			if fb.Acquire(ctx, freq, &fg) == nil {
+				*grant = fg
+				d := newDecision(freq, nil)
+				d.Degraded = true
+				return d, fb
+			}
+		}
+	}
+	return Decision{Allowed: l.cfg.OnError == Allow, Degraded: true}, nil
 }
 
 // ResumeLease returns the lease of p whose ID is id, taken by this or
@@ -224,11 +287,17 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 // lease's windows take the figures a decision gives them, after the
 // Limiter's runtime overrides (Config.Overrides), as a lease Acquire
 // returns does.
+//
+// The id of a lease the fallback store took (Lease.Degraded) names it as
+// such: its lease is resumed on this Limiter's fallback store, never on
+// the store, so it is found in the process that took it (ended there
+// while it is alive) and reports itself not held anywhere else, or when
+// the Limiter has no fallback store that keeps leases.
 func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 	if err := leasable(p); err != nil {
 		return nil, err
 	}
-	policy, windows, err := parseLeaseID(id)
+	fallback, policy, windows, err := parseLeaseID(id)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +305,14 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 		return nil, fmt.Errorf("%w: the lease is policy %q's, not %q's", ErrInvalidLease, policy, p.Name)
 	}
 	x := &Lease{l: l, p: p, id: id}
+	if fallback {
+		fb, ok := l.cfg.Fallback.(store.Leaser)
+		if !ok {
+			x.gone = true // no store of this Limiter holds it
+			return x, nil
+		}
+		x.fb = fb
+	}
 	req := store.Request{Policy: p.Name}
 	for _, w := range windows {
 		r := p.rule(w.rule)
@@ -273,7 +350,7 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 // for a server that looks the policy up before ResumeLease; an error
 // wrapping ErrInvalidLease when id is not a lease id.
 func LeasePolicy(id string) (string, error) {
-	policy, _, err := parseLeaseID(id)
+	_, policy, _, err := parseLeaseID(id)
 	return policy, err
 }
 
@@ -355,16 +432,19 @@ func (l *Limiter) leaser() (store.Leaser, error) {
 }
 
 // Lease ids. An id is the URL-safe base64 (unpadded) of: a version byte
-// (1); 16 random bytes, what makes it unguessable; then, each as a uvarint
-// length followed by its bytes, the policy's name and, after a uvarint
-// count, for each window the lease holds its rule's name and (after a
-// uvarint count) its values. The store keeps a lease by its whole id, so
-// an id altered to name other windows names no lease.
+// (1 for a lease of the store, 2 for one of the fallback store, kept in
+// the memory of the process that took it); 16 random bytes, what makes it
+// unguessable; then, each as a uvarint length followed by its bytes, the
+// policy's name and, after a uvarint count, for each window the lease
+// holds its rule's name and (after a uvarint count) its values. The store
+// keeps a lease by its whole id, so an id altered to name other windows,
+// or the other store, names no lease.
 
 const (
-	leaseIDVersion = 1
-	leaseNonce     = 16
-	maxLeaseID     = 64 << 10 // bytes of a decoded id: more is not one sluice made
+	leaseIDVersion  = 1
+	leaseIDFallback = 2
+	leaseNonce      = 16
+	maxLeaseID      = 64 << 10 // bytes of a decoded id: more is not one sluice made
 )
 
 // leaseWindow is a window named in a lease id.
@@ -373,9 +453,11 @@ type leaseWindow struct {
 	values []string
 }
 
-func newLeaseID(policy string, checks []store.Check) string {
+// newLeaseID returns a new id of version (leaseIDVersion or
+// leaseIDFallback) for a lease of policy's checks.
+func newLeaseID(version byte, policy string, checks []store.Check) string {
 	b := make([]byte, 1+leaseNonce, 64)
-	b[0] = leaseIDVersion
+	b[0] = version
 	_, _ = rand.Read(b[1:]) // crypto/rand.Read never fails
 	b = appendString(b, policy)
 	b = binary.AppendUvarint(b, uint64(len(checks)))
@@ -393,20 +475,21 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// parseLeaseID returns the policy and windows id names, or an error
-// wrapping ErrInvalidLease.
-func parseLeaseID(id string) (policy string, windows []leaseWindow, err error) {
+// parseLeaseID returns whether id names a lease of the fallback store, and
+// the policy and windows it names, or an error wrapping ErrInvalidLease.
+func parseLeaseID(id string) (fallback bool, policy string, windows []leaseWindow, err error) {
 	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrInvalidLease, why) }
 	if base64.RawURLEncoding.DecodedLen(len(id)) > maxLeaseID {
-		return "", nil, bad("too long")
+		return false, "", nil, bad("too long")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(id)
 	if err != nil {
-		return "", nil, bad("not URL-safe base64")
+		return false, "", nil, bad("not URL-safe base64")
 	}
-	if len(b) < 1+leaseNonce || b[0] != leaseIDVersion {
-		return "", nil, bad("not a lease id of this version")
+	if len(b) < 1+leaseNonce || (b[0] != leaseIDVersion && b[0] != leaseIDFallback) {
+		return false, "", nil, bad("not a lease id of this version")
 	}
+	fallback = b[0] == leaseIDFallback
 	b = b[1+leaseNonce:]
 	next := func() (uint64, bool) {
 		n, k := binary.Uvarint(b)
@@ -428,27 +511,27 @@ func parseLeaseID(id string) (policy string, windows []leaseWindow, err error) {
 	policy, ok := str()
 	n, ok2 := next()
 	if !ok || !ok2 || policy == "" || n == 0 || n > uint64(len(b)) {
-		return "", nil, bad("truncated")
+		return false, "", nil, bad("truncated")
 	}
 	windows = make([]leaseWindow, 0, n)
 	for range n {
 		rule, ok := str()
 		nv, ok2 := next()
 		if !ok || !ok2 || nv > uint64(len(b)) {
-			return "", nil, bad("truncated")
+			return false, "", nil, bad("truncated")
 		}
 		w := leaseWindow{rule: rule, values: make([]string, 0, nv)}
 		for range nv {
 			v, ok := str()
 			if !ok {
-				return "", nil, bad("truncated")
+				return false, "", nil, bad("truncated")
 			}
 			w.values = append(w.values, v)
 		}
 		windows = append(windows, w)
 	}
 	if len(b) != 0 {
-		return "", nil, bad("trailing bytes")
+		return false, "", nil, bad("trailing bytes")
 	}
-	return policy, windows, nil
+	return fallback, policy, windows, nil
 }

@@ -81,20 +81,23 @@ func TestResolveConcurrency(t *testing.T) {
 func TestLeaseID(t *testing.T) {
 	t.Parallel()
 	checks := []store.Check{{Rule: "tokens", Values: []string{"ann:{x}"}}, {Rule: "global"}}
-	a, b := newLeaseID("llm", checks), newLeaseID("llm", checks)
+	a, b := newLeaseID(leaseIDVersion, "llm", checks), newLeaseID(leaseIDVersion, "llm", checks)
 	if a == b {
 		t.Fatalf("two ids alike: %q", a)
 	}
-	policy, windows, err := parseLeaseID(a)
+	fallback, policy, windows, err := parseLeaseID(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policy != "llm" || len(windows) != 2 || windows[0].rule != "tokens" || !slices.Equal(windows[0].values, []string{"ann:{x}"}) ||
+	if fb, p2, _, err := parseLeaseID(newLeaseID(leaseIDFallback, "llm", checks)); err != nil || !fb || p2 != "llm" {
+		t.Errorf("a fallback lease's id parsed as fallback %v, policy %q, %v", fb, p2, err)
+	}
+	if fallback || policy != "llm" || len(windows) != 2 || windows[0].rule != "tokens" || !slices.Equal(windows[0].values, []string{"ann:{x}"}) ||
 		windows[1].rule != "global" || len(windows[1].values) != 0 {
 		t.Errorf("parsed %q %+v", policy, windows)
 	}
 	for _, bad := range []string{"", "!!", a[:10], a + "A", a + "AA"} {
-		if _, _, err := parseLeaseID(bad); !errors.Is(err, ErrInvalidLease) {
+		if _, _, _, err := parseLeaseID(bad); !errors.Is(err, ErrInvalidLease) {
 			t.Errorf("parseLeaseID(%q) = %v, want ErrInvalidLease", bad, err)
 		}
 	}
@@ -104,11 +107,12 @@ func TestLeaseID(t *testing.T) {
 // which then encodes back to the same windows, or is an ErrInvalidLease,
 // and never panics.
 func FuzzLeaseID(f *testing.F) {
-	f.Add(newLeaseID("llm", []store.Check{{Rule: "tokens", Values: []string{"ann"}}}))
-	f.Add(newLeaseID("p", []store.Check{{Rule: "r"}, {Rule: "s", Values: []string{"", "b"}}}))
+	f.Add(newLeaseID(leaseIDVersion, "llm", []store.Check{{Rule: "tokens", Values: []string{"ann"}}}))
+	f.Add(newLeaseID(leaseIDVersion, "p", []store.Check{{Rule: "r"}, {Rule: "s", Values: []string{"", "b"}}}))
+	f.Add(newLeaseID(leaseIDFallback, "llm", []store.Check{{Rule: "tokens", Values: []string{"ann"}}}))
 	f.Add("AQ")
 	f.Fuzz(func(t *testing.T, id string) {
-		policy, windows, err := parseLeaseID(id)
+		fallback, policy, windows, err := parseLeaseID(id)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidLease) {
 				t.Fatalf("parseLeaseID(%q) = %v, not ErrInvalidLease", id, err)
@@ -119,8 +123,12 @@ func FuzzLeaseID(f *testing.F) {
 		for i, w := range windows {
 			checks[i] = store.Check{Rule: w.rule, Values: w.values}
 		}
-		p2, w2, err := parseLeaseID(newLeaseID(policy, checks))
-		if err != nil || p2 != policy || len(w2) != len(windows) {
+		version := byte(leaseIDVersion)
+		if fallback {
+			version = leaseIDFallback
+		}
+		fb2, p2, w2, err := parseLeaseID(newLeaseID(version, policy, checks))
+		if err != nil || fb2 != fallback || p2 != policy || len(w2) != len(windows) {
 			t.Fatalf("round trip of %q: %q %v %v", id, p2, w2, err)
 		}
 		for i := range w2 {
@@ -146,7 +154,7 @@ func TestResumeLeaseShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := NewLimiter(nil, Config{})
-	x, err := l.ResumeLease(p, newLeaseID(p.Name, req.Checks))
+	x, err := l.ResumeLease(p, newLeaseID(leaseIDVersion, p.Name, req.Checks))
 	if err != nil {
 		t.Fatal(err)
 	}

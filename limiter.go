@@ -39,11 +39,15 @@ type Config struct {
 
 	// Fallback, when set, decides instead of OnError when the store fails
 	// or the circuit is open: typically an in-memory store, local to the
-	// process. Its decisions are marked Degraded. Default nil.
+	// process. Its decisions are marked Degraded. When it keeps leases
+	// (store.Leaser), Acquire takes its leases there too, and they end
+	// there (see Limiter.Acquire); when it keeps schedules, Reserve
+	// reserves there. Default nil.
 	Fallback store.Store
 
-	// FallbackShare divides every rule's limit (rounding down, at least 1)
-	// when Fallback decides: the number of processes that share the
+	// FallbackShare divides every rule's limit (rounding down, at least 1),
+	// a concurrency rule's too, when Fallback decides: the number of
+	// processes that share the
 	// limits, so that together they admit about the limit while the store
 	// is down. Default 1.
 	FallbackShare int

@@ -146,3 +146,71 @@ func TestStoreOutageDefault(t *testing.T) {
 		t.Errorf("logged %d lines for 100 failed requests, want the first one:\n%s", n, logs.String())
 	}
 }
+
+// leaseSwitchStore is a switchStore that keeps leases.
+type leaseSwitchStore struct{ switchStore }
+
+func (s *leaseSwitchStore) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
+	if s.down.Load() {
+		return edgetest.ErrStore
+	}
+	return s.mem.Acquire(ctx, req, lease)
+}
+
+func (s *leaseSwitchStore) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	if s.down.Load() {
+		return store.LeaseState{}, edgetest.ErrStore
+	}
+	return s.mem.Finish(ctx, req)
+}
+
+// TestFallbackLeaseFinish: while the store is down, an acquire at the edge
+// holds a lease of the fallback store, which Finish ends there; that the
+// fallback answered does not end the outage the reporter logs.
+func TestFallbackLeaseFinish(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(storetest.T0)
+	s := &leaseSwitchStore{switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}}
+	fb := memstore.New(memstore.Config{Clock: clock.Now})
+	t.Cleanup(func() { _ = s.Close(); _ = fb.Close() })
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: limiterClock{clock}, Fallback: fb, FallbackShare: 2})
+	var logs bytes.Buffer
+	log := PackageLog(slog.New(slog.NewTextHandler(&logs, nil)), "test", "request")
+	log.Outage = outage.New(outage.Config{Logger: log.Logger, Now: clock.Now, Circuit: lim.Circuit, Prefix: log.Prefix})
+	p := &sluice.Policy{Name: "llm", Rules: []sluice.Rule{{Name: "in-flight", Concurrency: 2, Lease: time.Minute}}}
+	set, err := NewSet(Config[request]{Limiter: lim, Policies: []*sluice.Policy{p}, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.down.Store(true)
+	call := Call{Op: OpAcquire, Cost: 1, Tag: slog.String("api", "test")}
+	var ids []string
+	for i, want := range []Kind{Allowed, Denied} {
+		clock.Advance(time.Millisecond)
+		o := set.DecideAttrs(context.Background(), "llm", nil, call)
+		if o.Kind != want || !o.Decision().Degraded {
+			t.Fatalf("acquire %d with the store down: %+v, want %v and degraded (2 in flight shared by 2)", i+1, o, want)
+		}
+		for _, x := range o.Leases {
+			ids = append(ids, x.ID())
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("lease ids %q, want one", ids)
+	}
+	for range 20 { // past the reporter's interval, 10 s
+		clock.Advance(time.Second)
+		if f := set.Finish(context.Background(), ids[0], Extend, 0, call); f.Kind != Allowed || !f.Held || f.Err != nil {
+			t.Fatalf("extend of the fallback lease: %+v, want held", f)
+		}
+	}
+	if f := set.Finish(context.Background(), ids[0], Release, 0, call); f.Kind != Allowed || !f.Held || f.Err != nil {
+		t.Fatalf("release of the fallback lease: %+v, want held", f)
+	}
+	if o := set.DecideAttrs(context.Background(), "llm", nil, call); o.Kind != Allowed || len(o.Leases) != 1 || !o.Leases[0].Degraded() {
+		t.Fatalf("acquire after the release: %+v, want allowed by the fallback", o)
+	}
+	if strings.Contains(logs.String(), "answers again") {
+		t.Errorf("the fallback's answers ended the store's outage:\n%s", logs.String())
+	}
+}

@@ -44,7 +44,10 @@ type Finished struct {
 
 // Finish releases, settles (at cost) or extends the lease whose ID is id,
 // taken by this server or another with the same configuration, reporting
-// a store failure, or the store answering, to the outage reporter.
+// a store failure, or the store answering, to the outage reporter. A lease
+// the fallback store took while the store failed (sluice.Lease.Degraded)
+// is ended there, found only by the server that took it, and tells the
+// reporter nothing.
 func (s *Set[R]) Finish(ctx context.Context, id string, op LeaseOp, cost int64, c Call) Finished {
 	name, err := sluice.LeasePolicy(id)
 	if err != nil {
@@ -70,6 +73,9 @@ func (s *Set[R]) Finish(ctx context.Context, id string, op LeaseOp, cost int64, 
 	}
 	out := Finished{Kind: Allowed, Policy: p, Held: held, Lease: x, Err: err}
 	switch _, bad := Classify(err); {
+	case err == nil && x.Degraded():
+		// The fallback store answered for a lease it took while the store
+		// failed: nothing about the store.
 	case err == nil:
 		s.log.Outage.Answered(ctx)
 	case bad:

@@ -1,0 +1,135 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// stepClock is a sluice.Clock that moves only when told: the breaker's.
+type stepClock struct{ *storetest.Clock }
+
+func (c stepClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now().Add(d)
+	return ch
+}
+
+// TestFallbackLeasesRedisDown freezes Redis (SIGSTOP): Acquire takes its
+// leases on the memory fallback store, at most the concurrency divided by
+// the share (8/4) in flight; released while Redis is down or after it is
+// back, they end on the fallback store and leave what Redis holds as it
+// was, and the lease Redis granted before ends on Redis.
+func TestFallbackLeasesRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	clock := stepClock{storetest.NewClock(storetest.T0)}
+	fb := memstore.New(memstore.Config{Clock: clock.Now})
+	defer fb.Close()
+	lim := sluice.NewLimiter(s, sluice.Config{Fallback: fb, FallbackShare: 4, Timeout: 100 * time.Millisecond,
+		Breaker: sluice.Breaker{Failures: 1}, Clock: clock})
+	p := &sluice.Policy{Name: "llm", Rules: []sluice.Rule{
+		{Name: "tokens", Limit: 1000, Window: time.Minute},
+		{Name: "in-flight", Concurrency: 8, Lease: time.Minute},
+	}}
+	ctx := context.Background()
+	// inFlight returns the leases alive on st, as a peek sees them.
+	inFlight := func(what string, lim *sluice.Limiter) int64 {
+		t.Helper()
+		d, err := lim.Peek(ctx, p, nil, 1)
+		if err != nil || !d.Allowed || len(d.Limits) != 2 {
+			t.Fatalf("peek of %s: %+v, %v; want it to fit", what, d, err)
+		}
+		return d.Limits[1].Used - 1 // the peeked request counts
+	}
+	onRedis := sluice.NewLimiter(s, sluice.Config{Timeout: 10 * time.Second})
+	onFallback := sluice.NewLimiter(fb, sluice.Config{})
+
+	first, d, err := lim.Acquire(ctx, p, nil, 10)
+	if err != nil || !d.Allowed || d.Degraded || first.Degraded() {
+		t.Fatalf("acquire on Redis: %+v, %v", d, err)
+	}
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	var held []*sluice.Lease
+	for i := range 3 {
+		x, d, err := lim.Acquire(ctx, p, nil, 10)
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, sluice.ErrCircuitOpen) {
+			t.Fatalf("acquire #%d with Redis frozen: err %v, want the deadline's or ErrCircuitOpen", i+1, err)
+		}
+		if i == 2 {
+			if x != nil || d.Allowed || !d.Degraded || d.Cause != sluice.CauseConcurrency {
+				t.Fatalf("acquire #3 with 2 of 8/4 in flight: %v, %+v; want a degraded denial by in-flight, no lease", x, d)
+			}
+			break
+		}
+		if !d.Allowed || !d.Degraded || d.Limits[1].Limit != 2 || x == nil || !x.Degraded() {
+			t.Fatalf("acquire #%d with Redis frozen: %+v, %+v; want allowed by the fallback, in flight limit 8/4", i+1, x, d)
+		}
+		held = append(held, x)
+	}
+	if ok, err := held[0].Release(ctx); err != nil || !ok {
+		t.Fatalf("release of a fallback lease with Redis frozen: %v, %v; want held", ok, err)
+	}
+	x, d, err := lim.Acquire(ctx, p, nil, 10)
+	if err == nil || !d.Allowed || !x.Degraded() {
+		t.Fatalf("acquire after the release: %+v, %v; want allowed by the fallback", d, err)
+	}
+	held[0] = x
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	// The acquire that timed out may have run once Redis woke (its reply
+	// was lost): Redis holds the first lease, and maybe that one.
+	before := inFlight("Redis", onRedis)
+	if before != 1 && before != 2 {
+		t.Fatalf("Redis: %d in flight after it woke, want 1 or 2", before)
+	}
+	t.Logf("Redis holds %d leases after it woke (2: the acquire that timed out ran)", before)
+	clock.Advance(2 * time.Second) // past the breaker's cool-down
+	y, d, err := lim.Acquire(ctx, p, nil, 10)
+	if err != nil || !d.Allowed || d.Degraded || y.Degraded() {
+		t.Fatalf("acquire with Redis back: %+v, %v; want allowed by Redis", d, err)
+	}
+	if ok, err := held[0].Settle(ctx, 3); err != nil || !ok {
+		t.Errorf("settle of a fallback lease with Redis back: %v, %v; want held", ok, err)
+	}
+	if ok, err := held[1].Release(ctx); err != nil || !ok {
+		t.Errorf("release of a fallback lease with Redis back: %v, %v; want held", ok, err)
+	}
+	if n := inFlight("the fallback", onFallback); n != 0 {
+		t.Errorf("fallback store: %d in flight, want 0", n)
+	}
+	if n := inFlight("Redis", onRedis); n != before+1 {
+		t.Errorf("Redis: %d in flight after the fallback leases ended, want %d: they changed what Redis holds", n, before+1)
+	}
+	for _, x := range []*sluice.Lease{first, y} {
+		if ok, err := x.Release(ctx); err != nil || !ok {
+			t.Errorf("release of a lease of Redis: %v, %v; want held", ok, err)
+		}
+	}
+	if n := inFlight("Redis", onRedis); n != before-1 {
+		t.Errorf("Redis: %d in flight after its leases ended, want %d", n, before-1)
+	}
+}
