@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/storetest"
@@ -28,12 +27,7 @@ func (c stepClock) After(d time.Duration) <-chan time.Time {
 // back, they end on the fallback store and leave what Redis holds as it
 // was, and the lease Redis granted before ends on Redis.
 func TestFallbackLeasesRedisDown(t *testing.T) {
-	srv := redistest.Start(t)
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: newPrefix()})
 	clock := stepClock{storetest.NewClock(storetest.T0)}
 	fb := memstore.New(memstore.Config{Clock: clock.Now})
 	defer fb.Close()

@@ -157,13 +157,8 @@ func perUserPolicy(limit int64) *sluice.Policy {
 // TestFaultScriptFlush flushes the script cache five times under load: the
 // store reloads the script on NOSCRIPT, so no caller sees it.
 func TestFaultScriptFlush(t *testing.T) {
-	srv := redistest.Start(t)
 	prefix := newPrefix()
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: prefix})
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: 5 * time.Second})
 	p := perUserPolicy(1000)
 	out := loadFor(lim, p, 50, 16, 200*time.Millisecond, 300*time.Millisecond, func() {
@@ -186,13 +181,8 @@ func TestFaultScriptFlush(t *testing.T) {
 // TestFaultRestart restarts Redis (empty, scripts gone) under load: calls
 // fail while it is down, none with NOSCRIPT, and service resumes.
 func TestFaultRestart(t *testing.T) {
-	srv := redistest.Start(t)
 	prefix := newPrefix()
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: prefix})
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, Breaker: sluice.Breaker{Failures: -1}})
 	p := perUserPolicy(1000)
 	var down, up time.Time
@@ -618,13 +608,8 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // under Allow, the number of goroutines stays bounded, the circuit breaker
 // then answers without waiting, and after SIGCONT service resumes.
 func TestFaultFrozen(t *testing.T) {
-	srv := redistest.Start(t)
 	prefix := newPrefix()
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: prefix})
 	p := perUserPolicy(1_000_000)
 	const goroutines = 8
 	// Warm up the connection and the script.

@@ -140,12 +140,7 @@ func (w *leaseWorker) step(ctx context.Context, lim *sluice.Limiter, p *sluice.P
 func TestFaultLeaseFlush(t *testing.T) {
 	for _, scripts := range []bool{false, true} {
 		t.Run(map[bool]string{false: "functions", true: "scripts"}[scripts], func(t *testing.T) {
-			srv := redistest.Start(t)
-			s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			srv, s := openOwn(t, redisstore.Config{Prefix: newPrefix()})
 			if scripts {
 				redisstore.UseScripts(s)
 			}
@@ -265,12 +260,7 @@ func wantDenied(t *testing.T, lim *sluice.Limiter, p *sluice.Policy, user, when 
 // a fifth; the first 4 report themselves not held on release, settle and
 // extend, without error, and free none of the new 4's slots.
 func TestFaultLeaseRestart(t *testing.T) {
-	srv := redistest.Start(t)
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: newPrefix()})
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
 	allow := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, OnError: sluice.Allow, Breaker: sluice.Breaker{Failures: -1}})
 	p := leaseFaultPolicy()
@@ -384,12 +374,7 @@ func TestFaultLeaseRestart(t *testing.T) {
 // its lease time ends, and a release that failed may have freed its lease
 // (docs/leases.md, "Under faults"); the test reports how many did.
 func TestFaultLeaseFrozen(t *testing.T) {
-	srv := redistest.Start(t)
-	s, err := redisstore.New(redisstore.Config{Addrs: []string{srv.Addr()}, Prefix: newPrefix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	srv, s := openOwn(t, redisstore.Config{Prefix: newPrefix()})
 	lim := sluice.NewLimiter(s, sluice.Config{OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
 	p := leaseFaultPolicy()
 	ctx := context.Background()

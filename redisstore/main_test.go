@@ -217,3 +217,17 @@ func keyNames(m map[string]time.Duration) string {
 	}
 	return strings.Join(names, " ")
 }
+
+// openOwn starts a server of the test's own, one a fault may stop or
+// restart, and opens a store with cfg on it.
+func openOwn(tb testing.TB, cfg redisstore.Config) (*redistest.Server, *redisstore.Store) {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	cfg.Addrs = []string{srv.Addr()}
+	s, err := redisstore.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return srv, s
+}
