@@ -13,13 +13,11 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Batching. Decisions bound for one Redis server are queued while calls are
-// in flight and sent together, as one decide.lua call, when one returns:
-// under light load each decision goes out at once, alone; under heavy load
-// the batches grow with the load, and the server runs one script per batch
-// instead of one per decision. Two calls may be in flight at once, but
-// behind a large batch (busyBatch) the decisions that arrive wait for its
-// reply, up to secondAfter, so that they go out together. Each decision in a batch is still
+// Batching. Decisions bound for one Redis server are queued while earlier
+// calls are in flight and sent together, as one decide.lua call, when a call
+// returns: under light load each decision goes out at once, alone; under
+// heavy load the batches grow with the load, and the server runs one script
+// per batch instead of one per decision. Each decision in a batch is still
 // decided atomically and exactly (decide.lua runs them one after the
 // other), a failed batch fails each of its decisions, and nothing is ever
 // sent twice.
@@ -37,24 +35,9 @@ import (
 
 const (
 	// maxInflight is how many batches may wait for their reply at once.
-	// rueidis pipelines them on one connection.
+	// rueidis pipelines them on one connection, so the server always has
+	// the next batch to run while a reply travels back.
 	maxInflight = 2
-
-	// busyBatch and secondAfter: while the batch in flight holds at least
-	// busyBatch decisions, those that arrive wait for its reply, up to
-	// secondAfter, before they go out as a second batch; behind a smaller
-	// batch they go out at once. A second batch sent at once under load
-	// halves the batches (the service section of the bench: 12 decisions
-	// per script call against 19 this way), and each script call costs
-	// Redis a fixed ~50k instructions beside ~56k per decision of one rule
-	// and ~120k beside ~67k per decision of two (callgrind). Behind small
-	// batches (a few callers at once) waiting would halve the calls in
-	// flight for little: 2 goroutines deciding in a loop made half the
-	// decisions/s when every second batch waited. A server slow to answer
-	// has the second batch after secondAfter, so a decision waits at most
-	// that much longer than it would with two sent at once.
-	busyBatch   = 8
-	secondAfter = time.Millisecond
 
 	// maxBatch bounds the requests in one batch, so that one script call
 	// never holds the server for long (and a request's shape number fits
@@ -96,13 +79,7 @@ type batcher struct {
 	slots    bool // a Cluster master's: its batches may span slots
 	mu       sync.Mutex
 	inflight int
-	last     int // decisions in the batch sent last
 	queue    []*batchCall
-	// second sends the queue as a second batch in flight when its first
-	// call has waited secondAfter (armedAt) behind the batch in flight.
-	second  *time.Timer
-	armed   bool
-	armedAt time.Time
 }
 
 var (
@@ -149,25 +126,13 @@ func (b *batcher) decide(ctx context.Context, keys []string, shape string) ([]in
 	c := calls.Get().(*batchCall)
 	c.ctx, c.keys, c.shape = ctx, keys, shape
 	b.mu.Lock()
-	switch {
-	case b.inflight == 0 || b.inflight < maxInflight && b.last < busyBatch && len(b.queue) == 0:
+	if b.inflight < maxInflight {
 		b.inflight++
-		b.last = 1
 		c.sent = true
 		b.mu.Unlock()
 		go b.send([]*batchCall{c})
-	case b.inflight < maxInflight && (b.last < busyBatch || len(b.queue)+1 >= maxBatch):
+	} else {
 		b.queue = append(b.queue, c)
-		next := b.take()
-		b.inflight++
-		b.last = len(next)
-		b.mu.Unlock()
-		go b.send(next)
-	default:
-		b.queue = append(b.queue, c)
-		if !b.armed && b.inflight < maxInflight {
-			b.arm()
-		}
 		b.mu.Unlock()
 	}
 	select {
@@ -200,11 +165,6 @@ func (b *batcher) send(calls []*batchCall) {
 	next := b.take()
 	if next == nil {
 		b.inflight--
-	} else {
-		b.last = len(next)
-		if len(b.queue) > 0 && b.inflight < maxInflight {
-			b.arm()
-		}
 	}
 	b.mu.Unlock()
 	if next != nil {
@@ -212,40 +172,9 @@ func (b *batcher) send(calls []*batchCall) {
 	}
 }
 
-// arm starts the timer of the queue's second batch. The caller holds mu.
-func (b *batcher) arm() {
-	b.armed, b.armedAt = true, time.Now()
-	if b.second == nil {
-		b.second = time.AfterFunc(secondAfter, b.sendSecond)
-	} else {
-		b.second.Reset(secondAfter)
-	}
-}
-
-// sendSecond sends the queue as a second batch in flight, when it has
-// waited secondAfter for the batch in flight to return. A timer armed for
-// a queue that was sent since finds the queue not armed, or armed later.
-func (b *batcher) sendSecond() {
-	b.mu.Lock()
-	if !b.armed || time.Since(b.armedAt) < secondAfter || b.inflight >= maxInflight {
-		b.mu.Unlock()
-		return
-	}
-	next := b.take()
-	if next == nil {
-		b.mu.Unlock()
-		return
-	}
-	b.inflight++
-	b.last = len(next)
-	b.mu.Unlock()
-	b.send(next)
-}
-
 // take removes and returns up to maxBatch queued calls whose callers still
 // wait, marked sent; nil when none do. The caller holds mu.
 func (b *batcher) take() []*batchCall {
-	b.armed = false
 	var out []*batchCall
 	n := 0
 	for n < len(b.queue) && len(out) < maxBatch {
