@@ -105,23 +105,23 @@ func (x *Lease) Settle(ctx context.Context, cost int64) (bool, error) {
 // for work that lasts longer than one, and reports whether the lease was
 // held (an expired lease cannot be extended).
 func (x *Lease) Extend(ctx context.Context) (bool, error) {
-	if x == nil || x.id == "" || x.gone {
-		return false, nil
-	}
-	req := x.request(store.LeaseExtend, 0)
-	st, err := x.send(ctx, &req)
-	if st.Held {
-		x.expires, x.ttl = st.Expires, req.TTL // the lease time now, after an override changed since
-	}
+	st, err := x.do(ctx, store.LeaseExtend, 0)
 	return st.Held, err
 }
 
+// do sends op with cost on the lease; an extension that found the lease
+// held moves its expiry and takes the lease time it was sent with (an
+// override's, when one changed since).
 func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.LeaseState, error) {
 	if x == nil || x.id == "" || x.gone {
 		return store.LeaseState{}, nil
 	}
 	req := x.request(op, cost)
-	return x.send(ctx, &req)
+	st, err := x.send(ctx, &req)
+	if op == store.LeaseExtend && st.Held {
+		x.expires, x.ttl = st.Expires, req.TTL
+	}
+	return st, err
 }
 
 // request returns the store's request of op with cost on the lease.
