@@ -55,15 +55,7 @@ func TestFallbackLeasesRedisDown(t *testing.T) {
 		t.Fatalf("acquire on Redis: %+v, %v", d, err)
 	}
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	paused := true
-	defer func() {
-		if paused {
-			srv.Resume()
-		}
-	}()
+	thaw := freeze(t, srv)
 	var held []*sluice.Lease
 	for i := range 3 {
 		x, d, err := lim.Acquire(ctx, p, nil, 10)
@@ -90,10 +82,7 @@ func TestFallbackLeasesRedisDown(t *testing.T) {
 	}
 	held[0] = x
 
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	paused = false
+	thaw()
 	// The acquire that timed out may have run once Redis woke (its reply
 	// was lost): Redis holds the first lease, and maybe that one.
 	before := inFlight("Redis", onRedis)

@@ -618,15 +618,7 @@ func TestFaultFrozen(t *testing.T) {
 	}
 	base := runtime.NumGoroutine()
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	paused := true
-	defer func() {
-		if paused {
-			srv.Resume()
-		}
-	}()
+	thaw := freeze(t, srv)
 	// With the default circuit breaker first (the number of goroutines is
 	// bounded: after 5 failures no call reaches the client), then without
 	// it, so that every call waits for its deadline.
@@ -709,10 +701,7 @@ func TestFaultFrozen(t *testing.T) {
 		t.Errorf("open circuit: p99 latency %v, want under 1ms", p99)
 	}
 
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	paused = false
+	thaw()
 	resumed := time.Now()
 	var back time.Duration
 	for {

@@ -380,15 +380,7 @@ func TestFaultLeaseFrozen(t *testing.T) {
 	ctx := context.Background()
 	held := acquireN(t, lim, p, "ann", 2) // also loads the library and warms the connection
 
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	paused := true
-	defer func() {
-		if paused {
-			srv.Resume()
-		}
-	}()
+	thaw := freeze(t, srv)
 	type try struct {
 		latency time.Duration
 		x       *sluice.Lease
@@ -448,10 +440,7 @@ func TestFaultLeaseFrozen(t *testing.T) {
 		t.Errorf("acquire while frozen: p99 latency %v, want at most %v (50ms + 10ms + %v by which a bare timer was late)", percentile(lat, 0.99), want, slack)
 	}
 
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	paused = false
+	thaw()
 	// The store's own view once the server has run what it was sent while
 	// frozen (Inspect waits for it): two reads 20 ms apart that agree.
 	alive := aliveTokens(t, s, p, "ann")

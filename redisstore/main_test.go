@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,4 +231,23 @@ func openOwn(tb testing.TB, cfg redisstore.Config) (*redistest.Server, *redissto
 	}
 	tb.Cleanup(func() { s.Close() })
 	return srv, s
+}
+
+// freeze stops srv (SIGSTOP) and returns what resumes it; a test that
+// ends with srv still stopped resumes it then.
+func freeze(tb testing.TB, srv *redistest.Server) (thaw func()) {
+	tb.Helper()
+	if err := srv.Pause(); err != nil {
+		tb.Fatal(err)
+	}
+	var once sync.Once
+	tb.Cleanup(func() { once.Do(func() { srv.Resume() }) })
+	return func() {
+		tb.Helper()
+		var err error
+		once.Do(func() { err = srv.Resume() })
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
