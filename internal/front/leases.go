@@ -49,6 +49,25 @@ func newLeaseBook() *leaseBook {
 	}
 }
 
+// LeaseAcquired counts the lease of req that an Acquire granted, when it
+// returned err nil and a lease (not a denial): a lease of the store, or of
+// the fallback store a Limiter takes leases from while the store fails
+// (the server's on_error: fallback), so that sluice_leases_in_flight counts
+// every lease this server granted, whichever store holds it.
+func (m *Metrics) LeaseAcquired(req *store.Request, lease *store.LeaseGrant, err error) {
+	if err == nil && !lease.Expires.IsZero() {
+		m.leases.granted(req, lease)
+	}
+}
+
+// LeaseFinished counts what a Finish of req found, when it returned err
+// nil: the end or extension of a lease LeaseAcquired counted.
+func (m *Metrics) LeaseFinished(req *store.FinishRequest, st store.LeaseState, err error) {
+	if err == nil {
+		m.leases.finished(req, st)
+	}
+}
+
 // granted notes the lease of req the store granted.
 func (b *leaseBook) granted(req *store.Request, lease *store.LeaseGrant) {
 	h := &heldLease{deadline: b.now().Add(lease.TTL)}

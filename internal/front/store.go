@@ -174,9 +174,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	start := time.Now()
 	err := lr.Acquire(ctx, req, lease)
 	s.Observe("acquire", start, err)
-	if err == nil && !lease.Expires.IsZero() {
-		s.m.leases.granted(req, lease)
-	}
+	s.m.LeaseAcquired(req, lease, err)
 	return err
 }
 
@@ -189,9 +187,7 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	start := time.Now()
 	st, err := lr.Finish(ctx, req)
 	s.Observe("finish", start, err)
-	if err == nil {
-		s.m.leases.finished(req, st)
-	}
+	s.m.LeaseFinished(req, st, err)
 	return st, err
 }
 

@@ -168,3 +168,66 @@ func TestStoreOutageLogs(t *testing.T) {
 		}
 	}
 }
+
+func (s *switchStore) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
+	if s.down.Load() {
+		return errRefused
+	}
+	return s.mem.Acquire(ctx, req, lease)
+}
+
+func (s *switchStore) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	if s.down.Load() {
+		return store.LeaseState{}, errRefused
+	}
+	return s.mem.Finish(ctx, req)
+}
+
+// TestFallbackLeaseMetrics: a lease the fallback store grants while the
+// store fails (on_error: fallback) counts in sluice_leases_in_flight as the
+// store's do, and its release ends it there.
+func TestFallbackLeaseMetrics(t *testing.T) {
+	st := &switchStore{mem: memstore.New(memstore.Config{})}
+	t.Cleanup(func() { _ = st.Close() })
+	cfg, err := config.Parse("f.yaml", []byte("store: {on_error: fallback}\n"+leaseConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(st, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+	inFlight := func() string {
+		t.Helper()
+		for line := range strings.SplitSeq(ts.do("GET", "/metrics", "").Body.String(), "\n") {
+			if strings.HasPrefix(line, `sluice_leases_in_flight{policy="llm",rule="in-flight"}`) {
+				return strings.Fields(line)[1]
+			}
+		}
+		return "absent"
+	}
+	const ann = `{"policy":"llm","attributes":{"user":"ann"},"cost":10}`
+	stored := ts.acquire(ann)
+	st.down.Store(true)
+	fallback := ts.acquire(ann)
+	if !stored.Allowed || !fallback.Allowed || stored.Degraded || !fallback.Degraded {
+		t.Fatalf("acquires = %+v (store up), %+v (store down): want both granted, the second degraded", stored, fallback)
+	}
+	if got := inFlight(); got != "2" {
+		t.Errorf("in flight with one lease of each store = %s, want 2", got)
+	}
+	if l := ts.lease("/v1/release", `{"lease":"`+fallback.Lease+`"}`); !l.Held {
+		t.Errorf("release of the fallback's lease = %+v, want held", l)
+	}
+	if got := inFlight(); got != "1" {
+		t.Errorf("in flight after the fallback's lease was released = %s, want 1", got)
+	}
+	st.down.Store(false)
+	if l := ts.lease("/v1/release", `{"lease":"`+stored.Lease+`"}`); !l.Held {
+		t.Errorf("release of the store's lease = %+v, want held", l)
+	}
+	if got := inFlight(); got != "0" {
+		t.Errorf("in flight after both releases = %s, want 0", got)
+	}
+}

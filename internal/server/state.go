@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,8 +103,32 @@ func storeChanged(a, b *config.Store) bool {
 
 // fallbackStore is the memory store that decides while the store fails
 // under on_error: fallback: one for the server's life, so that a reload
-// keeps what it counted.
+// keeps what it counted. The leases it grants count in the server's lease
+// metrics as the store's do.
 func (s *Server) fallbackStore() store.Store {
-	s.fallbackOnce.Do(func() { s.fallback = memstore.New(memstore.Config{}) })
+	s.fallbackOnce.Do(func() { s.fallback = countedFallback{memstore.New(memstore.Config{}), s.front.Metrics} })
 	return s.fallback
+}
+
+// countedFallback is the fallback memory store with the leases it grants
+// and ends counted in the server's metrics (sluice_leases_in_flight,
+// sluice_leases_expired_total). Its other calls are not store calls, and
+// are not timed as those are.
+type countedFallback struct {
+	*memstore.Store
+	m *front.Metrics
+}
+
+// Acquire implements store.Leaser.
+func (f countedFallback) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
+	err := f.Store.Acquire(ctx, req, lease)
+	f.m.LeaseAcquired(req, lease, err)
+	return err
+}
+
+// Finish implements store.Leaser.
+func (f countedFallback) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	st, err := f.Store.Finish(ctx, req)
+	f.m.LeaseFinished(req, st, err)
+	return st, err
 }
