@@ -496,12 +496,7 @@ func aliveOn(t *testing.T, rc rueidis.Client, key string) []string {
 }
 
 // TestFaultLeaseSentinelFailover fails a Sentinel master over with
-// WaitForReplicas while ann holds 3 of her 4 leases and 4 goroutines take
-// and end leases of their own users. The new master holds every lease a
-// caller was granted and has not ended, never more than 4 of a user, and
-// grants exactly the slots it counts free; ann's leases from before the
-// failover are found held by their release, settle and extend on it, and a
-// release frees its slot.
+// WaitForReplicas while leases are held and taken (leaseFailover).
 func TestFaultLeaseSentinelFailover(t *testing.T) {
 	st := redistest.StartSentinel(t)
 	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
@@ -510,6 +505,51 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	leaseFailover(t, s, "SENTINEL FAILOVER", func() (rueidis.Client, time.Time, error) {
+		next, newMaster, err := st.Failover()
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{next.Addr()}, DisableCache: true})
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		t.Cleanup(rc.Close)
+		return rc, newMaster, nil
+	})
+}
+
+// TestFaultLeaseClusterFailover promotes, with CLUSTER FAILOVER, the
+// replica of the master that holds ann's leases on a 3-master Cluster, with
+// WaitForReplicas, while leases are held and taken (leaseFailover); the
+// holders' users spread over the other masters too.
+func TestFaultLeaseClusterFailover(t *testing.T) {
+	c := sharedCluster(t)
+	s, err := redisstore.New(redisstore.Config{Mode: redisstore.Cluster, Addrs: c.Addrs(), Prefix: newPrefix(), WaitForReplicas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ks := s.Keys(request(t, leaseFaultPolicy(), map[string]string{"user": "ann"}, 1))
+	_, replica, err := c.MasterOf(ks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseFailover(t, s, "CLUSTER FAILOVER", func() (rueidis.Client, time.Time, error) {
+		newMaster, err := c.Failover(replica)
+		return clusterClient(t, c), newMaster, err
+	})
+}
+
+// leaseFailover runs failover, which promotes a replica and returns a
+// client that reads the new master and when it first answered as master,
+// while ann holds 3 of her 4 leases and 4 goroutines take and end leases
+// of their own users, on s (with WaitForReplicas). The new master holds
+// every lease a caller was granted and has not ended, never more than 4 of
+// a user, and grants exactly the slots it counts free; ann's leases from
+// before the failover are found held by their release, settle and extend
+// on it, and a release frees its slot.
+func leaseFailover(t *testing.T, s *redisstore.Store, what string, failover func() (rueidis.Client, time.Time, error)) {
 	lim := sluice.NewLimiter(s, sluice.Config{Timeout: time.Second, OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
 	p := leaseFaultPolicy()
 	ctx := context.Background()
@@ -522,8 +562,15 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 		user        string
 		held        []*sluice.Lease
 		calls, errs int
-		lastErr     time.Time
+		first, last time.Time // of the calls that failed
 		sample      error
+	}
+	failed := func(h *holder, err error) {
+		h.errs++
+		if h.first.IsZero() {
+			h.first = time.Now()
+		}
+		h.last, h.sample = time.Now(), err
 	}
 	holders := make([]*holder, 4)
 	stop := make(chan struct{})
@@ -542,8 +589,7 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 				if len(h.held) < leaseFaultN {
 					x, d, err := lim.Acquire(ctx, p, map[string]string{"user": h.user}, 1)
 					if err != nil {
-						h.errs++
-						h.lastErr, h.sample = time.Now(), err
+						failed(h, err)
 					} else if d.Allowed {
 						h.held = append(h.held, x)
 					}
@@ -552,46 +598,41 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 				x := h.held[0]
 				h.held = h.held[1:]
 				if _, err := x.Release(ctx); err != nil {
-					h.errs++
-					h.lastErr, h.sample = time.Now(), err
+					failed(h, err)
 				}
 			}
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	next, newMaster, err := st.Failover()
+	rc, newMaster, err := failover()
 	if err != nil {
 		close(stop)
 		wg.Wait()
 		t.Fatal(err)
 	}
-	// Until the store serves from the new master (which, with a new
-	// replication ID and no replica yet, waits for none): until then the
-	// old master, whose replica was promoted, refuses writes
-	// (ErrNotReplicated).
+	// Until the store serves from the new master: until then the old
+	// master refuses writes (ErrNotReplicated, or a redirection the
+	// store follows).
 	_, _, back := acquireUntil(t, lim, p, "probe")
 	served := time.Since(start)
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	wg.Wait()
-
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{next.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	inFlight := func(user string) string {
 		return s.Keys(request(t, p, map[string]string{"user": user}, 1))[1]
 	}
 	calls, errs := 0, 0
 	var (
-		lastErr time.Time
-		sample  error
+		firstErr, lastErr time.Time
+		sample            error
 	)
 	for _, h := range holders {
-		if h.lastErr.After(lastErr) {
-			lastErr, sample = h.lastErr, h.sample
+		if h.last.After(lastErr) {
+			lastErr, sample = h.last, h.sample
+		}
+		if !h.first.IsZero() && (firstErr.IsZero() || h.first.Before(firstErr)) {
+			firstErr = h.first
 		}
 		calls, errs = calls+h.calls, errs+h.errs
 		alive := aliveOn(t, rc, inFlight(h.user))
@@ -603,6 +644,9 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 				t.Errorf("%s: a lease granted and not ended is not on the new master (it holds %v)", h.user, alive)
 			}
 		}
+	}
+	if !firstErr.IsZero() && firstErr.Before(start) {
+		t.Errorf("a lease call failed %v before the failover started: %v", start.Sub(firstErr), sample)
 	}
 	alive := aliveOn(t, rc, inFlight("ann"))
 	if want := tokens(before); !slices.Equal(alive, want) {
@@ -621,6 +665,6 @@ func TestFaultLeaseSentinelFailover(t *testing.T) {
 	if held, err := before[2].Settle(ctx, 5); !held || err != nil {
 		t.Errorf("settling a lease from before the failover: held %v, %v; want held", held, err)
 	}
-	t.Logf("SENTINEL FAILOVER with WaitForReplicas: the new master answered %v after it started, the store served from it %v after it started (%v of retries after the sentinels all named it); %d lease calls of 4 holders meanwhile, %d failed, the last %v after the failover started (%v); every lease granted and not ended is on the new master, none over 4; ann's 3 from before are held there, released, extended and settled",
-		newMaster.Sub(start).Round(time.Millisecond), served.Round(time.Millisecond), back.Round(time.Millisecond), calls, errs, max(0, lastErr.Sub(start)).Round(time.Millisecond), sample)
+	t.Logf("%s with WaitForReplicas: the new master answered %v after it started, the store served from it %v after it started (%v of retries after the failover returned); %d lease calls of 4 holders meanwhile, %d failed, from %v to %v after the failover started (%v); every lease granted and not ended is on the new master, none over 4; ann's 3 from before are held there, released, extended and settled",
+		what, newMaster.Sub(start).Round(time.Millisecond), served.Round(time.Millisecond), back.Round(time.Millisecond), calls, errs, max(0, firstErr.Sub(start)).Round(time.Millisecond), max(0, lastErr.Sub(start)).Round(time.Millisecond), sample)
 }
