@@ -26,10 +26,12 @@ import (
 //
 // An entry is given up when the lease, had the store taken it, has
 // expired: its lease time after the acquire failed, on the Limiter's
-// clock, or after the last abandon of it that met the deadline (a store
-// that does not answer may not have run the acquire yet, and runs it when
-// it answers again, with the lease time from then). The queue holds at
-// most abandonMax entries: a new one past that drops the oldest. A
+// clock, or after the last abandon that met its deadline, whichever is
+// later (a store that does not answer may not have run the acquire yet,
+// and runs it when it answers again, with the lease time from then; the
+// last deadline met is the Limiter's, not the entry's, since with many
+// entries each is sent only once in a while). The queue holds at most
+// abandonMax entries: a new one past that drops the oldest. A
 // store.Local's calls have no unknown outcome, and queue nothing.
 
 const (
@@ -64,6 +66,7 @@ type abandons struct {
 	sending bool           // one more is being sent
 	running bool           // a goroutine drains the queue
 	stats   AbandonStats   // Pending unused: len(queue), and the one being sent
+	silent  time.Time      // when an abandon last met its deadline, on the Limiter's clock
 }
 
 // abandonEntry is a lease to abandon.
@@ -130,10 +133,7 @@ func (l *Limiter) drainAbandons() {
 			wait = abandonBackoff
 			continue
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			e.until = later(e.until, l.clock().Now().Add(e.req.TTL))
-		}
-		a.requeue(e)
+		a.requeue(e, errors.Is(err, context.DeadlineExceeded), l.clock().Now())
 		time.Sleep(wait)
 		wait = min(2*wait, abandonBackoffMax)
 	}
@@ -148,7 +148,7 @@ func (a *abandons) next(now time.Time) (abandonEntry, bool) {
 		e := a.queue[0]
 		a.queue[0] = abandonEntry{}
 		a.queue = a.queue[1:]
-		if now.Before(e.until) {
+		if now.Before(e.until) || now.Before(a.silent.Add(e.req.TTL)) {
 			a.sending = true
 			return e, true
 		}
@@ -176,21 +176,18 @@ func (a *abandons) done(sent, held bool) {
 	}
 }
 
-// requeue puts e back at the end of the queue, unless it is full.
-func (a *abandons) requeue(e abandonEntry) {
+// requeue puts e, whose abandon failed at now (meeting its deadline:
+// silent), back at the end of the queue, unless it is full.
+func (a *abandons) requeue(e abandonEntry, silent bool, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sending = false
+	if silent {
+		a.silent = now
+	}
 	if len(a.queue) >= abandonMax {
 		a.stats.Dropped++
 		return
 	}
 	a.queue = append(a.queue, e)
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

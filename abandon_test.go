@@ -242,6 +242,29 @@ func TestAbandonDeadlineExtends(t *testing.T) {
 	})
 }
 
+// TestAbandonDeadlineKeepsAll: while abandons meet their deadline, every
+// lease queued is kept, not only the one just sent: with 10 queued and one
+// sent about every second, each is sent once in 10 s, while the Limiter's
+// clock moves 30 s a second, past their lease time of a minute.
+func TestAbandonDeadlineKeepsAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock, s, lim := lossySetup()
+		s.set(func(s *lossyStore) { s.acquire, s.hang = errStoreDown, true })
+		for range 10 {
+			failAcquire(t, lim)
+		}
+		for range 30 {
+			clock.advance(30 * time.Second)
+			time.Sleep(time.Second)
+		}
+		expectAbandons(t, "15 minutes of a store not answering", lim, sluice.AbandonStats{Pending: 10})
+		s.set(func(s *lossyStore) { s.hang = false })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		expectAbandons(t, "once the store answers", lim, sluice.AbandonStats{Abandoned: 10})
+	})
+}
+
 // TestAbandonBounded: the queue holds 10,000 leases; one more drops the
 // oldest.
 func TestAbandonBounded(t *testing.T) {
