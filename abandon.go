@@ -50,12 +50,15 @@ type AbandonStats struct {
 
 	// Abandoned counts the abandons the store answered, and Held those of
 	// them that found the lease taken, and ended it: slots that would
-	// otherwise have been held by nobody until their lease time.
+	// otherwise have been held by nobody until their lease time. (An
+	// abandon that met its deadline may have run all the same, and ended
+	// the lease; it is not counted.)
 	Abandoned, Held int64
 
 	// Expired counts the leases given up because their lease time passed
 	// before the store answered (a lease the store took has expired by
-	// then), and Dropped those given up because the queue held 10,000.
+	// then), and Dropped those given up because the queue held 10,000, or
+	// the store was closed.
 	Expired, Dropped int64
 }
 
