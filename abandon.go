@@ -119,8 +119,12 @@ func (l *Limiter) abandon(req *store.Request, id string, ttl time.Duration) {
 func (l *Limiter) drainAbandons() {
 	a := &l.abandons
 	lr, err := l.leaser()
-	if err != nil {
-		return // never: only an Acquire that called the store queues
+	if err != nil { // never: only an Acquire that called the store queues
+		a.mu.Lock()
+		a.stats.Dropped += int64(len(a.queue))
+		a.queue, a.running = nil, false
+		a.mu.Unlock()
+		return
 	}
 	wait := abandonBackoff
 	for {
