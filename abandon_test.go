@@ -245,7 +245,8 @@ func TestAbandonDeadlineExtends(t *testing.T) {
 // TestAbandonDeadlineKeepsAll: while abandons meet their deadline, every
 // lease queued is kept, not only the one just sent: with 10 queued and one
 // sent about every second, each is sent once in 10 s, while the Limiter's
-// clock moves 30 s a second, past their lease time of a minute.
+// clock moves 20 s a second, 200 s in 10, past their lease time of a
+// minute (and an abandon meets its deadline at least every 2 s: 40 s).
 func TestAbandonDeadlineKeepsAll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock, s, lim := lossySetup()
@@ -254,10 +255,10 @@ func TestAbandonDeadlineKeepsAll(t *testing.T) {
 			failAcquire(t, lim)
 		}
 		for range 30 {
-			clock.advance(30 * time.Second)
+			clock.advance(20 * time.Second)
 			time.Sleep(time.Second)
 		}
-		expectAbandons(t, "15 minutes of a store not answering", lim, sluice.AbandonStats{Pending: 10})
+		expectAbandons(t, "10 minutes of a store not answering", lim, sluice.AbandonStats{Pending: 10})
 		s.set(func(s *lossyStore) { s.hang = false })
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
