@@ -87,15 +87,7 @@ func TestFallbackLeasesRedisDown(t *testing.T) {
 	thaw()
 	// The acquire that timed out may have run once Redis woke (its reply
 	// was lost); its abandon ends it, or keeps it from taking anything.
-	var st sluice.AbandonStats
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st = lim.AbandonStats(); st.Pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the abandon still pending 5 s after Redis woke: %+v", st)
-		}
-	}
+	st := abandoned(t, lim, "after Redis woke")
 	if st.Abandoned != 1 || st.Expired != 0 || st.Dropped != 0 {
 		t.Errorf("abandons: %+v, want the one acquire that timed out (the others met the open circuit) answered", st)
 	}

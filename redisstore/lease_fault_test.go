@@ -445,15 +445,7 @@ func TestFaultLeaseFrozen(t *testing.T) {
 	thaw()
 	// The store's own view once every failed acquire's abandon was
 	// answered (Inspect waits for what the server was sent while frozen).
-	var stats sluice.AbandonStats
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if stats = lim.AbandonStats(); stats.Pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("abandons still pending 5 s after SIGCONT: %+v", stats)
-		}
-	}
+	stats := abandoned(t, lim, "after SIGCONT")
 	alive := aliveTokens(t, s, p, "ann")
 	if !slices.Contains(alive, tokenOf(held[1])) {
 		t.Errorf("after SIGCONT the lease granted and never ended is not held: %v", alive)
@@ -480,6 +472,22 @@ func TestFaultLeaseFrozen(t *testing.T) {
 	}
 	t.Logf("SIGSTOP with 2 of 4 leases held: %d acquires, all degraded denials with no lease, p99 %v, max %v (deadline 50ms, a bare timer late by %v); the failed release ran on SIGCONT: %v; the abandons of the %d failed acquires answered, %d of them ending a lease the acquire had taken; leases alive after SIGCONT: %d, none held by nobody",
 		len(tries), percentile(lat, 0.99).Round(100*time.Microsecond), percentile(lat, 1).Round(100*time.Microsecond), slack.Round(100*time.Microsecond), released, stats.Abandoned, stats.Held, len(alive))
+}
+
+// abandoned waits until every lease lim queued for abandon was answered or
+// given up (its AbandonStats' Pending is 0), for at most 5 s, and returns
+// its AbandonStats.
+func abandoned(t *testing.T, lim *sluice.Limiter, when string) sluice.AbandonStats {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st := lim.AbandonStats()
+		if st.Pending == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("abandons still pending 5 s %s: %+v", when, st)
+		}
+	}
 }
 
 // aliveOn returns the tokens of the leases alive (expiring after now) in
