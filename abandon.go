@@ -21,8 +21,10 @@ import (
 // estimate refunded), and otherwise leaves a tombstone of the id for the
 // lease time, so that the acquire, if it reaches the store later, takes
 // nothing. One goroutine per Limiter drains the queue, started when an
-// entry is queued and gone when the queue is empty; it retries while the
-// store fails, backing off from abandonBackoff to abandonBackoffMax.
+// entry is queued and gone when the queue is empty; it sends with the
+// Limiter's deadline (Config.Timeout; abandonBackoffMax when it has none,
+// since an abandon has no caller), and retries while the store fails,
+// backing off from abandonBackoff to abandonBackoffMax.
 //
 // An entry is given up when the lease, had the store taken it, has
 // expired: its lease time after the acquire failed, on the Limiter's
@@ -126,13 +128,16 @@ func (l *Limiter) drainAbandons() {
 		a.mu.Unlock()
 		return
 	}
-	wait := abandonBackoff
+	wait, deadline := abandonBackoff, l.timeout()
+	if deadline <= 0 {
+		deadline = abandonBackoffMax // the Limiter's calls have none but their callers'
+	}
 	for {
 		e, ok := a.next(l.clock().Now())
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.timeout())
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		st, err := lr.Finish(ctx, &e.req)
 		cancel()
 		if err == nil || errors.Is(err, store.ErrClosed) {

@@ -72,6 +72,9 @@ func (s *lossyStore) Acquire(ctx context.Context, req *store.Request, lease *sto
 }
 
 func (s *lossyStore) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
+	if err := ctx.Err(); err != nil {
+		return store.LeaseState{}, err
+	}
 	s.mu.Lock()
 	if req.Op == store.LeaseAbandon {
 		s.abandons++
@@ -158,6 +161,26 @@ func TestAbandonLostReply(t *testing.T) {
 		if tokens, leases := used(t, s.m); tokens != 0 || leases != 0 {
 			t.Errorf("after the abandon the store counts %d tokens and %d leases, want none", tokens, leases)
 		}
+	})
+}
+
+// TestAbandonNoTimeout: a Limiter whose calls have no deadline but their
+// callers' (Timeout negative) sends its abandons with one of 1 s.
+func TestAbandonNoTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock, s, _ := lossySetup()
+		s.set(func(s *lossyStore) { s.acquire, s.ran, s.hang = errStoreDown, true, true })
+		lim := sluice.NewLimiter(s, sluice.Config{Clock: clock, Timeout: -1, Breaker: sluice.Breaker{Failures: -1}})
+		failAcquire(t, lim)
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := s.sent(); n != 1 {
+			t.Errorf("abandons sent in the first second of a store not answering: %d, want 1 (its deadline 1 s)", n)
+		}
+		s.set(func(s *lossyStore) { s.hang = false })
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		expectAbandons(t, "once the store answers", lim, sluice.AbandonStats{Abandoned: 1, Held: 1})
 	})
 }
 
