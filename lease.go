@@ -202,8 +202,8 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // store's lease in the background once the store answers again, which
 // frees its slot and refunds its estimate, or keeps the call from taking
 // anything if it has not run yet (store.LeaseAbandon; Limiter.AbandonStats
-// says what it did). Until then, and for good when the store does not
-// answer within the lease time, that slot is held by nobody until the
+// says what it did). Until then that slot is held by nobody; if no abandon
+// is answered within the lease time, or the process ends first, until the
 // lease time passes. A Shadow policy's would-be denial is allowed with a
 // lease that holds nothing. The deny cache is not used.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {

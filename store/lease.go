@@ -44,11 +44,12 @@ import (
 //     when a call sent before the Abandon reaches the store after it). A
 //     lease alive is ended exactly as by a Settle with cost 0 (nothing was
 //     done under it) and reported held. Otherwise Abandon reports it not
-//     held and leaves a tombstone of the id until T + TTL (unless a record
-//     of the lease, alive or not, is kept there already): an Acquire of an
-//     id with a tombstone or a record takes nothing, records nothing and
-//     denies, each check reported not fitting (CauseConcurrency for a
-//     Concurrency check, CauseLimit for the others) with every figure 0.
+//     held and leaves a tombstone of the id until T + TTL (none when the
+//     lease is alive under other windows than the request names): an
+//     Acquire of an id whose tombstone or lease is alive takes nothing,
+//     records nothing and denies, each check reported not fitting
+//     (CauseConcurrency for a Concurrency check, CauseLimit for the
+//     others) with every figure 0.
 //
 // The caller guarantees what it does for Decide, and: lease ids are unique
 // and unguessable; a Finish names the checks of the Acquire that took the
@@ -151,9 +152,10 @@ type LeaseState struct {
 }
 
 // DenyAbandoned sets req's results to the answer of an Acquire whose lease
-// id has a tombstone or a record already (see Leaser, Abandon): every check
-// not fitting, with CauseConcurrency for a Concurrency check and CauseLimit
-// for the others, and every figure 0. Stores call it in Acquire.
+// id has a tombstone or a lease alive already (see Leaser, Abandon): every
+// check not fitting, with CauseConcurrency for a Concurrency check and
+// CauseLimit for the others, and every figure 0. Stores call it in
+// Acquire.
 func DenyAbandoned(req *Request) {
 	for i, r := range req.ResultsBuffer() {
 		r.Cause = CauseLimit
