@@ -111,9 +111,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	return nil
 }
 
-// kept reports whether the store keeps a record of the lease id at now,
-// alive, expired but not yet swept, or a tombstone alive: an Acquire of id
-// then takes nothing.
+// kept reports whether the store keeps a record of the lease id alive at
+// now, the lease's or a tombstone (sweep drops the others): an Acquire of
+// id then takes nothing.
 func (ls *leases) kept(id string, now int64) bool {
 	ls.sweep(now)
 	_, ok := ls.records[id]
