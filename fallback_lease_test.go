@@ -17,7 +17,9 @@ import (
 // leaseStore keeps leases in memory and fails every call while down,
 // counting the calls it answered: the main store of the tests of leases on
 // the fallback store. It is no store.Local, so that its calls go through
-// the Limiter's deadline and breaker as a Redis store's do.
+// the Limiter's deadline and breaker as a Redis store's do. The abandons
+// the Limiter sends for the acquires that failed (abandon.go) are not
+// counted among the finishes.
 type leaseStore struct {
 	m *memstore.Store
 
@@ -69,9 +71,11 @@ func (s *leaseStore) Finish(ctx context.Context, req *store.FinishRequest) (stor
 	if !s.up() {
 		return store.LeaseState{}, errStoreDown
 	}
-	s.mu.Lock()
-	s.finishes++
-	s.mu.Unlock()
+	if req.Op != store.LeaseAbandon {
+		s.mu.Lock()
+		s.finishes++
+		s.mu.Unlock()
+	}
 	return s.m.Finish(ctx, req)
 }
 

@@ -197,9 +197,15 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // (no fallback, one that keeps no leases, the fallback failed, or the cost
 // exceeds a divided limit) Config.OnError decides, and an admitted request
 // gets a lease that holds nothing. A store whose reply was lost may have
-// taken the lease all the same: it holds its slot there until the lease
-// time passes. A Shadow policy's would-be denial is allowed with a lease
-// that holds nothing. The deny cache is not used.
+// taken the lease all the same, or take it when the call reaches it (a
+// frozen Redis runs it when it wakes): the Limiter then abandons the
+// store's lease in the background once the store answers again, which
+// frees its slot and refunds its estimate, or keeps the call from taking
+// anything if it has not run yet (store.LeaseAbandon; Limiter.AbandonStats
+// says what it did). Until then that slot is held by nobody; if no abandon
+// is answered within the lease time, or the process ends first, until the
+// lease time passes. A Shadow policy's would-be denial is allowed with a
+// lease that holds nothing. The deny cache is not used.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
 	if err := leasable(p); err != nil {
 		return nil, Decision{}, err
@@ -223,12 +229,19 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 	}
 	s.req.Mode, s.req.DryRun = store.ModeAllow, false
 	grant := store.LeaseGrant{ID: newLeaseID(leaseIDVersion, p.Name, s.req.Checks), TTL: leaseTTL(s.req.Checks)}
+	id, sent := grant.ID, false
 	d, err := guard(ctx, l, l.breakerOf(&s.req), func(ctx context.Context) (Decision, error) {
+		sent = ctx.Err() == nil // a store sends nothing for a context done
 		if err := lr.Acquire(ctx, &s.req, &grant); err != nil {
 			return Decision{}, err
 		}
 		return newDecision(&s.req, &s.statuses), nil
-	}, func(ctx context.Context, _ error) Decision {
+	}, func(ctx context.Context, cause error) Decision {
+		if sent && !l.local && !errors.Is(cause, store.ErrClosed) {
+			// The store may have taken the lease, or take it yet: it is
+			// abandoned once the store answers (abandon.go).
+			l.abandon(&s.req, id, grant.TTL)
+		}
 		var d Decision
 		d, x.fb = l.degradedAcquire(ctx, &s.req, &grant)
 		return d

@@ -119,6 +119,7 @@ type Limiter struct {
 	breakers *breakers
 	denials  *denyCache // nil: none
 	policies policyCache
+	abandons abandons // leases of failed acquires to abandon (abandon.go)
 }
 
 // NewLimiter returns a Limiter over s: memstore.New(...) for one process,

@@ -14,7 +14,9 @@ import (
 // under its id: its expiry, the estimate, and what it recorded in each rate
 // window (a receipt), which Finish reads to release, settle or extend it.
 // Records are dropped when their lease ends or expires; a heap of expiries
-// finds the expired ones.
+// finds the expired ones. An abandon of a lease not alive leaves a record
+// marked dead, a tombstone, until its TTL has passed: an Acquire of its id
+// takes nothing meanwhile.
 
 var _ store.Leaser = (*Store)(nil)
 
@@ -35,6 +37,7 @@ type leaseRecord struct {
 	cost     int64 // the estimate
 	receipts []receipt
 	granted  bool // set by decide: the request was admitted
+	dead     bool // a tombstone: the lease was abandoned before it was taken
 }
 
 // receipt is what an Acquire recorded in a rate window: a log entry's time,
@@ -68,6 +71,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 		return err
 	}
 	s.leases.mu.Lock()
+	if s.leases.kept(lease.ID, s.micros()) {
+		s.leases.mu.Unlock()
+		lease.Expires = time.Time{}
+		store.DenyAbandoned(req)
+		return nil
+	}
 	s.leases.tokens++
 	rec := &leaseRecord{token: s.leases.tokens, cost: req.Checks[0].Cost, receipts: make([]receipt, len(req.Checks))}
 	s.leases.mu.Unlock()
@@ -89,10 +98,26 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if s.leases.records == nil {
 		s.leases.records = map[string]*leaseRecord{}
 	}
-	s.leases.sweep(now)
+	if s.leases.kept(lease.ID, now) {
+		// Abandoned while it was decided: the abandon wins, as if it had
+		// come after the Acquire.
+		s.end(&store.FinishRequest{Policy: req.Policy, Checks: req.Checks, Op: store.LeaseSettle}, rec)
+		lease.Expires = time.Time{}
+		store.DenyAbandoned(req)
+		return nil
+	}
 	s.leases.records[lease.ID] = rec
 	heap.Push(&s.leases.expiry, expiring[string]{item: lease.ID, at: rec.expires})
 	return nil
+}
+
+// kept reports whether the store keeps a record of the lease id alive at
+// now, the lease's or a tombstone (sweep drops the others): an Acquire of
+// id then takes nothing.
+func (ls *leases) kept(id string, now int64) bool {
+	ls.sweep(now)
+	_, ok := ls.records[id]
+	return ok
 }
 
 // Finish implements store.Leaser.
@@ -108,8 +133,36 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	now := s.micros()
 	s.leases.sweep(now)
 	rec := s.leases.records[req.ID]
-	if rec == nil || rec.expires <= now || len(rec.receipts) != len(req.Checks) {
+	if rec == nil || rec.dead || rec.expires <= now || len(rec.receipts) != len(req.Checks) {
+		if req.Op == store.LeaseAbandon && (rec == nil || rec.dead || rec.expires <= now) && req.TTL > 0 {
+			// A tombstone until the lease time has passed: an Acquire
+			// of the id sent before and arriving later takes nothing.
+			if s.leases.records == nil {
+				s.leases.records = map[string]*leaseRecord{}
+			}
+			t := &leaseRecord{dead: true, expires: now + req.TTL.Microseconds()}
+			s.leases.records[req.ID] = t
+			heap.Push(&s.leases.expiry, expiring[string]{item: req.ID, at: t.expires})
+		}
 		return store.LeaseState{}, nil
+	}
+	if req.Op == store.LeaseExtend {
+		rec.expires = s.micros() + req.TTL.Microseconds()
+		heap.Push(&s.leases.expiry, expiring[string]{item: req.ID, at: rec.expires})
+	} else {
+		delete(s.leases.records, req.ID)
+	}
+	s.end(req, rec)
+	return store.LeaseState{Held: true, Expires: time.UnixMicro(rec.expires)}, nil
+}
+
+// end does req's operation on the lease of rec in its windows: an abandon
+// settles it to 0. The caller holds the leases' lock and has kept or
+// dropped rec (an extension has moved rec.expires).
+func (s *Store) end(req *store.FinishRequest, rec *leaseRecord) {
+	op, cost := req.Op, req.Cost
+	if op == store.LeaseAbandon {
+		op, cost = store.LeaseSettle, 0
 	}
 	var (
 		keysBuf   [maxInlineRules]key
@@ -120,13 +173,7 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	keys, hashes, shardIdx := s.keysOf(req.Policy, req.Checks, keysBuf[:0], hashBuf[:0], shardsBuf[:0])
 	locked := s.lock(lockBuf[:0], shardIdx)
 	defer s.unlock(locked)
-	now = s.micros()
-	if req.Op == store.LeaseExtend {
-		rec.expires = now + req.TTL.Microseconds()
-		heap.Push(&s.leases.expiry, expiring[string]{item: req.ID, at: rec.expires})
-	} else {
-		delete(s.leases.records, req.ID)
-	}
+	now := s.micros()
 	for i := range req.Checks {
 		c := &req.Checks[i]
 		sh := &s.shards[shardIdx[i]]
@@ -138,18 +185,17 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 				continue
 			}
 			if k := w.concFind(rec.token); k >= 0 {
-				if req.Op == store.LeaseExtend {
+				if op == store.LeaseExtend {
 					w.ring[k].ts = rec.expires
 					w.expires = max(w.expires, rec.expires)
 				} else {
 					w.concRemoveAt(k)
 				}
 			}
-		case req.Op == store.LeaseSettle:
-			sh.settle(j, hashes[i], &keys[i], c, rec.receipts[i], req.Cost-rec.cost, now)
+		case op == store.LeaseSettle:
+			sh.settle(j, hashes[i], &keys[i], c, rec.receipts[i], cost-rec.cost, now)
 		}
 	}
-	return store.LeaseState{Held: true, Expires: time.UnixMicro(rec.expires)}, nil
 }
 
 // settle records delta more cost (less when negative) in the window of k
@@ -221,7 +267,9 @@ func (ls *leases) sweep(now int64) {
 		x := heap.Pop(&ls.expiry).(expiring[string])
 		if rec := ls.records[x.item]; rec != nil && rec.expires <= now {
 			delete(ls.records, x.item)
-			ls.expired++
+			if !rec.dead {
+				ls.expired++
+			}
 		}
 	}
 }

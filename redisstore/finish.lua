@@ -1,13 +1,21 @@
--- finish.lua releases, settles or extends a lease that lease.lua took, in
--- one step, when its record says it is alive; otherwise it changes
--- nothing (store.Leaser says what each does).
+-- finish.lua releases, settles, extends or abandons a lease that lease.lua
+-- took, in one step, when its record says it is alive; otherwise it
+-- changes nothing, except that an abandon leaves a tombstone (store.Leaser
+-- says what each does).
 --
 -- KEYS   the rules' keys, in the order of the request that took the lease,
 --        then the lease record's key.
 -- ARGV   a shape of the rules (decision.lua's: their algorithms and
 --        windows, and the store's own time when it has one), then the
---        operation (0 release, 1 settle, 2 extend), the real cost (settle),
---        the lease time (µs, extend), the lease's id and its token.
+--        operation (0 release, 1 settle, 2 extend, 3 abandon), the real
+--        cost (settle), the lease time (µs, extend and abandon), the
+--        lease's id and its token.
+--
+-- An abandon of a lease alive settles it to 0. Of one not alive (no record,
+-- an expired one, or a tombstone), it writes at the record's key a
+-- tombstone, the id and dead, its expiry (absolute µs) a lease time from
+-- now, which lease.lua finds: an acquire of the id that reaches the server
+-- after the abandon (sent before it, on another connection) takes nothing.
 --
 -- Reply: 1 and the lease's new expiry (absolute µs; 0 unless extended), or
 -- 0, 0 when the lease is not alive.
@@ -19,10 +27,6 @@ if not sh.own then
 end
 local list, n = sh.rules, sh.n
 local rec = KEYS[n + 1]
-local v = call('HMGET', rec, 'id', 'cost', 'exp', 'r')
-if v[1] ~= ARGV[5] or not v[3] or tonumber(v[3]) <= now then
-  return {0, 0}
-end
 local op, token = tonumber(ARGV[2]), ARGV[6]
 
 -- expireAt makes key expire at exp (absolute µs).
@@ -32,6 +36,21 @@ local function expireAt(key, exp)
   else
     call('PEXPIREAT', key, format('%d', ceil(exp / 1000)))
   end
+end
+
+local v = call('HMGET', rec, 'id', 'cost', 'exp', 'r')
+if v[1] ~= ARGV[5] or not v[3] or tonumber(v[3]) <= now then
+  local ttl = tonumber(ARGV[4])
+  if op == 3 and ttl > 0 and (not v[3] or tonumber(v[3]) <= now) then
+    call('DEL', rec)
+    call('HSET', rec, 'id', ARGV[5], 'dead', format('%d', now + ttl))
+    expireAt(rec, now + ttl)
+  end
+  return {0, 0}
+end
+local cost = tonumber(ARGV[3])
+if op == 3 then
+  op, cost = 1, 0
 end
 
 if op == 2 then
@@ -140,7 +159,7 @@ if i ~= n then
   return {0, 0} -- not the windows the lease was taken on
 end
 call('DEL', rec)
-local delta = tonumber(ARGV[3]) - tonumber(v[2])
+local delta = cost - tonumber(v[2])
 for k = 1, n do
   local r, key = list[k], KEYS[k]
   if r.alg == concurrencySteps then

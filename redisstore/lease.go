@@ -21,7 +21,8 @@ import (
 //
 // A concurrency window is a sorted set of the tokens of the leases alive,
 // scored by their expiry (concurrency.lua); a record is a hash of the
-// lease's id, estimate, expiry and receipts (lease.lua). A lease's token
+// lease's id, estimate, expiry and receipts (lease.lua), or, for a lease
+// abandoned before it was taken, a tombstone (finish.lua). A lease's token
 // is 32 hex digits of the SHA-256 of its id: the id's random part makes it
 // unique, and an id altered to name other windows has another token. The
 // kinds n and e (keys.go) keep both from ever sharing a key with another
@@ -71,8 +72,10 @@ func (s *Store) leasePlan(req *store.Request, id string) (keys []string, token s
 // function of the store's library where the server has functions), which
 // decides the request as decide.lua does and, when it is admitted, holds
 // the lease, on the Redis server's clock (or Config.Clock). An error may
-// leave the lease held or not; it is never sent again, and a lease held
-// so expires with its lease time.
+// leave the lease held or not, or the call may run later: it is never sent
+// again, and a lease held so expires with its lease time unless a Finish
+// abandons it (store.LeaseAbandon). An id abandoned or acquired before
+// takes nothing (lease.lua reads its record first: one HMGET).
 func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -97,6 +100,12 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if err != nil {
 		return err
 	}
+	lease.Expires = time.Time{}
+	if len(reply) == 1 && reply[0] == -1 {
+		// The id was abandoned (or acquired) before this call ran.
+		store.DenyAbandoned(req)
+		return nil
+	}
 	n := len(req.Checks) * groupRuleWidth
 	if len(reply) != n+1 {
 		return fmt.Errorf("redisstore: lease.lua replied %d integers for %d rules, want %d", len(reply), len(req.Checks), n+1)
@@ -104,14 +113,15 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if err := parseResults(req, reply[:n], nil, groupRuleWidth); err != nil {
 		return err
 	}
-	lease.Expires = time.Time{}
 	if exp := reply[n]; exp != 0 {
 		lease.Expires = time.UnixMicro(exp)
 	}
 	return nil
 }
 
-// Finish implements store.Leaser: one round trip runs finish.lua.
+// Finish implements store.Leaser: one round trip runs finish.lua. An
+// abandon of a lease not alive leaves a tombstone at the lease's record's
+// key (its id, and its expiry in the field dead) for its lease time.
 func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
 	if s.closed.Load() {
 		return store.LeaseState{}, store.ErrClosed

@@ -16,8 +16,16 @@
 -- the sliding counter recorded at, GCRA's interval, 0 for a concurrency
 -- rule. It expires with the lease.
 --
+-- A record alive for the token (a tombstone finish.lua left when the lease
+-- was abandoned before this call ran, its expiry in the field dead, or the
+-- lease itself) means the id was abandoned or acquired before: the call
+-- takes nothing and replies -1 alone, a denial that nobody waits for
+-- (store.Leaser, Abandon). The expiry is read, not only the key's
+-- existence, since on a store's own clock (Config.Clock) the key's TTL is
+-- the server's.
+--
 -- Reply: decision.lua's five integers per rule, then the lease's expiry
--- (absolute µs), or 0 when the request was denied.
+-- (absolute µs), or 0 when the request was denied; or -1 alone.
 
 cache, cacheNow = nil, nil
 reuseStates()
@@ -31,6 +39,11 @@ if not sh.own then
 end
 local token, id, ttl, cost = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local list, n, now = sh.rules, sh.n, sh.now
+local kept = call('HMGET', KEYS[n + 1], 'exp', 'dead')
+kept = tonumber(kept[1] or kept[2])
+if kept and kept > now then
+  return {-1}
+end
 for i = 1, n do
   list[i].member = token
 end

@@ -39,6 +39,17 @@ import (
 //     current or the previous bucket. Extend moves the lease's expiry,
 //     and that of its slots, to T + TTL. Release and Settle end the lease:
 //     a second call reports it not held.
+//   - Abandon is for a lease whose Acquire failed with an unknown outcome
+//     (its reply lost: the store may have taken it, or may take it yet,
+//     when a call sent before the Abandon reaches the store after it). A
+//     lease alive is ended exactly as by a Settle with cost 0 (nothing was
+//     done under it) and reported held. Otherwise Abandon reports it not
+//     held and leaves a tombstone of the id until T + TTL (none when the
+//     lease is alive under other windows than the request names): an
+//     Acquire of an id whose tombstone or lease is alive takes nothing,
+//     records nothing and denies, each check reported not fitting
+//     (CauseConcurrency for a Concurrency check, CauseLimit for the
+//     others) with every figure 0.
 //
 // The caller guarantees what it does for Decide, and: lease ids are unique
 // and unguessable; a Finish names the checks of the Acquire that took the
@@ -52,7 +63,7 @@ type Leaser interface {
 	// lease when it admits the request, setting lease.Expires.
 	Acquire(ctx context.Context, req *Request, lease *LeaseGrant) error
 
-	// Finish releases, settles or extends a lease.
+	// Finish releases, settles, extends or abandons a lease.
 	Finish(ctx context.Context, req *FinishRequest) (LeaseState, error)
 }
 
@@ -101,6 +112,11 @@ const (
 
 	// LeaseExtend keeps the lease and its slots until TTL from now.
 	LeaseExtend
+
+	// LeaseAbandon ends the lease as a settle with cost 0 does when it is
+	// alive, and otherwise keeps its id from being acquired for TTL from
+	// now: for a lease whose Acquire failed and may yet run.
+	LeaseAbandon
 )
 
 // FinishRequest is one call to Finish.
@@ -120,7 +136,8 @@ type FinishRequest struct {
 	// Cost is the real cost, for LeaseSettle: at least 0.
 	Cost int64
 
-	// TTL is how long from now the lease is kept, for LeaseExtend.
+	// TTL is how long from now the lease is kept, for LeaseExtend, and
+	// its tombstone, for LeaseAbandon: the lease's TTL.
 	TTL time.Duration
 }
 
@@ -132,4 +149,19 @@ type LeaseState struct {
 
 	// Expires is, after an extension, the lease's new expiry.
 	Expires time.Time
+}
+
+// DenyAbandoned sets req's results to the answer of an Acquire whose lease
+// id has a tombstone or a lease alive already (see Leaser, Abandon): every
+// check not fitting, with CauseConcurrency for a Concurrency check and
+// CauseLimit for the others, and every figure 0. Stores call it in
+// Acquire.
+func DenyAbandoned(req *Request) {
+	for i, r := range req.ResultsBuffer() {
+		r.Cause = CauseLimit
+		if req.Checks[i].Algorithm == Concurrency {
+			r.Cause = CauseConcurrency
+		}
+		req.Results[i] = r
+	}
 }

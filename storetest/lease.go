@@ -525,6 +525,52 @@ var leaseCases = []testCase{
 		e.expectUsed("settled after the override", e.peek(q, user("bob"), 1), 30+1+1, 20+1+1, 1)
 	})},
 
+	{"LeaseAbandon", leased(func(e *env) {
+		// An abandon of a lease alive ends it as a settle to 0 does: its
+		// slot freed, its estimate refunded.
+		p := settled("lease-abandon", sluice.Rule{Limit: 100, Window: time.Minute})
+		lr := e.target.Store.(store.Leaser)
+		a, _ := e.acquire(p, user("ann"), 10)
+		e.clock.Advance(time.Second)
+		e.abandon("abandon alive", p, "ann", a.ID(), true)
+		e.expectUsed("abandoned", e.peek(p, user("ann"), 1), 0+1, 0+1)
+		e.end("release abandoned", a, release, false)
+		e.abandon("abandon again", p, "ann", a.ID(), false)
+
+		// An abandon that comes first: the Acquire of its id that arrives
+		// after it takes nothing, and is denied by every check, until the
+		// abandon's lease time (10 minutes) has passed.
+		lost := func(when string, want bool) {
+			e.t.Helper()
+			req, err := sluice.Resolve(p, user("ann"), 10)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			grant := store.LeaseGrant{ID: "abandoned-" + p.Name, TTL: 10 * time.Minute}
+			if err := lr.Acquire(e.ctx, req, &grant); err != nil {
+				e.t.Fatalf("%s: Acquire: %v", when, err)
+			}
+			if granted := !grant.Expires.IsZero(); granted != want {
+				e.t.Fatalf("%s at T0+%v: granted %v (expires %v), want %v", when, e.elapsed(), granted, grant.Expires, want)
+			}
+			if want {
+				return
+			}
+			wantRes := []store.Result{{Cause: store.CauseLimit}, {Cause: store.CauseConcurrency}}
+			if !slices.Equal(req.Results, wantRes) {
+				e.t.Errorf("%s at T0+%v: results %+v, want %+v", when, e.elapsed(), req.Results, wantRes)
+			}
+			e.expectUsed(when+": nothing taken", e.peek(p, user("ann"), 1), 0+1, 0+1)
+		}
+		e.abandon("abandon first", p, "ann", "abandoned-"+p.Name, false)
+		lost("acquire after its abandon", false)
+		e.clock.Set(T0.Add(time.Second + 10*time.Minute - time.Microsecond))
+		lost("1µs before the abandon's lease time", false)
+		e.clock.Set(T0.Add(time.Second + 10*time.Minute))
+		lost("at the abandon's lease time", true)
+		e.expectUsed("taken", e.peek(p, user("ann"), 1), 10+1, 1+1)
+	})},
+
 	{"LeaseNeverOverN", leased(func(e *env) {
 		// Random acquires, releases, settles and clock steps on one key,
 		// against a model of the leases alive: a lease is granted exactly
@@ -568,6 +614,28 @@ var leaseCases = []testCase{
 			}
 		}
 	})},
+}
+
+// abandon sends the store an abandon of the lease id of p's windows for
+// user, of p's lease time, and checks whether it was held.
+func (e *env) abandon(what string, p *sluice.Policy, u, id string, held bool) {
+	e.t.Helper()
+	req, err := sluice.Resolve(p, user(u), 1)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ttl time.Duration
+	for _, r := range p.Rules {
+		ttl = max(ttl, r.Lease)
+	}
+	st, err := e.target.Store.(store.Leaser).Finish(e.ctx, &store.FinishRequest{
+		Policy: req.Policy, Shared: req.Shared, Checks: req.Checks, ID: id, Op: store.LeaseAbandon, TTL: ttl})
+	if err != nil {
+		e.t.Fatalf("%s at T0+%v: %v", what, e.elapsed(), err)
+	}
+	if st.Held != held {
+		e.t.Errorf("%s at T0+%v: held %v, want %v", what, e.elapsed(), st.Held, held)
+	}
 }
 
 // resume resumes the lease id of p, failing the case on error.

@@ -186,7 +186,11 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	}
 	start := time.Now()
 	st, err := lr.Finish(ctx, req)
-	s.Observe("finish", start, err)
+	op := "finish"
+	if req.Op == store.LeaseAbandon {
+		op = "abandon" // the Limiter's own, for an acquire that failed
+	}
+	s.Observe(op, start, err)
 	s.m.LeaseFinished(req, st, err)
 	return st, err
 }
