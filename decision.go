@@ -219,6 +219,11 @@ func (d *Decision) combine(req *store.Request, b *statuses) {
 		d.combineOne(req, b)
 		return
 	}
+	d.combineAll(req, b)
+}
+
+// combineAll is combine for any number of checks.
+func (d *Decision) combineAll(req *store.Request, b *statuses) {
 	*d = Decision{Allowed: true, Limits: b.take(len(req.Checks))}
 	var shadowRetry time.Duration
 	shadowedBy, shadowCause := "", Cause("")
@@ -263,8 +268,8 @@ func (d *Decision) combine(req *store.Request, b *statuses) {
 	}
 }
 
-// combineOne is combine for one check that is not Shadow, the most common
-// request: the same figures without the loop's bookkeeping.
+// combineOne is combineAll for one check that is not Shadow, the most
+// common request: the same figures without the loop's bookkeeping.
 func (d *Decision) combineOne(req *store.Request, b *statuses) {
 	c, r := &req.Checks[0], &req.Results[0]
 	limits := b.take(1)
