@@ -194,9 +194,8 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // policy (Config.Fallback or Config.OnError, see Config.Timeout and
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
-func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	var d Decision
-	err := l.do(ctx, p, attrs, cost, allowMode(p), false, false, &d)
+func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (d Decision, err error) {
+	err = l.do(ctx, p, attrs, cost, allowMode(p), false, false, &d)
 	return d, err
 }
 
@@ -275,7 +274,11 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
-	err = l.decideCached(ctx, p, s, d)
+	if p.CacheDenials || len(s.spread) > 0 {
+		err = l.decideCached(ctx, p, s, d)
+	} else {
+		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
+	}
 	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true
