@@ -130,7 +130,7 @@ func copyPolicy(p *Policy) Policy {
 // samePolicy reports whether a and b hold the same figures: every field,
 // and every field of every rule and override.
 func samePolicy(a, b *Policy) bool {
-	if !sameString(a.Name, b.Name) || a.Penalize != b.Penalize || a.Shadow != b.Shadow || a.CacheDenials != b.CacheDenials ||
+	if !same(a.Name, b.Name) || a.Penalize != b.Penalize || a.Shadow != b.Shadow || a.CacheDenials != b.CacheDenials ||
 		len(a.Rules) != len(b.Rules) {
 		return false
 	}
@@ -147,7 +147,7 @@ func sameRule(a, b *Rule) bool {
 	if a.Limit != b.Limit || a.Window != b.Window || a.MinGap != b.MinGap ||
 		a.Algorithm != b.Algorithm || a.Burst != b.Burst || a.Optional != b.Optional || a.Shadow != b.Shadow ||
 		a.Spread != b.Spread || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
-		!sameString(a.Name, b.Name) || !sameString(a.SpreadBy, b.SpreadBy) ||
+		!same(a.Name, b.Name) || !same(a.SpreadBy, b.SpreadBy) ||
 		!sameStrings(a.By, b.By) || !sameStrings(a.Unless, b.Unless) || !sameMatch(a.Match, b.Match) ||
 		len(a.Overrides) != len(b.Overrides) {
 		return false
@@ -167,20 +167,20 @@ func sameMatch(a, b map[string]string) bool {
 	return len(a) == len(b) && (len(a) == 0 || maps.Equal(a, b))
 }
 
-// sameString is a == b, without comparing the bytes of strings that share
-// them: a compiled policy's copy shares its strings with the policy, unless
-// the policy was given new ones since.
-func sameString(a, b string) bool {
+// same is a == b, without comparing the bytes of strings that share them:
+// a compiled policy's copy shares its strings with the policy, unless the
+// policy was given new ones since, and its checks' rule names are its own.
+func same(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
-// sameStrings is slices.Equal by sameString.
+// sameStrings is slices.Equal by same.
 func sameStrings(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if !sameString(a[i], b[i]) {
+		if !same(a[i], b[i]) {
 			return false
 		}
 	}
