@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -193,4 +194,60 @@ func (*limitStore) Decide(_ context.Context, req *store.Request) error {
 		res[i] = store.Result{Fits: true, Remaining: req.Checks[i].Limit}
 	}
 	return nil
+}
+
+// TestResolvePlain checks that the checks resolve copies from a compiled
+// policy's plain rules are the ones its general road builds: the same
+// request, or the same error, for every algorithm, missing attributes and
+// costs over a limit or a burst, recorded or not.
+func TestResolvePlain(t *testing.T) {
+	t.Parallel()
+	policies := []*Policy{
+		{Name: "log", Rules: []Rule{{Name: "per-user", Limit: 5, Window: time.Minute, MinGap: time.Second, By: []string{"user"}}}},
+		{Name: "gcra", Rules: []Rule{{Name: "per-user", Limit: 10, Window: time.Minute, Algorithm: GCRA, Burst: 3, By: []string{"user", "ip"}}}},
+		{Name: "counter", Rules: []Rule{{Name: "global", Limit: 8, Window: time.Minute, Algorithm: SlidingCounter, Shadow: true}}},
+		{Name: "blocked", Rules: []Rule{{Name: "none", Limit: 0, Window: time.Minute, By: []string{"user"}}}},
+		{Name: "mixed", Rules: []Rule{
+			{Name: "global", Limit: 100, Window: time.Hour},
+			{Name: "per-ip", Limit: 4, Window: time.Minute, By: []string{"ip"}, Unless: []string{"user"}},
+			{Name: "per-user", Limit: 6, Window: time.Minute, By: []string{"user"},
+				Overrides: []Override{{Match: map[string]string{"plan": "paid"}, Limit: 60}}},
+			{Name: "spread", Limit: 40, Window: time.Minute, By: []string{"ip"}, Spread: 4, SpreadBy: "ip"},
+			{Name: "tail", Limit: 7, Window: time.Minute, By: []string{"ip"}},
+		}},
+	}
+	attrSets := []map[string]string{
+		{"user": "ann", "ip": "10.0.0.1"},
+		{"user": "ann", "ip": "10.0.0.1", "plan": "paid"},
+		{"ip": "10.0.0.2"},
+		{"user": "bob"},
+		{},
+	}
+	for _, p := range policies {
+		cp, err := compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		general := *cp
+		general.plain = make([]store.Check, len(p.Rules)) // none: every rule by the general road
+		if !slices.ContainsFunc(cp.plain, func(c store.Check) bool { return c.Rule != "" }) {
+			t.Fatalf("policy %q: no plain rule compiled", p.Name)
+		}
+		for _, attrs := range attrSets {
+			for _, cost := range []int64{1, 3, 5, 6, 9} {
+				for _, record := range []bool{false, true} {
+					var a, b scratch
+					a.record, b.record = record, record
+					errA, errB := a.resolve(cp, attrs, cost, nil), b.resolve(&general, attrs, cost, nil)
+					if fmt.Sprint(errA) != fmt.Sprint(errB) {
+						t.Errorf("policy %q, %v, cost %d, record %v: error %v, general road %v", p.Name, attrs, cost, record, errA, errB)
+						continue
+					}
+					if errA == nil && !reflect.DeepEqual(a.req, b.req) {
+						t.Errorf("policy %q, %v, cost %d, record %v: request %+v, general road %+v", p.Name, attrs, cost, record, a.req, b.req)
+					}
+				}
+			}
+		}
+	}
 }

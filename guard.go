@@ -67,18 +67,21 @@ func guard[T any](ctx context.Context, l *Limiter, b *breaker, op func(context.C
 	return degraded(ctx, err), err
 }
 
-// decide asks the store to decide req under the failure policy; the
-// decision's statuses come from b (nil: see statuses.take). A store.Local
+// decide asks the store to decide req under the failure policy, into d;
+// the decision's statuses come from b (nil: see statuses.take). A store.Local
 // is called as guard calls it, without going through guard's closures: it
 // is the road of every Limiter.Allow on the memory store.
-func (l *Limiter) decide(ctx context.Context, req *store.Request, b *statuses) (Decision, error) {
+func (l *Limiter) decide(ctx context.Context, req *store.Request, b *statuses, d *Decision) error {
 	if l.local {
 		if err := l.store.Decide(ctx, req); err != nil {
-			return l.degraded(ctx, req), err
+			*d = l.degraded(ctx, req)
+			return err
 		}
-		return newDecision(req, b), nil
+		d.combine(req, b)
+		return nil
 	}
-	return guard(ctx, l, l.breakerOf(req), func(ctx context.Context) (Decision, error) {
+	var err error
+	*d, err = guard(ctx, l, l.breakerOf(req), func(ctx context.Context) (Decision, error) {
 		if err := l.store.Decide(ctx, req); err != nil {
 			return Decision{}, err
 		}
@@ -86,6 +89,7 @@ func (l *Limiter) decide(ctx context.Context, req *store.Request, b *statuses) (
 	}, func(ctx context.Context, _ error) Decision {
 		return l.degraded(ctx, req)
 	})
+	return err
 }
 
 // degraded answers req without the store: from the fallback store, with

@@ -195,8 +195,9 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // policy (Config.Fallback or Config.OnError, see Config.Timeout and
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
-func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, allowMode(p), false, false)
+func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (d Decision, err error) {
+	err = l.do(ctx, p, attrs, cost, allowMode(p), false, false, &d)
+	return d, err
 }
 
 // Peek returns the decision AllowN would return for cost units, with the
@@ -205,7 +206,9 @@ func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string
 // policy with CacheDenials it answers from the deny cache as AllowN does,
 // and a denial the store gives it is remembered as AllowN's is.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, allowMode(p), true, false)
+	var d Decision
+	err := l.do(ctx, p, attrs, cost, allowMode(p), true, false, &d)
+	return d, err
 }
 
 // Record adds cost units to the window of every rule of p that applies to
@@ -216,7 +219,9 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, 
 // the event fit and the counts after recording it. It always asks the
 // store: the deny cache neither answers it nor learns from it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
-	return l.do(ctx, p, attrs, cost, store.ModeRecord, false, true)
+	var d Decision
+	err := l.do(ctx, p, attrs, cost, store.ModeRecord, false, true, &d)
+	return d, err
 }
 
 // Decide decides a request resolved by the caller into the windows it must
@@ -231,7 +236,9 @@ func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, err
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, req, nil)
+	var d Decision
+	err := l.decide(ctx, req, nil, &d)
+	return d, err
 }
 
 // allowMode is the mode of AllowN on p: a Penalize policy records denied
@@ -243,72 +250,81 @@ func allowMode(p *Policy) store.Mode {
 	return store.ModeAllow
 }
 
-func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool) (Decision, error) {
+// do decides a request of p for AllowN, Peek and Record into d, which is
+// the zero Decision: the Decision is filled in place, not returned by value
+// through every call of the road.
+func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool, d *Decision) error {
 	cp, err := l.policies.get(p)
 	if err != nil {
-		return Decision{}, err
+		return err
 	}
 	s := getScratch()
 	defer putScratch(s)
 	s.record = record
 	if err := s.resolve(cp, attrs, cost, l.cfg.Overrides); err != nil {
-		return Decision{}, err
+		return err
 	}
 	if len(s.req.Checks) == 0 {
-		return newDecision(&s.req, nil), nil // no rule applies: no limit, and no store call
+		d.combine(&s.req, nil) // no rule applies: no limit, and no store call
+		return nil
 	}
 	if cp.concurrent && !dry {
 		if i := s.concurrency(); i >= 0 {
-			return Decision{}, fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
+			return fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
 				ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
 		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
-	d, err := l.decideCached(ctx, p, s)
+	if p.CacheDenials || len(s.spread) > 0 {
+		err = l.decideCached(ctx, p, s, d)
+	} else {
+		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
+	}
 	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true
 		d.Shadowed = d.DeniedBy != ""
 	}
-	return d, err
+	return err
 }
 
 // decideCached decides s's request: from the deny cache when p caches
 // denials and one of its rules denied the request recently, otherwise by
 // the store, falling over a spread rule's sub-windows; a denial by the
 // store is then remembered.
-func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch) (Decision, error) {
+func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *Decision) error {
 	// A lease released early frees room before a cached denial's wait
 	// ends: a peek at a concurrency rule always asks the store.
 	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow && s.concurrency() < 0
 	if cache {
 		s.sent = l.sendTime()
-		if d, ok := l.denials.lookup(s, s.sent); ok {
+		if cached, ok := l.denials.lookup(s, s.sent); ok {
+			*d = cached
 			if l.cfg.OnCacheHit != nil {
-				l.cacheHit(s, &d)
+				l.cacheHit(s, d)
 			}
-			return d, nil
+			return nil
 		}
 	}
-	d, err := l.decide(ctx, &s.req, &s.statuses)
+	err := l.decide(ctx, &s.req, &s.statuses, d)
 	if len(s.spread) > 0 && err == nil && !d.Allowed && s.req.Mode == store.ModeAllow {
 		for s.fallOver() {
 			if cache {
 				s.sent = l.sendTime()
 			}
-			if d, err = l.decide(ctx, &s.req, &s.statuses); err != nil || d.Allowed {
+			if err = l.decide(ctx, &s.req, &s.statuses, d); err != nil || d.Allowed {
 				break
 			}
 		}
 		if err == nil && !d.Allowed {
 			s.soonest()
-			d = newDecision(&s.req, &s.statuses)
+			d.combine(&s.req, &s.statuses)
 		}
 	}
 	if cache && err == nil && !d.Allowed {
-		l.denials.fill(s, &d)
+		l.denials.fill(s, d)
 	}
-	return d, err
+	return err
 }
 
 // sendTime returns the time a store call sent now starts from, for the

@@ -3,6 +3,7 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -188,4 +189,30 @@ func mustCompile(t *testing.T, p *Policy) *compiled {
 		t.Fatal(err)
 	}
 	return cp
+}
+
+// TestCombineOne checks that a request of one check that is not shadow is
+// combined as the general loop combines it, for every mode, cause and sign
+// of the figures.
+func TestCombineOne(t *testing.T) {
+	t.Parallel()
+	req := &store.Request{Policy: "p", Checks: []store.Check{{Rule: "r", Limit: 10, Window: time.Minute, Cost: 2}}}
+	for _, fits := range []bool{true, false} {
+		for _, cause := range []store.Cause{store.CauseNone, store.CauseLimit, store.CauseGap, store.CauseConcurrency} {
+			for _, fig := range []time.Duration{-time.Second, 0, time.Microsecond, time.Minute} {
+				req.Results = []store.Result{{Fits: fits, Cause: cause, Used: 7 + int64(fig), Remaining: int64(fig),
+					RetryAfter: fig, ResetAfter: 2 * fig}}
+				var one, all Decision
+				one.combineOne(req, nil)
+				all.combineAll(req, nil)
+				if !reflect.DeepEqual(one, all) {
+					t.Errorf("fits %v, cause %v, figure %v: combineOne = %+v, combineAll = %+v", fits, cause, fig, one, all)
+				}
+				var d Decision
+				if d.combine(req, nil); !reflect.DeepEqual(d, all) {
+					t.Errorf("fits %v, cause %v, figure %v: combine = %+v, combineAll = %+v", fits, cause, fig, d, all)
+				}
+			}
+		}
+	}
 }

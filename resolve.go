@@ -54,7 +54,11 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 func getScratch() *scratch { return scratches.Get().(*scratch) }
 
 func putScratch(s *scratch) {
-	clear(s.values)
+	// Backwards, which the compiler does not turn into clear's call: that
+	// call costs more than the loop for the value or two a request has.
+	for i := len(s.values) - 1; i >= 0; i-- {
+		s.values[i] = ""
+	}
 	s.req.Checks, s.req.Shared, s.req.Results, s.spread = s.req.Checks[:0], nil, s.req.Results[:0], s.spread[:0]
 	s.record = false
 	scratches.Put(s)
@@ -73,6 +77,9 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 	req.Policy, req.Checks, s.values, s.spread = p.Name, req.Checks[:0], s.values[:0], s.spread[:0]
 	for i := range p.Rules {
 		r := &p.Rules[i]
+		if ov == nil && cp.plain[i].Rule != "" && s.plainCheck(&cp.plain[i], r.By, attrs, cost) {
+			continue
+		}
 		if r.conditional() && !r.applies(attrs) {
 			continue
 		}
@@ -137,7 +144,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 	// The values every rule goes by: a rule that applies carries them,
 	// and the first rule's begin with them when they are the first of its
 	// By.
-	if len(req.Checks) > 0 && cp.shared > 0 && cp.sharedPrefix && req.Checks[0].Rule == p.Rules[0].Name {
+	if len(req.Checks) > 0 && cp.shared > 0 && cp.sharedPrefix && same(req.Checks[0].Rule, p.Rules[0].Name) {
 		req.Shared = req.Checks[0].Values[:cp.shared:cp.shared]
 		return nil
 	}
@@ -151,6 +158,31 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 	}
 	req.Shared = s.values[from:len(s.values):len(s.values)]
 	return nil
+}
+
+// plainCheck appends to s.req the check of a rule whose check does not
+// depend on the request (see compiled.plain): plain with the values of by
+// in attrs and cost. It reports false, appending nothing, when an
+// attribute is missing or the cost exceeds the rule's limit (or burst),
+// for resolve's general road to say so.
+func (s *scratch) plainCheck(plain *store.Check, by []string, attrs map[string]string, cost int64) bool {
+	if !s.record && plain.Limit > 0 &&
+		(plain.Algorithm != GCRA && cost > plain.Limit || plain.Algorithm == GCRA && cost > plain.Burst) {
+		return false
+	}
+	from := len(s.values)
+	for _, a := range by {
+		v, ok := attrs[a]
+		if !ok {
+			s.values = s.values[:from]
+			return false
+		}
+		s.values = append(s.values, v)
+	}
+	s.req.Checks = append(s.req.Checks, *plain)
+	c := &s.req.Checks[len(s.req.Checks)-1]
+	c.Values, c.Cost = s.values[from:len(s.values):len(s.values)], cost
+	return true
 }
 
 // concurrency returns the index of the request's first concurrency check,

@@ -43,11 +43,16 @@ func namesHash(policy, rule string) uint64 {
 // distinct strings. One value is itself (no allocation); several are
 // length-prefixed.
 func encodeValues(values []string) string {
-	switch len(values) {
-	case 0:
+	if len(values) == 1 {
+		return values[0] // the common case, inlined
+	}
+	return encodeMany(values)
+}
+
+// encodeMany is encodeValues for no value or several.
+func encodeMany(values []string) string {
+	if len(values) == 0 {
 		return ""
-	case 1:
-		return values[0]
 	}
 	var b strings.Builder
 	for _, v := range values {

@@ -1,5 +1,7 @@
 package memstore
 
+import "unsafe"
+
 // The table. Each shard keeps its windows in an open-addressed hash table
 // (linear probing) of two parallel arrays: a 16-bit tag per slot and a
 // pointer per slot. A lookup scans the tags and follows the one pointer whose
@@ -13,7 +15,13 @@ package memstore
 // is reports whether w is the window of k. It reads the window's first cache
 // line only.
 func (w *window) is(k *key) bool {
-	return w.values == k.values && w.names.rule == k.rule && w.names.policy == k.policy
+	return same(w.values, k.values) && same(w.names.rule, k.rule) && same(w.names.policy, k.policy)
+}
+
+// same is a == b, without comparing the bytes of strings that share them,
+// as a policy's and a rule's names usually do with the window's.
+func same(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // names is a policy name and a rule name, shared by the windows of that rule
