@@ -237,7 +237,7 @@ func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]strin
 		}
 		return newDecision(&s.req, &s.statuses), nil
 	}, func(ctx context.Context, cause error) Decision {
-		if sent && !l.local && !errors.Is(cause, store.ErrClosed) {
+		if sent && !l.local && !errors.Is(cause, store.ErrClosed) && !errors.Is(cause, store.ErrNotLeasable) {
 			// The store may have taken the lease, or take it yet: it is
 			// abandoned once the store answers (abandon.go).
 			l.abandon(&s.req, id, grant.TTL)

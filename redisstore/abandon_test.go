@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -85,5 +86,27 @@ func TestAbandonTombstoneKey(t *testing.T) {
 		if keys, err := ttls(ctx, c, prefix); err != nil || len(keys) != 1 {
 			t.Errorf("layout %d: keys after the abandon of a lease taken: %v, %v; want the first tombstone alone", layout.layout, keys, err)
 		}
+	}
+}
+
+// TestNotLeasableQueuesNothing: a lease a store keeping each rule's windows
+// in a slot of its own cannot hold (its rules go by different attributes)
+// fails with store.ErrNotLeasable before anything is sent, on every
+// Acquire, and the Limiter queues nothing to abandon for it.
+func TestNotLeasableQueuesNothing(t *testing.T) {
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Slots: redisstore.SlotsPerRule})
+	lim := sluice.NewLimiter(s, sluice.Config{OnError: sluice.Deny})
+	p := &sluice.Policy{Name: "split", Rules: []sluice.Rule{
+		{Name: "per-user", By: []string{"user"}, Limit: 100, Window: time.Minute},
+		{Name: "per-model", By: []string{"model"}, Concurrency: 2, Lease: 30 * time.Second},
+	}}
+	for range 3 {
+		x, d, err := lim.Acquire(context.Background(), p, map[string]string{"user": "ann", "model": "m1"}, 1)
+		if !errors.Is(err, store.ErrNotLeasable) || x != nil || d.Allowed || !d.Degraded {
+			t.Fatalf("acquire across slots: %+v, lease %v, %v; want a degraded denial with ErrNotLeasable", d, x, err)
+		}
+	}
+	if st := lim.AbandonStats(); st != (sluice.AbandonStats{}) {
+		t.Errorf("abandon stats after acquires the store could not send: %+v, want none queued", st)
 	}
 }

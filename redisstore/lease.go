@@ -61,8 +61,8 @@ func (n namer) leaseKey(first, policy, token string) string {
 func (s *Store) leasePlan(req *store.Request, id string) (keys []string, token string, err error) {
 	pl := s.names.plan(req)
 	if len(pl.groups) > 1 {
-		return nil, "", fmt.Errorf("redisstore: policy %q: its windows fall into %d slot groups (Slots is SlotsPerRule and its rules go by different attributes); a lease's windows must share one slot: lease a policy whose rules share their attributes, or use SlotsShared",
-			req.Policy, len(pl.groups))
+		return nil, "", fmt.Errorf("redisstore: policy %q: its windows fall into %d slot groups (Slots is SlotsPerRule and its rules go by different attributes); a lease's windows must share one slot: lease a policy whose rules share their attributes, or use SlotsShared: %w",
+			req.Policy, len(pl.groups), store.ErrNotLeasable)
 	}
 	token = leaseToken(id)
 	return append(pl.keys, s.names.leaseKey(pl.keys[0], req.Policy, token)), token, nil

@@ -85,6 +85,13 @@ func CheckDecide(req *Request) error {
 // check: only Leaser.Acquire does.
 var ErrLeaseOnly = errors.New("sluice: a concurrency rule's slot is taken by Acquire only; Decide may peek at it")
 
+// ErrNotLeasable is what an Acquire's error matches (errors.Is) when the
+// store cannot hold the request's lease at all, such as redisstore's for a
+// policy whose windows it keeps in different slots: the store sent nothing
+// and took nothing, and every Acquire of the request fails so, so a Limiter
+// has nothing to abandon.
+var ErrNotLeasable = errors.New("sluice: the store cannot hold this lease")
+
 // LeaseGrant is the lease an Acquire holds when it admits its request.
 type LeaseGrant struct {
 	// ID identifies the lease.
