@@ -84,6 +84,7 @@ type Front struct {
 	draining atomic.Bool
 	state    atomic.Pointer[State]
 	denials  denyTotals
+	abandons abandonTotals
 }
 
 // New returns a Front over st. Publish its first State before serving.
@@ -108,6 +109,7 @@ func New(st store.Store, opts Options) *Front {
 	f.Outage = outage.New(outage.Config{Logger: f.Log, Interval: opts.OutageInterval, Now: opts.Now, Circuit: f.circuit})
 	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
+	opts.Registry.MustRegister(f.abandonCollectors()...)
 	return f
 }
 

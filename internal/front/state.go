@@ -52,7 +52,8 @@ func CacheDenials(cfg *config.Config, size int) int {
 
 // Publish makes st the state of every request that starts after it
 // returns, adding the deny cache counters of the one it replaces to the
-// totals, so that they never go back.
+// totals, so that they never go back, and keeping its Limiter's abandons
+// counted while it still sends them.
 func (f *Front) Publish(st *State) {
 	f.denials.mu.Lock()
 	defer f.denials.mu.Unlock()
@@ -61,8 +62,92 @@ func (f *Front) Publish(st *State) {
 		f.denials.base.Hits += o.Hits
 		f.denials.base.Misses += o.Misses
 		f.denials.base.Evictions += o.Evictions
+		f.abandons.retire(old.Limiter)
 	}
 	f.state.Store(st)
+}
+
+// Abandons. A Limiter abandons the leases of acquires whose store call
+// failed (sluice.Limiter.AbandonStats) from a goroutine of its own, which
+// goes on after a reload swaps the Limiter out: a Limiter swapped out is
+// counted until it has nothing pending, then its counts join the totals.
+
+// abandonTotals is what the Limiters swapped out did with the leases of
+// failed acquires.
+type abandonTotals struct {
+	mu      sync.Mutex
+	base    sluice.AbandonStats // of the Limiters done; Pending unused
+	retired []*sluice.Limiter   // swapped out with abandons pending
+}
+
+// retire counts l's abandons from now on as those of a Limiter swapped
+// out.
+func (a *abandonTotals) retire(l *sluice.Limiter) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.retired = append(a.retired, l)
+}
+
+// stats returns the abandons of the Limiters swapped out and of cur, the
+// current one (nil: none), since the server started.
+func (a *abandonTotals) stats(cur *sluice.Limiter) sluice.AbandonStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	add := func(to *sluice.AbandonStats, st sluice.AbandonStats) {
+		to.Pending += st.Pending
+		to.Abandoned += st.Abandoned
+		to.Held += st.Held
+		to.Expired += st.Expired
+		to.Dropped += st.Dropped
+	}
+	var pending sluice.AbandonStats
+	kept := a.retired[:0]
+	for _, l := range a.retired {
+		st := l.AbandonStats()
+		if st.Pending == 0 {
+			add(&a.base, st)
+			continue
+		}
+		kept = append(kept, l)
+		add(&pending, st)
+	}
+	clear(a.retired[len(kept):])
+	a.retired = kept
+	total := a.base
+	add(&total, pending)
+	if cur != nil {
+		add(&total, cur.AbandonStats())
+	}
+	return total
+}
+
+// abandonCollectors are the abandons' metrics.
+func (f *Front) abandonCollectors() []prometheus.Collector {
+	stats := func() sluice.AbandonStats {
+		var cur *sluice.Limiter
+		if st := f.state.Load(); st != nil {
+			cur = st.Limiter
+		}
+		return f.abandons.stats(cur)
+	}
+	total := func(outcome, help string, v func(sluice.AbandonStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_lease_abandons_total", Help: help,
+			ConstLabels: prometheus.Labels{"outcome": outcome}},
+			func() float64 { return float64(v(stats())) })
+	}
+	const help = "Leases of acquires whose store call failed, which the store may have taken all the same, by what became of them: " +
+		"ended (the store had taken the lease; the abandon freed its slots), nothing_taken (the store had not; a tombstone keeps the late acquire from taking anything), " +
+		"expired (the store did not answer within the lease time), dropped (over 10,000 waiting, or the store closed)."
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_lease_abandons_pending",
+			Help: "Leases of acquires whose store call failed that wait for the store to answer their abandon.",
+		}, func() float64 { return float64(stats().Pending) }),
+		total("ended", help, func(st sluice.AbandonStats) int64 { return st.Held }),
+		total("nothing_taken", help, func(st sluice.AbandonStats) int64 { return st.Abandoned - st.Held }),
+		total("expired", help, func(st sluice.AbandonStats) int64 { return st.Expired }),
+		total("dropped", help, func(st sluice.AbandonStats) int64 { return st.Dropped }),
+	}
 }
 
 // denyCacheStats returns the deny cache's counters since the server

@@ -231,3 +231,62 @@ func TestFallbackLeaseMetrics(t *testing.T) {
 		t.Errorf("in flight after both releases = %s, want 0", got)
 	}
 }
+
+// TestAbandonMetrics: an acquire whose store call failed is abandoned once
+// the store answers again, and the metrics say so: pending while the store
+// fails, then ended or nothing_taken, summed over a reload that swapped
+// out the Limiter that sent them.
+func TestAbandonMetrics(t *testing.T) {
+	st := &switchStore{mem: memstore.New(memstore.Config{})}
+	t.Cleanup(func() { _ = st.Close() })
+	cfg, err := config.Parse("f.yaml", []byte(leaseConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(st, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+	metric := func(name string) string {
+		t.Helper()
+		for line := range strings.SplitSeq(ts.do("GET", "/metrics", "").Body.String(), "\n") {
+			if strings.HasPrefix(line, name+" ") {
+				return strings.Fields(line)[1]
+			}
+		}
+		return "absent"
+	}
+	const ann = `{"policy":"llm","attributes":{"user":"ann"},"cost":10}`
+	st.down.Store(true)
+	if a := ts.acquire(ann); a.Allowed || !a.Degraded {
+		t.Fatalf("acquire on the failing store = %+v, want a degraded denial", a)
+	}
+	if got := metric("sluice_lease_abandons_pending"); got != "1" {
+		t.Errorf("pending while the store fails = %s, want 1", got)
+	}
+	// A reload swaps the Limiter out; its abandon is still counted.
+	if err := srv.Swap(cfg); err != nil {
+		t.Fatal(err)
+	}
+	st.down.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(`sluice_lease_abandons_total{outcome="nothing_taken"}`) != "1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("abandon not answered 5 s after the store came back: pending %s, nothing_taken %s",
+				metric("sluice_lease_abandons_pending"), metric(`sluice_lease_abandons_total{outcome="nothing_taken"}`))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for name, want := range map[string]string{
+		"sluice_lease_abandons_pending":                        "0",
+		`sluice_lease_abandons_total{outcome="ended"}`:         "0",
+		`sluice_lease_abandons_total{outcome="expired"}`:       "0",
+		`sluice_lease_abandons_total{outcome="dropped"}`:       "0",
+		`sluice_lease_abandons_total{outcome="nothing_taken"}`: "1",
+	} {
+		if got := metric(name); got != want {
+			t.Errorf("%s = %s after the abandon was answered, want %s", name, got, want)
+		}
+	}
+}
