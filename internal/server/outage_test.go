@@ -183,13 +183,13 @@ func (s *switchStore) Finish(ctx context.Context, req *store.FinishRequest) (sto
 	return s.mem.Finish(ctx, req)
 }
 
-// TestFallbackLeaseMetrics: a lease the fallback store grants while the
-// store fails (on_error: fallback) counts in sluice_leases_in_flight as the
-// store's do, and its release ends it there.
-func TestFallbackLeaseMetrics(t *testing.T) {
+// switchServer returns a switchStore, up, and a test server over it with
+// the configuration file.
+func switchServer(t *testing.T, file string) (*switchStore, *testServer) {
+	t.Helper()
 	st := &switchStore{mem: memstore.New(memstore.Config{})}
 	t.Cleanup(func() { _ = st.Close() })
-	cfg, err := config.Parse("f.yaml", []byte("store: {on_error: fallback}\n"+leaseConfig))
+	cfg, err := config.Parse("f.yaml", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,15 +197,29 @@ func TestFallbackLeaseMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+	return st, &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+}
+
+// metric returns the value of the sample name (with its labels) that
+// /metrics shows, or "absent".
+func (ts *testServer) metric(name string) string {
+	ts.t.Helper()
+	for line := range strings.SplitSeq(ts.do("GET", "/metrics", "").Body.String(), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.Fields(line)[1]
+		}
+	}
+	return "absent"
+}
+
+// TestFallbackLeaseMetrics: a lease the fallback store grants while the
+// store fails (on_error: fallback) counts in sluice_leases_in_flight as the
+// store's do, and its release ends it there.
+func TestFallbackLeaseMetrics(t *testing.T) {
+	st, ts := switchServer(t, "store: {on_error: fallback}\n"+leaseConfig)
 	inFlight := func() string {
 		t.Helper()
-		for line := range strings.SplitSeq(ts.do("GET", "/metrics", "").Body.String(), "\n") {
-			if strings.HasPrefix(line, `sluice_leases_in_flight{policy="llm",rule="in-flight"}`) {
-				return strings.Fields(line)[1]
-			}
-		}
-		return "absent"
+		return ts.metric(`sluice_leases_in_flight{policy="llm",rule="in-flight"}`)
 	}
 	const ann = `{"policy":"llm","attributes":{"user":"ann"},"cost":10}`
 	stored := ts.acquire(ann)
@@ -237,26 +251,8 @@ func TestFallbackLeaseMetrics(t *testing.T) {
 // fails, then ended or nothing_taken, summed over a reload that swapped
 // out the Limiter that sent them.
 func TestAbandonMetrics(t *testing.T) {
-	st := &switchStore{mem: memstore.New(memstore.Config{})}
-	t.Cleanup(func() { _ = st.Close() })
-	cfg, err := config.Parse("f.yaml", []byte(leaseConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(st, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
-	metric := func(name string) string {
-		t.Helper()
-		for line := range strings.SplitSeq(ts.do("GET", "/metrics", "").Body.String(), "\n") {
-			if strings.HasPrefix(line, name+" ") {
-				return strings.Fields(line)[1]
-			}
-		}
-		return "absent"
-	}
+	st, ts := switchServer(t, leaseConfig)
+	metric := ts.metric
 	const ann = `{"policy":"llm","attributes":{"user":"ann"},"cost":10}`
 	st.down.Store(true)
 	if a := ts.acquire(ann); a.Allowed || !a.Degraded {
@@ -266,7 +262,7 @@ func TestAbandonMetrics(t *testing.T) {
 		t.Errorf("pending while the store fails = %s, want 1", got)
 	}
 	// A reload swaps the Limiter out; its abandon is still counted.
-	if err := srv.Swap(cfg); err != nil {
+	if err := ts.srv.Swap(ts.srv.Config()); err != nil {
 		t.Fatal(err)
 	}
 	st.down.Store(false)
