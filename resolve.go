@@ -83,16 +83,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 		if r.conditional() && !r.applies(attrs) {
 			continue
 		}
-		from := len(s.values)
-		missing := ""
-		for _, a := range r.By {
-			v, ok := attrs[a]
-			if !ok {
-				missing = a
-				break
-			}
-			s.values = append(s.values, v)
-		}
+		from, missing := s.appendValues(r.By, attrs)
 		var (
 			o   RuntimeOverride
 			has bool
@@ -170,19 +161,30 @@ func (s *scratch) plainCheck(plain *store.Check, by []string, attrs map[string]s
 		(plain.Algorithm != GCRA && cost > plain.Limit || plain.Algorithm == GCRA && cost > plain.Burst) {
 		return false
 	}
-	from := len(s.values)
-	for _, a := range by {
-		v, ok := attrs[a]
-		if !ok {
-			s.values = s.values[:from]
-			return false
-		}
-		s.values = append(s.values, v)
+	from, missing := s.appendValues(by, attrs)
+	if missing != "" {
+		s.values = s.values[:from]
+		return false
 	}
 	s.req.Checks = append(s.req.Checks, *plain)
 	c := &s.req.Checks[len(s.req.Checks)-1]
 	c.Values, c.Cost = s.values[from:len(s.values):len(s.values)], cost
 	return true
+}
+
+// appendValues appends to s.values the values of the attributes by in
+// attrs, up to the first missing one, and returns where they start and the
+// name of the missing attribute ("" when none is).
+func (s *scratch) appendValues(by []string, attrs map[string]string) (from int, missing string) {
+	from = len(s.values)
+	for _, a := range by {
+		v, ok := attrs[a]
+		if !ok {
+			return from, a
+		}
+		s.values = append(s.values, v)
+	}
+	return from, ""
 }
 
 // concurrency returns the index of the request's first concurrency check,
