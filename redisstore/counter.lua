@@ -18,7 +18,7 @@ local function counter()
   -- estimate returns the estimated count at t of s, with pending more
   -- units in the current bucket of now.
   local function estimate(s, r, pending, t)
-    local idx, prev, curr = s.idx, s.prev, s.curr + pending
+    local idx, prev, curr = s.idx, s.prev, min(s.curr + pending, MAXCOST)
     local next = idiv(t, r.w)
     if next == idx + 1 then
       idx, prev, curr = next, curr, 0
@@ -50,7 +50,7 @@ local function counter()
         s.prev = curr + 0
       end
     end
-    if estimate(s, r, 0, now) + r.cost > r.limit then
+    if estimate(s, r, 0, now) > r.limit - r.cost then
       return s, 1
     end
     return s, 0
@@ -78,12 +78,12 @@ local function counter()
       return (s.idx + 2) * r.w - now
     end
     local function fits(t)
-      return estimate(s, r, pending, t) + r.cost <= r.limit
+      return estimate(s, r, pending, t) <= r.limit - r.cost
     end
     if fits(now) then
       return 0
     end
-    local w, b, curr = r.w, s.idx, s.curr + pending -- s is rolled to now
+    local w, b, curr = r.w, s.idx, min(s.curr + pending, MAXCOST) -- s is rolled to now
     local t = (b + 2) * w
     local room = r.limit - r.cost - curr
     if room >= 0 and s.prev > 0 then
@@ -108,7 +108,7 @@ local function counter()
   -- figures returns used (the estimate) and reset-after µs (until the
   -- estimate falls to 0) for s at now, with pending more units.
   local function figures(s, r, now, pending)
-    local used = estimate(s, r, pending, now)
+    local used = min(estimate(s, r, pending, now), MAXCOST)
     local reset = 0
     if s.curr + pending > 0 then
       reset = (s.idx + 2) * r.w - now
@@ -118,11 +118,11 @@ local function counter()
     return used, reset
   end
 
-  -- write adds r's cost to the current bucket. A key that holds the bucket
+  -- write adds r's cost to the current bucket, saturating at MAXCOST. A key that holds the bucket
   -- keeps its expiry; otherwise the key expires when the bucket after it
   -- ends. It returns now, then figures'.
   local function write(s, r, now)
-    s.curr = s.curr + r.cost
+    s.curr = min(s.curr + r.cost, MAXCOST)
     local v = format('%d:%d:%d', s.idx, s.prev, s.curr)
     if s.held then
       call('SET', s.key, v, 'KEEPTTL')

@@ -72,12 +72,15 @@ end
 -- move by delta (window.lua's layout). An entry whose cost falls to 0
 -- stays, as memstore's does: its request happened at its time, so a
 -- minimum gap still counts from it, and the window holds it until it
--- leaves (window.lua's zero member).
+-- leaves (window.lua's zero member). The window saturates at MAXCOST, as
+-- a write does: a delta counts what fits under it, and when the ends would
+-- pass it, every counted entry's end is counted anew from before the
+-- oldest counted one (the entries that left the window are dropped).
 local function settleLog(key, w, at, delta)
   if at <= now - w then
     return
   end
-  local epoch = newest(key)
+  local epoch, nm = newest(key)
   if not epoch or at < epoch then
     return
   end
@@ -86,22 +89,43 @@ local function settleLog(key, w, at, delta)
   if not m then
     return
   end
-  local later = call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES')
   local e, c = parse(m)
   if c + delta < 0 then
     delta = -c
   end
-  if delta == 0 then
+  local old, new, shift = {}, {}, 0
+  local ne = parse(nm)
+  if delta > 0 and ne + delta > MAXCOST then
+    local cut, used, oe, oc = format('%d', now - w - epoch), ne, 0, 0
+    if epoch <= now - w then -- something left the window: used from the oldest counted entry
+      oe, oc = parse(call('ZRANGEBYSCORE', key, '(' .. cut, '(+inf', 'LIMIT', '0', '1')[1])
+      used = ne - oe + oc
+    end
+    delta = min(delta, MAXCOST - used)
+    if delta > 0 and ne + delta > MAXCOST then
+      shift = oe - oc
+      call('ZREMRANGEBYSCORE', key, '-inf', cut)
+      local before = call('ZRANGEBYSCORE', key, '(' .. cut, '(' .. score, 'WITHSCORES')
+      for k = 1, #before, 2 do
+        old[#old + 1] = before[k]
+        new[#new + 1], new[#new + 2] = before[k + 1], reend(before[k], parse(before[k]) - shift)
+      end
+    end
+  end
+  if delta == 0 and shift == 0 then
     return
   end
-  local old, new = {m}, {score, zero(e + delta, at)}
+  local later = call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES')
+  e = e - shift + delta
+  old[#old + 1] = m
+  new[#new + 1], new[#new + 2] = score, zero(e, at)
   if c + delta > 0 then
-    new[2] = member(e + delta, c + delta)
+    new[#new] = member(e, c + delta)
   end
   for k = 1, #later, 2 do
     local j = #new
     old[#old + 1] = later[k]
-    new[j + 1], new[j + 2] = later[k + 1], reend(later[k], parse(later[k]) + delta)
+    new[j + 1], new[j + 2] = later[k + 1], reend(later[k], parse(later[k]) - shift + delta)
   end
   -- Every old member goes before any new one is written, since a new end
   -- may equal an old one; in commands of at most 2,000 arguments.
@@ -120,7 +144,7 @@ local function settleGCRA(key, iv, delta)
   if tat < now then
     tat = now
   end
-  tat = tat + delta * iv
+  tat = min(tat + delta * iv, now + MAXBUCKET) -- saturated, as a write is
   if tat <= now then
     call('DEL', key)
     return
@@ -141,9 +165,9 @@ local function settleCounter(key, w, at, delta)
   b, prev, curr = b + 0, prev + 0, curr + 0
   local ab = idiv(at, w)
   if ab == b then
-    curr = max(0, curr + delta)
+    curr = min(max(0, curr + delta), MAXCOST)
   elseif ab == b - 1 then
-    prev = max(0, prev + delta)
+    prev = min(max(0, prev + delta), MAXCOST)
   else
     return
   end

@@ -30,7 +30,7 @@ local function gcra()
     else
       s.key, s.tat, s.held, s.old = key, now, false, tat or 0
     end
-    if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
+    if r.limit == 0 or r.cost > r.burst or s.tat + r.add - r.burst * r.iv > now then
       return s, 1
     end
     return s, 0
@@ -42,7 +42,9 @@ local function gcra()
     if r.limit == 0 then
       return r.w
     end
-    local d = s.tat + (pending + r.cost - r.burst) * r.iv - now
+    local tat = s.tat
+    if pending > 0 then tat = min(tat + r.add, now + MAXBUCKET) end
+    local d = tat - now + r.add - r.burst * r.iv
     if d < 0 then return 0 end
     return d
   end
@@ -56,7 +58,8 @@ local function gcra()
       return 0, 0
     end
     local iv = r.iv
-    local level = s.tat + pending * iv - now
+    local level = s.tat - now
+    if pending > 0 then level = min(s.tat + r.add, now + MAXBUCKET) - now end
     local room = r.burst * iv - level
     if room <= 0 then
       return r.burst, level
@@ -66,16 +69,20 @@ local function gcra()
     return r.burst - remaining, level
   end
 
-  -- write moves the TAT on, by INCRBY: of the step when the key holds the
+  -- write moves the TAT on (to at most MAXBUCKET from now), by INCRBY: of the step when the key holds the
   -- TAT, else (the key behind or absent) of what takes the value it holds
   -- (old, 0 for none) to now's TAT, so that the key holds the same integer
   -- as a SET would leave, for less (an integer reply, no status to
   -- convert); then the key expires at the new TAT. It returns now, then
   -- figures'.
   local function write(s, r, now)
-    local add = r.cost * r.iv
+    local add, step = r.add, r.step
+    if s.tat + add > now + MAXBUCKET then -- saturated: held MAXBUCKET from now
+      add = now + MAXBUCKET - s.tat
+      step = format('%d', add)
+    end
     if s.held then
-      call('INCRBY', s.key, r.step)
+      call('INCRBY', s.key, step)
     else
       call('INCRBY', s.key, format('%d', s.tat + add - s.old))
       s.held = true

@@ -181,13 +181,14 @@ local function logWait(s, r, pending, now)
   local room, gap = 0, 0
   local at = s.at or now
   if at < now then at = now end
-  local need = s.used + pending + r.cost - r.limit
+  if s.used + pending > MAXCOST then pending = MAXCOST - s.used end -- what the window takes of it
+  local need = s.used + pending - r.limit + r.cost -- exact while need <= s.used
   if need > s.used then
     room = at + s.w - now -- only the pending entry's leaving makes room
   elseif need > 0 then
     room = freed(need) - now
   end
-  local last = (pending > 0 and at) or s.at
+  local last = (pending > 0 and at) or s.at -- a write the full window refused records no time
   if r.gap > 0 and last and last + r.gap > now then gap = last + r.gap - now end
   if gap > room then return gap, room, gap end
   return room, room, gap
@@ -211,7 +212,7 @@ local function logLoad(key, r, now)
   if not s then
     s = read(key, w, now)
   end
-  local full = s.used + r.cost > r.limit
+  local full = s.used > r.limit - r.cost -- exact: s.used + r.cost may pass 2^53
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
     local _, room, gap = logWait(s, r, 0, now)
@@ -225,7 +226,10 @@ end
 
 -- logWrite records rule r's cost in s's key at now (never before its newest
 -- entry), caches s, and returns the time it recorded at, then used and
--- reset-after µs as the write leaves them. A write sets the
+-- reset-after µs as the write leaves them. The window saturates at
+-- MAXCOST: the write counts what fits under it, and one that finds the
+-- window full writes nothing (and returns 0 for the time); ends that would
+-- pass MAXCOST are rebased. A write sets the
 -- key to expire W + gap after it, except one into the newest entry's
 -- instant, whose write did: on Redis's clock at an absolute time (PEXPIREAT,
 -- which needs no conversion on the server), which rule r keeps formatted for
@@ -233,11 +237,18 @@ end
 -- own clock r.ttl ms from now.
 local function logWrite(s, r, now)
   local cost, key, sat, w, e, oe = r.cost, s.key, s.at, s.w, s.e, s.oe
+  if s.used + cost > MAXCOST then
+    cost = MAXCOST - s.used
+    if cost <= 0 then
+      if s.at and s.at > now - s.w then return 0, s.used, s.at + s.w - now end
+      return 0, s.used, 0
+    end
+  end
   local at = sat or now
   if at < now then at = now end
   local used = s.used + cost
   s.at, s.used = at, used
-  if cache[key] == s then -- this call's state at this instant: grown in the state alone
+  if cache[key] == s and e + cost <= MAXCOST then -- this call's state at this instant: grown in the state alone
     if s.om == s.m then s.oe, s.oc = e + cost, s.c + cost end
     s.e, s.c = e + cost, s.c + cost
     if not s.dirty then
@@ -246,6 +257,7 @@ local function logWrite(s, r, now)
     end
     return at, used, at + w - now
   end
+  flush(s) -- when cached, before its ends are rebased
   cache[key] = s
   local epoch, m, renew = s.epoch, nil, true
   if not (sat and sat > now - w) then -- nothing counts: ends and epoch restart
@@ -256,7 +268,7 @@ local function logWrite(s, r, now)
     s.e, s.c, s.oe, s.oc, s.epoch, s.m, s.om = cost, cost, cost, cost, at, m, m
     call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
   else
-    if s.om and at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) then
+    if s.om and (at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) or e + cost > MAXCOST) then
       -- Rebase: write the key anew, without expiry, from a new epoch (the
       -- oldest counted entry's time), ends counted from the cost before
       -- that entry.
@@ -316,10 +328,10 @@ end
 -- logFigures returns used and reset-after µs (until the window is empty)
 -- for s at now, with pending more units recorded at now.
 local function logFigures(s, r, now, pending)
-  if pending > 0 then
+  if pending > 0 and s.used < MAXCOST then
     local at = s.at or now
     if at < now then at = now end
-    return s.used + pending, at + s.w - now
+    return min(s.used + pending, MAXCOST), at + s.w - now
   elseif s.at and s.at > now - s.w then
     return s.used, s.at + s.w - now
   end
