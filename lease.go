@@ -90,7 +90,8 @@ func (x *Lease) Release(ctx context.Context) (bool, error) {
 // nothing changes. See store.Leaser for what each algorithm makes of it.
 func (x *Lease) Settle(ctx context.Context, cost int64) (bool, error) {
 	if cost < 0 || cost > MaxCost {
-		return false, costRange(fmt.Sprintf("settling a lease of policy %q", x.finish.Policy), cost, 0)
+		return false, fmt.Errorf("%w: settling a lease of policy %q got cost %d; give the real cost, 0 to 2^53 (%d)",
+			ErrInvalidCost, x.finish.Policy, cost, int64(MaxCost))
 	}
 	st, err := x.do(ctx, store.LeaseSettle, cost)
 	return st.Held, err
