@@ -270,8 +270,7 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	}
 	if cp.concurrent && !dry {
 		if i := s.concurrency(); i >= 0 {
-			return fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
-				ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
+			return &leaseOnlyError{policy: p.Name, rule: s.req.Checks[i].Rule}
 		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
@@ -335,3 +334,20 @@ func (l *Limiter) sendTime() time.Time {
 	now := l.clock().Now()
 	return now.Add(-time.Duration(now.Nanosecond() % 1000))
 }
+
+// leaseOnlyError reports a Decide or Record on a policy with a concurrency
+// rule, whose slots only Acquire takes. It wraps ErrInvalidPolicy; its
+// LeaseOnly method gives the policy and rule, so that a front can name its
+// own way to take a lease (an HTTP endpoint, a gRPC method) instead of the
+// library's.
+type leaseOnlyError struct{ policy, rule string }
+
+func (e *leaseOnlyError) Error() string {
+	return fmt.Sprintf("%v: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
+		ErrInvalidPolicy, e.policy, e.rule)
+}
+
+func (e *leaseOnlyError) Unwrap() error { return ErrInvalidPolicy }
+
+// LeaseOnly returns the policy and the concurrency rule that need a lease.
+func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.rule }

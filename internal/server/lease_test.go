@@ -83,13 +83,22 @@ func TestLeaseAPI(t *testing.T) {
 		{"/v1/release", `{"lease":"not-a-lease"}`, "invalid_lease", "invalid lease id"},
 		{"/v1/settle", `{"lease":"` + b.Lease + `"}`, "bad_request", "real cost"},
 		{"/v1/settle", `{"lease":"` + b.Lease + `","cost":-1}`, "invalid_cost", "real cost"},
-		{"/v1/decide", ann, "bad_request", "Limiter.Acquire"},
+		{"/v1/decide", ann, "bad_request", "POST /v1/acquire"},
+		{"/v1/record", ann, "bad_request", "POST /v1/acquire"},
 		{"/v1/acquire", `{"policy":"llm"}`, "missing_attribute", `needs attribute \"user\"`},
 	} {
 		w := ts.do("POST", tt.path, tt.body)
 		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`) || !strings.Contains(w.Body.String(), tt.detail) {
 			t.Errorf("POST %s %s = %d %s, want 400 %s saying %q", tt.path, tt.body, w.Code, w.Body, tt.code, tt.detail)
 		}
+		if strings.Contains(w.Body.String(), "Limiter.") {
+			t.Errorf("POST %s %s = %s, which names the library's API to an HTTP caller", tt.path, tt.body, w.Body)
+		}
+	}
+	// In a batch, the item's problem says the same.
+	if w := ts.do("POST", "/v1/decide", "["+ann+"]"); w.Code != 200 || !strings.Contains(w.Body.String(), `"status":400`) ||
+		!strings.Contains(w.Body.String(), "POST /v1/acquire") || strings.Contains(w.Body.String(), "Limiter.") {
+		t.Errorf("POST /v1/decide [%s] = %d %s, want an item's 400 naming POST /v1/acquire", ann, w.Code, w.Body)
 	}
 }
 
@@ -121,6 +130,10 @@ func TestLeaseGRPC(t *testing.T) {
 	}
 	if st, err := client.Extend(ctx, &sluicev1.LeaseRequest{Lease: d.Lease}); err != nil || !st.Held || st.LeaseExpiresMs != 30000 {
 		t.Fatalf("Extend = %v, %v", st, err)
+	}
+	if _, err := client.Decide(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "Sluice/Acquire") ||
+		strings.Contains(err.Error(), "Limiter.") {
+		t.Errorf("Decide on a concurrency rule: %v, want InvalidArgument naming Sluice/Acquire", err)
 	}
 	if _, err := client.Release(ctx, &sluicev1.LeaseRequest{Lease: "not-a-lease"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Release of a malformed id: %v, want InvalidArgument", err)
