@@ -75,6 +75,15 @@ type Config struct {
 	// decision. It runs on the request's goroutine and must not keep req.
 	// Default nil.
 	OnCacheHit func(req *store.Request)
+
+	// OnOverLimit, when set, is told of each rate rule that a Record or a
+	// lease's Settle counted a cost above: a cost no decision could ever
+	// admit, most often a unit mistake (bytes against a limit in
+	// kilobytes), which keeps the rule's key denied for most of a window.
+	// c is the rule's window (Rule, Values, Limit) and must not be kept;
+	// it runs on the caller's goroutine, after the store recorded the
+	// cost. Default nil.
+	OnOverLimit func(policy string, c *store.Check, cost int64)
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -279,6 +288,9 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	} else {
 		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
 	}
+	if record && err == nil && !d.Degraded && l.cfg.OnOverLimit != nil {
+		l.overLimit(p.Name, s.req.Checks, cost)
+	}
 	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
 		d.Allowed = true
@@ -351,3 +363,15 @@ func (e *leaseOnlyError) Unwrap() error { return ErrInvalidPolicy }
 
 // LeaseOnly returns the policy and the concurrency rule that need a lease.
 func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.rule }
+
+// overLimit tells Config.OnOverLimit of each rate check of checks whose
+// rule's limit cost is above (a spread rule's whole limit, not its
+// sub-window's share).
+func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
+	for i := range checks {
+		c := &checks[i]
+		if c.Algorithm != store.Concurrency && cost > c.Limit*int64(max(c.Parts, 1)) {
+			l.cfg.OnOverLimit(policy, c, cost)
+		}
+	}
+}
