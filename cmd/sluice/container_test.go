@@ -8,6 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicerate/sluice/internal/redistest"
 )
 
 // The container: the README's docker run commands start sluice serve as
@@ -233,5 +237,103 @@ func TestContainerEntrypoint(t *testing.T) {
 				t.Errorf("admin GET /api/v1/config with the token = %d %s, want 200", res.Status, res.Body)
 			}
 		})
+	}
+}
+
+// TestKubernetesDeployment runs the image's entrypoint as
+// deploy/kubernetes's Deployment does: its args after the entrypoint's, the
+// Secret's token as SLUICE_ADMIN_TOKEN, the ConfigMap's sluice.yaml as the
+// file (its Redis address replaced by a redis-server the test starts), and
+// checks what the probes, Prometheus and an operator ask of it.
+func TestKubernetesDeployment(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "deploy", "kubernetes")
+	type probe struct {
+		HTTPGet struct{ Path string } `yaml:"httpGet"`
+	}
+	var manifest struct {
+		Data       map[string]string `yaml:"data"`
+		StringData map[string]string `yaml:"stringData"`
+		Spec       struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args []string `yaml:"args"`
+						Env  []struct {
+							Name string `yaml:"name"`
+						} `yaml:"env"`
+						ReadinessProbe probe `yaml:"readinessProbe"`
+						LivenessProbe  probe `yaml:"livenessProbe"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+				Metadata struct {
+					Annotations map[string]string `yaml:"annotations"`
+				} `yaml:"metadata"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	read := func(name string) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &manifest); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	read("configmap.yaml")
+	config := manifest.Data["sluice.yaml"]
+	read("secret.yaml")
+	token := manifest.StringData["token"]
+	read("deployment.yaml")
+	if len(manifest.Spec.Template.Spec.Containers) != 1 || config == "" || token == "" {
+		t.Fatalf("want one container, a ConfigMap with sluice.yaml and a Secret with a token; got %+v", manifest)
+	}
+	c := manifest.Spec.Template.Spec.Containers[0]
+	if !strings.Contains(config, `"redis:6379"`) {
+		t.Fatalf("the ConfigMap's sluice.yaml no longer names redis:6379; update the test:\n%s", config)
+	}
+	config = strings.Replace(config, `"redis:6379"`, `"`+redistest.Start(t).Addr()+`"`, 1)
+	file := writeFile(t, t.TempDir(), "sluice.yaml", config)
+
+	entry := dockerEntrypoint(t, filepath.Join(root, "deploy", "Dockerfile"))
+	args := append(append([]string{}, entry[1:]...), c.Args...)
+	local := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--config":
+			args[i+1] = file
+		case "--http", "--grpc", "--admin":
+			host, _, _ := strings.Cut(args[i+1], ":")
+			free := freeAddr(t)
+			_, port, _ := strings.Cut(free, ":")
+			args[i+1] = host + ":" + port
+			local[args[i]] = free
+		}
+	}
+	p := startProc(t, sluiceBinary(t), args, []string{"SLUICE_ADMIN_TOKEN=" + token})
+	base := "http://" + local["--http"]
+	for _, path := range []string{c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, manifest.Spec.Template.Metadata.Annotations["prometheus.io/path"]} {
+		if res := request(t, "GET", base+path, ""); res.Status != 200 {
+			t.Errorf("GET %s = %d %s, want 200", path, res.Status, res.Body)
+		}
+	}
+	if rec := p.waitLog("sluice serving", 0); !strings.Contains(fmt.Sprint(rec["store"]), "Redis") {
+		t.Errorf("serving on store %v, want the ConfigMap's Redis", rec["store"])
+	}
+	fa := request(t, "GET", base+"/v1/forward-auth?policy=api", "", "X-Api-Key", "k1")
+	if fa.Status != 200 || fa.Header.Get("RateLimit") == "" {
+		t.Errorf("forward-auth with the ConfigMap's policy = %d %s, want 200 with RateLimit", fa.Status, fa.Body)
+	}
+	admin := "http://" + local["--admin"] + "/api/v1/config"
+	if res := request(t, "GET", admin, ""); res.Status != 401 {
+		t.Errorf("the admin view without the token = %d, want 401", res.Status)
+	}
+	if res := request(t, "GET", admin, "", "Authorization", "Bearer "+token); res.Status != 200 {
+		t.Errorf("the admin view with the Secret's token = %d, want 200", res.Status)
 	}
 }
