@@ -32,9 +32,12 @@ proto-check:
 	@scripts/proto.sh --check
 
 ## deploy-check: the Prometheus alert rules in deploy/ are valid (promtool from Debian's prometheus); the
-## unit tests check that every metric they and the Grafana dashboard query is one sluice exports.
+## unit tests check that every metric they and the Grafana dashboard query is one sluice exports. The
+## Kubernetes manifests in deploy/kubernetes decode strictly into Kubernetes's API types (k8s.io/api, in
+## that directory's own module, offline) and refer to each other as sluice serve needs.
 deploy-check:
 	promtool check rules deploy/prometheus/alerts.yml
+	cd deploy/kubernetes && $(GO) test -count=1 ./...
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -196,3 +196,27 @@ func TestResolveConcurrencyOverride(t *testing.T) {
 		t.Errorf("an override's min gap on a concurrency rule: %v, want ErrInvalidPolicy", err)
 	}
 }
+
+// TestDecideOnConcurrencyRule: Allow and Record on a policy with a
+// concurrency rule are refused before any store call, with an error that
+// wraps ErrInvalidPolicy, names Acquire, and gives fronts the policy and
+// rule (LeaseOnly) to name their own way to take a lease.
+func TestDecideOnConcurrencyRule(t *testing.T) {
+	t.Parallel()
+	l := NewLimiter(nil, Config{})
+	p := &Policy{Name: "llm", Rules: []Rule{{Name: "in-flight", By: []string{"user"}, Concurrency: 2, Lease: time.Minute}}}
+	attrs := map[string]string{"user": "ann"}
+	for name, call := range map[string]func() error{
+		"Allow":  func() error { _, err := l.AllowN(t.Context(), p, attrs, 1); return err },
+		"Record": func() error { _, err := l.Record(t.Context(), p, attrs, 1); return err },
+	} {
+		err := call()
+		var lo interface{ LeaseOnly() (string, string) }
+		if !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), "Limiter.Acquire") || !errors.As(err, &lo) {
+			t.Fatalf("%s: %v, want ErrInvalidPolicy naming Limiter.Acquire, with LeaseOnly", name, err)
+		}
+		if policy, rule := lo.LeaseOnly(); policy != "llm" || rule != "in-flight" {
+			t.Errorf("%s: LeaseOnly() = %q, %q, want llm, in-flight", name, policy, rule)
+		}
+	}
+}

@@ -75,6 +75,15 @@ type Config struct {
 	// decision. It runs on the request's goroutine and must not keep req.
 	// Default nil.
 	OnCacheHit func(req *store.Request)
+
+	// OnOverLimit, when set, is told of each rate rule that a Record or a
+	// lease's Settle counted a cost above: a cost no decision could ever
+	// admit, most often a unit mistake (bytes against a limit in
+	// kilobytes), which keeps the rule's key denied for most of a window.
+	// c is the rule's window (Rule, Values, Limit) and must not be kept;
+	// it runs on the caller's goroutine, after the store recorded the
+	// cost. Default nil.
+	OnOverLimit func(policy string, c *store.Check, cost int64)
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -274,8 +283,7 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	}
 	if cp.concurrent && !dry {
 		if i := s.concurrency(); i >= 0 {
-			return fmt.Errorf("%w: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
-				ErrInvalidPolicy, p.Name, s.req.Checks[i].Rule)
+			return &leaseOnlyError{policy: p.Name, rule: s.req.Checks[i].Rule}
 		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
@@ -283,6 +291,9 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 		err = l.decideCached(ctx, p, s, d)
 	} else {
 		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
+	}
+	if record && err == nil && !d.Degraded && l.cfg.OnOverLimit != nil {
+		l.overLimit(p.Name, s.req.Checks, cost)
 	}
 	if p.Shadow && !d.Allowed {
 		// A shadow policy never denies, not even by the failure policy.
@@ -338,4 +349,33 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *De
 func (l *Limiter) sendTime() time.Time {
 	now := l.clock().Now()
 	return now.Add(-time.Duration(now.Nanosecond() % 1000))
+}
+
+// leaseOnlyError reports a Decide or Record on a policy with a concurrency
+// rule, whose slots only Acquire takes. It wraps ErrInvalidPolicy; its
+// LeaseOnly method gives the policy and rule, so that a front can name its
+// own way to take a lease (an HTTP endpoint, a gRPC method) instead of the
+// library's.
+type leaseOnlyError struct{ policy, rule string }
+
+func (e *leaseOnlyError) Error() string {
+	return fmt.Sprintf("%v: policy %q rule %q limits the leases alive at once: take a lease with Limiter.Acquire and release it when done (Peek may look)",
+		ErrInvalidPolicy, e.policy, e.rule)
+}
+
+func (e *leaseOnlyError) Unwrap() error { return ErrInvalidPolicy }
+
+// LeaseOnly returns the policy and the concurrency rule that need a lease.
+func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.rule }
+
+// overLimit tells Config.OnOverLimit of each rate check of checks whose
+// rule's limit cost is above (a spread rule's whole limit, not its
+// sub-window's share).
+func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
+	for i := range checks {
+		c := &checks[i]
+		if c.Algorithm != store.Concurrency && cost > c.Limit*int64(max(c.Parts, 1)) {
+			l.cfg.OnOverLimit(policy, c, cost)
+		}
+	}
 }

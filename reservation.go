@@ -44,8 +44,12 @@ type Reservation struct {
 	// are unique within a schedule's queue and opaque.
 	ID string
 
-	// Queue is the number of reservations pending (whose slot has not yet
-	// passed) on the schedule's queue, including this one when OK.
+	// Queue is the queue's length: the reservations that hold the schedule
+	// at the store's time, those waiting for their slot and the one whose
+	// slot has come and whose time (cost × interval) has not ended,
+	// including this one when OK: its place in line. Reservations a
+	// moment apart on a 4/s schedule get Queue 1, 2, 3... as their Delay
+	// grows by 250ms.
 	Queue int64
 
 	// Reason says why the reservation was rejected; empty when OK.

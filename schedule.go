@@ -155,8 +155,9 @@ type Schedule struct {
 	// be negative.
 	MaxDelay time.Duration
 
-	// MaxQueue, when > 0, is the most reservations pending at once: a
-	// reservation that finds MaxQueue pending is rejected. Zero, the
+	// MaxQueue, when > 0, is the longest the queue may be: a reservation
+	// that finds MaxQueue reservations in it (waiting for their slot, or
+	// whose slot has come and whose time has not ended) is rejected. Zero, the
 	// default, bounds the queue by MaxDelay only.
 	MaxQueue int64
 }

@@ -94,10 +94,11 @@ func TestWaitCancelledGivesTheSlotBack(t *testing.T) {
 		if got := time.Since(start); got != 100*time.Millisecond {
 			t.Errorf("Wait returned after %v, want 100ms", got)
 		}
-		// Its slot, T+250ms, is free again: 150ms from now.
+		// Its slot, T+250ms, is free again: 150ms from now, second in line
+		// after the first reservation, whose time runs until then.
 		next, err := lim.Reserve(t.Context(), s, c45, 1)
-		if err != nil || !next.OK || next.Delay != 150*time.Millisecond || next.Queue != 1 {
-			t.Errorf("after the cancelled Wait: %+v, %v; want OK in 150ms, queue 1", next, err)
+		if err != nil || !next.OK || next.Delay != 150*time.Millisecond || next.Queue != 2 {
+			t.Errorf("after the cancelled Wait: %+v, %v; want OK in 150ms, queue 2", next, err)
 		}
 	})
 }

@@ -109,13 +109,16 @@ func (sh *queueShard) live(k qkey, now int64) *queue {
 	return q
 }
 
-// pending returns the number of reservations of q whose slot has not passed.
-func (q *queue) pending(now int64) int64 {
+// length returns the queue's length at now: the reservations that hold the
+// schedule, those whose slot has not passed and the one whose slot has but
+// whose time has not ended (only res[0] can be that one, as live keeps one
+// passed reservation at most).
+func (q *queue) length(now int64) int64 {
 	if q == nil {
 		return 0
 	}
 	n := int64(len(q.res))
-	if n > 0 && q.res[0].slot < now {
+	if n > 0 && q.res[0].end <= now {
 		n--
 	}
 	return n
@@ -143,7 +146,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.R
 	r := store.Reservation{
 		Delay: time.Duration(delay) * time.Microsecond,
 		Slot:  time.UnixMicro(slot),
-		Queue: q.pending(now),
+		Queue: q.length(now),
 	}
 	switch {
 	case delay > req.MaxDelay.Microseconds():

@@ -13,8 +13,9 @@
 -- ARGV[5]  the member to add: the reservation's ID, ending in "." and ARGV[2].
 --
 -- Reply: {ok (1 or 0), reason (0 none, 1 delay, 2 queue), now, slot, queue}:
--- the slot given or that would have been given, and the number of pending
--- reservations (slot >= now), including this one when ok.
+-- the slot given or that would have been given, and the queue's length: the
+-- reservations that hold the schedule at now (slot >= now, or the one whose
+-- slot has passed and whose end has not), including this one when ok.
 --
 -- Reservations whose slot has passed are removed, except the latest of them,
 -- whose end is the next free slot when every later reservation is cancelled.
@@ -42,6 +43,13 @@ if #last == 2 then
   end
 end
 local queue = call('ZCOUNT', key, int(now), '+inf')
+if passed > 0 then
+  -- The one passed reservation left (rank 0) holds the schedule until its end.
+  local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first == 2 and tonumber(first[2]) + tonumber(string.match(first[1], '%.(%d+)$')) > now then
+    queue = queue + 1
+  end
+end
 
 if slot - now > maxdelay then
   return {0, 1, now, slot, queue}

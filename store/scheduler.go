@@ -16,10 +16,11 @@ import (
 //     earlier: slot = max(T, end). Unused time is not saved up: a schedule
 //     idle for a minute starts again at T, with no burst.
 //   - A reservation is pending while its slot has not passed (slot >= T).
-//     The queue length is the number of pending reservations.
+//     The queue length is the number of reservations that hold [S, end)
+//     with end > T: the pending ones and the one in progress.
 //   - A reservation is rejected, changing nothing, when slot - T exceeds
-//     MaxDelay (ReasonDelay), or else when MaxQueue > 0 and MaxQueue
-//     reservations are pending (ReasonQueue).
+//     MaxDelay (ReasonDelay), or else when MaxQueue > 0 and the queue
+//     length is MaxQueue (ReasonQueue).
 //   - Cancel removes a pending reservation and reports true; for an ID that
 //     is unknown, already cancelled, or whose slot has passed, it changes
 //     nothing and reports false. Later reservations keep their slots: a hole
@@ -60,7 +61,7 @@ type ReserveRequest struct {
 	Cost int64
 
 	// MaxDelay is the longest delay accepted; MaxQueue, when above 0, the
-	// most reservations pending.
+	// longest queue (pending reservations and the one in progress).
 	MaxDelay time.Duration
 	MaxQueue int64
 }
@@ -78,7 +79,7 @@ type Reservation struct {
 	Slot   time.Time     // the slot given, or that would have been
 	Delay  time.Duration // Slot minus the store's time
 	ID     string        // for Cancel; empty when not OK
-	Queue  int64         // reservations pending, this one included when OK
+	Queue  int64         // the queue length, this one included when OK
 	Reason Reason
 }
 
@@ -88,5 +89,5 @@ type Reason uint8
 const (
 	ReasonNone  Reason = iota
 	ReasonDelay        // the slot is further than MaxDelay
-	ReasonQueue        // MaxQueue reservations are pending
+	ReasonQueue        // the queue length is MaxQueue
 )

@@ -69,13 +69,38 @@ var scheduleCases = []testCase{
 			e.expectRes(fmt.Sprintf("call %d", i+1), e.reserve(s, peer("45"), 1), okAt(time.Duration(i)*250*ms, int64(i+1)))
 		}
 		e.expectRes("call 4", e.reserve(s, peer("45"), 1), rejected(sluice.ReasonQueue, 750*ms, 3))
-		// A reservation is pending until its slot has passed: the first
-		// one, due at T0, leaves the queue a microsecond later.
+		// A reservation holds the queue until its time has ended: the
+		// first one, due at T0, still does at T0+249.999ms and leaves the
+		// queue at T0+250ms.
+		e.clock.Advance(250*ms - time.Microsecond)
+		e.expectRes("call 4, at T0+249.999ms", e.reserve(s, peer("45"), 1), rejected(sluice.ReasonQueue, 500*ms+time.Microsecond, 3))
 		e.clock.Advance(time.Microsecond)
-		e.expectRes("call 4, 1µs later", e.reserve(s, peer("45"), 1), okAt(750*ms-time.Microsecond, 3))
+		e.expectRes("call 4, at T0+250ms", e.reserve(s, peer("45"), 1), okAt(500*ms, 3))
 		// A delay over MaxDelay is reported before a full queue.
 		s.MaxDelay = 500 * ms
-		e.expectRes("call 5", e.reserve(s, peer("45"), 1), rejected(sluice.ReasonDelay, time.Second-time.Microsecond, 3))
+		e.expectRes("call 5", e.reserve(s, peer("45"), 1), rejected(sluice.ReasonDelay, 750*ms, 3))
+	}},
+
+	{"ReserveQueueIsPlaceInLine", func(e *env) {
+		// Reservations a millisecond apart, as a caller's successive
+		// requests are: each one's Queue is its place in line, the
+		// reservation whose slot has come but whose time has not ended
+		// included, so the second is 2, not 1 as if the first had gone.
+		s := carrier(2 * time.Second)
+		for i := range 4 {
+			e.expectRes(fmt.Sprintf("call %d", i+1), e.reserve(s, peer("45"), 1),
+				okAt(time.Duration(i)*250*ms-time.Duration(i)*ms, int64(i+1)))
+			e.clock.Advance(ms)
+		}
+		// At T0+250ms the first call's time has ended: three in line, and
+		// a new one is the fourth.
+		e.clock.Set(T0.Add(250 * ms))
+		e.expectRes("at T0+250ms", e.reserve(s, peer("45"), 1), okAt(750*ms, 4))
+		// A reservation of cost 2 holds the queue for two intervals.
+		s.Name = "cost2"
+		e.expectRes("cost 2", e.reserve(s, peer("45"), 2), okAt(0, 1))
+		e.clock.Advance(400 * ms)
+		e.expectRes("400ms into it", e.reserve(s, peer("45"), 1), okAt(100*ms, 2))
 	}},
 
 	{"ReserveCost", func(e *env) {
@@ -134,7 +159,9 @@ var scheduleCases = []testCase{
 		e.clock.Set(T0.Add(600 * ms))
 		e.expectCancel("a passed slot", s, peer("45"), a.ID, false)
 		e.expectCancel("a passed slot (2)", s, peer("45"), c2.ID, false)
-		e.expectRes("queue after the passed slots", e.reserve(s, peer("45"), 1), okAt(400*ms, 2))
+		// c2 (T0+500ms to T0+750ms) still holds the queue, d waits: the
+		// new one is the third in line.
+		e.expectRes("queue after the passed slots", e.reserve(s, peer("45"), 1), okAt(400*ms, 3))
 	}},
 
 	{"CancelKeepsRate", func(e *env) {
@@ -149,7 +176,8 @@ var scheduleCases = []testCase{
 		e.clock.Advance(100 * ms)
 		e.expectCancel("c", s, peer("45"), c.ID, true)
 		e.expectCancel("b", s, peer("45"), b.ID, true)
-		e.expectRes("after cancelling all pending", e.reserve(s, peer("45"), 1), okAt(150*ms, 1))
+		// The first, until T0+250ms, is still in line ahead of it.
+		e.expectRes("after cancelling all pending", e.reserve(s, peer("45"), 1), okAt(150*ms, 2))
 		// The same with cost 2: its end is 500ms after its slot.
 		w := carrier(2 * time.Second)
 		w.Name = "wide"
@@ -157,7 +185,7 @@ var scheduleCases = []testCase{
 		x := e.reserve(w, peer("45"), 1)
 		e.clock.Advance(100 * ms)
 		e.expectCancel("x", w, peer("45"), x.ID, true)
-		e.expectRes("after cost 2", e.reserve(w, peer("45"), 1), okAt(400*ms, 1))
+		e.expectRes("after cost 2", e.reserve(w, peer("45"), 1), okAt(400*ms, 2))
 	}},
 
 	{"ReserveSelectsQueues", func(e *env) {

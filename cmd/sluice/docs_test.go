@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,7 +51,10 @@ import (
 // (--fail-with-body, from a .curlrc), so an answer of 4xx or 5xx fails.
 // A `sluice serve` line runs in the background until the page's commands
 // have run (a later `sluice serve` stops it first) and the next command
-// starts once its /readyz answers.
+// starts once its /readyz answers. Any other line that ends in & (a proxy,
+// an upstream) runs in the background until the page's commands have run,
+// and the next command starts once every address that the line, and the
+// files of the page's file blocks it names, write accepts connections.
 //
 // A skipped block is still checked where that is cheap: the benchmark or
 // fuzz target of a `go test -bench X ./pkg` or `go test -fuzz X ./pkg` line
@@ -58,7 +62,8 @@ import (
 // benchmark fails the test rather than the reader.
 //
 // Only addresses change (docAddresses): a Redis address becomes a throwaway
-// redis-server the test starts, the HTTP, gRPC and admin ports free
+// redis-server the test starts, the HTTP, gRPC and admin ports, and the
+// ports 8000, 8001 and 9000 that a page's proxies and upstream use, free
 // loopback ports, `sluice serve` without --http or --admin gets those
 // ports for its defaults (:8080 and 127.0.0.1:9464), and the module proxy
 // is a directory holding this copy of the module, so that
@@ -206,6 +211,9 @@ var docAddresses = []struct {
 	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:8080\b`), "http"},
 	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:8081\b`), "grpc"},
 	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:9464\b`), "admin"},
+	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:8000\b`), "8000"},
+	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:8001\b`), "8001"},
+	{regexp.MustCompile(`(?:localhost|127\.0\.0\.1)?:9000\b`), "9000"},
 }
 
 // docSession runs one page's blocks in a copy of the repository.
@@ -216,6 +224,8 @@ type docSession struct {
 	ports   map[string]string // kind: loopback address
 	redis   *redistest.Server
 	servers []*docServer
+	others  []*docServer        // background lines other than sluice serve
+	files   map[string][]string // a file block's name: the kinds of address it writes
 	logs    []*lockedBuffer
 	fail    func(format string, args ...any)
 }
@@ -244,6 +254,17 @@ func (s *docSession) address(kind string) string {
 	return a
 }
 
+// kinds returns the kinds of the addresses text writes.
+func kinds(text string) []string {
+	var out []string
+	for _, a := range docAddresses {
+		if a.re.MatchString(text) {
+			out = append(out, a.kind)
+		}
+	}
+	return out
+}
+
 // substitute changes the addresses in text to the session's.
 func (s *docSession) substitute(text string) string {
 	for _, a := range docAddresses {
@@ -253,23 +274,30 @@ func (s *docSession) substitute(text string) string {
 }
 
 var (
-	serveLine = regexp.MustCompile(`^\s*sluice\s+serve\b`)
-	httpFlag  = regexp.MustCompile(`--http[= ](\S+)`)
+	serveLine      = regexp.MustCompile(`^\s*sluice\s+serve\b`)
+	backgroundLine = regexp.MustCompile(`^(.*\S)\s+&\s*(?:#.*)?$`)
+	httpFlag       = regexp.MustCompile(`--http[= ](\S+)`)
 )
 
 // run runs a page's blocks in order.
 func (s *docSession) run(blocks []docBlock) {
+	defer s.stopOthers()
 	defer s.stopServers()
 	for _, b := range blocks {
 		switch b.action {
 		case "file":
+			if s.files == nil {
+				s.files = map[string][]string{}
+			}
+			s.files[b.arg] = kinds(b.text)
 			if err := os.WriteFile(filepath.Join(s.dir, b.arg), []byte(s.substitute(b.text)), 0o644); err != nil {
 				s.t.Fatal(err)
 			}
 		case "run":
 			var script []docCommand
 			for _, c := range b.commands() {
-				if !serveLine.MatchString(c.text) {
+				serve, bg := serveLine.MatchString(c.text), backgroundLine.FindStringSubmatch(c.text)
+				if !serve && bg == nil {
 					script = append(script, c)
 					continue
 				}
@@ -277,7 +305,10 @@ func (s *docSession) run(blocks []docBlock) {
 					return
 				}
 				script = nil
-				if !s.serve(b, c) {
+				if serve && !s.serve(b, c) {
+					return
+				}
+				if !serve && !s.background(b, c, bg[1]) {
 					return
 				}
 			}
@@ -367,10 +398,74 @@ func (s *docSession) serve(b docBlock, c docCommand) bool {
 	}
 }
 
+// background starts line, a page's command without its &, in the
+// background, and waits until every address it and the files it names
+// write accepts connections.
+func (s *docSession) background(b docBlock, c docCommand, line string) bool {
+	want := kinds(line)
+	for _, word := range strings.Fields(line) {
+		want = append(want, s.files[strings.Trim(word, `"'`)]...)
+	}
+	cmd := exec.Command("bash", "-c", "exec "+s.substitute(line))
+	cmd.Dir, cmd.Env = s.dir, s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	log := new(lockedBuffer)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.others = append(s.others, &docServer{cmd: cmd, exited: exited})
+	s.logs = append(s.logs, log)
+	deadline := time.Now().Add(time.Minute)
+	for _, kind := range want {
+		if kind == "redis" {
+			continue
+		}
+		addr := s.address(kind)
+		for {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				break
+			}
+			select {
+			case <-exited:
+				s.fail("%s:%d: %s exited before %s accepted connections:\n%s", b.file, c.line, c.text, addr, log)
+				return false
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				s.fail("%s:%d: %s: nothing accepted connections at %s in a minute:\n%s", b.file, c.line, c.text, addr, log)
+				return false
+			}
+		}
+	}
+	s.t.Logf("%s:%d: %s is running in the background", b.file, c.line, c.text)
+	return true
+}
+
+// stopOthers stops the background commands that are not sluice serve, as
+// stopServers does.
+func (s *docSession) stopOthers() {
+	stopAll(s.others)
+	s.others = nil
+}
+
 // stopServers stops the servers the session started: SIGTERM, as a user's
 // Ctrl-C, then SIGKILL after 15 s.
 func (s *docSession) stopServers() {
-	for _, srv := range s.servers {
+	stopAll(s.servers)
+	s.servers = nil
+}
+
+// stopAll stops each of procs: SIGTERM to its process group, then SIGKILL
+// after 15 s.
+func stopAll(procs []*docServer) {
+	for _, srv := range procs {
 		_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-srv.exited:
@@ -379,7 +474,6 @@ func (s *docSession) stopServers() {
 			<-srv.exited
 		}
 	}
-	s.servers = nil
 }
 
 // lockedBuffer is a bytes.Buffer that a process writes while the test
@@ -405,7 +499,7 @@ func (b *lockedBuffer) String() string {
 func (s *docSession) serverLogs() string {
 	var b strings.Builder
 	for _, l := range s.logs {
-		fmt.Fprintf(&b, "--- sluice serve's output:\n%s", l)
+		fmt.Fprintf(&b, "--- a background command's output (sluice serve, a proxy):\n%s", l)
 	}
 	return b.String()
 }
@@ -684,6 +778,7 @@ func TestDocsFailures(t *testing.T) {
 				`curl -s localhost:8080/v1/decide -d '{"policy":"notify"}'`+"\n"+
 				`curl -s localhost:8080/v1/decide -d '{"policy":"nope"}'`), "page.md:17 exited 22, want 0"},
 		{"server fails", block("run", "sh", "sluice serve --config nope.yaml"), "exited before it served"},
+		{"background command fails", block("run", "sh", "true localhost:8000 &\ntouch ran"), "exited before 127.0.0.1:"},
 		{"a later block after a failure", block("run", "sh", "false") + block("run", "sh", "touch ran"), "page.md:3 exited 1, want 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

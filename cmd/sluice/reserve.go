@@ -52,7 +52,7 @@ flags:`)
 	redisURL := fs.String("redis", "", "use Redis at this `URL` (redis://host:port/db)")
 	rate := fs.String("rate", "", "without --config: the schedule's `rate`, such as 4/s or 100/1m")
 	maxDelay := fs.Duration("max-delay", 0, "without --config: the longest wait accepted (0: none, only reservations that may go at once)")
-	maxQueue := fs.Int64("max-queue", 0, "without --config: the most reservations pending (0: no bound)")
+	maxQueue := fs.Int64("max-queue", 0, "without --config: the longest the queue may be, in reservations waiting or in progress (0: no bound)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

@@ -75,15 +75,18 @@ func TestReserveMaxQueue(t *testing.T) {
 	if code != exitDenied || len(lines) != 4 {
 		t.Fatalf("exit %d with %d lines, want %d with 4", code, len(lines), exitDenied)
 	}
-	// Cost 2 at 4/s: slots 500ms apart. The first leaves at once, so a
-	// queue of two holds the next two and rejects the fourth.
-	for i, want := range []bool{true, true, true, false} {
+	// Cost 2 at 4/s: slots 500ms apart. The first leaves at once and holds
+	// the queue for its 500ms, so a queue of two holds it and the second,
+	// and rejects the third and fourth.
+	for i, want := range []bool{true, true, false, false} {
 		if lines[i].OK != want {
 			t.Errorf("line %d: %+v, want ok=%v", i+1, lines[i], want)
 		}
 	}
-	if lines[3].Reason != "queue" || lines[3].Queue != 2 {
-		t.Errorf("line 4: %+v, want rejected by the queue of 2", lines[3])
+	for i, l := range lines {
+		if l.Queue != min(int64(i+1), 2) || (i >= 2 && l.Reason != "queue") {
+			t.Errorf("line %d: %+v, want queue %d and, from the third, rejected by the queue of 2", i+1, l, min(i+1, 2))
+		}
 	}
 }
 

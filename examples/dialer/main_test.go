@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicerate/sluice/internal/redistest"
@@ -296,4 +297,60 @@ func TestInProgress(t *testing.T) {
 	if len(calls) < 3 || most != 3 {
 		t.Errorf("%d calls, at most %d in progress; want the limit of 3 reached", len(calls), most)
 	}
+}
+
+// TestLeasesPageCommand runs docs/leases.md's dialer command, as the page
+// writes it, on synctest's fake clock, and checks the page's figures: calls
+// leave every 250ms up to the 30th at 7.25s; the
+// 31st, due at 7.5s, leaves when the first call ends at 10s; never more
+// than 30 up; 50 calls in the 15s.
+func TestLeasesPageCommand(t *testing.T) {
+	page, err := os.ReadFile("../../docs/leases.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for line := range strings.Lines(string(page)) {
+		if rest, ok := strings.CutPrefix(line, "go run ./examples/dialer "); ok {
+			args = strings.Fields(rest)
+		}
+	}
+	if len(args) == 0 {
+		t.Fatal("docs/leases.md has no line `go run ./examples/dialer ...`")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), append(args, "-json"), &stdout, &stderr); code != 0 {
+			t.Fatalf("dialer %q: exit %d: %s", args, code, stderr.String())
+		}
+		var calls []call
+		dec := json.NewDecoder(&stdout)
+		for dec.More() {
+			var c call
+			if err := dec.Decode(&c); err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, c)
+		}
+		if len(calls) != 50 {
+			t.Errorf("%d calls, want the page's 50", len(calls))
+		}
+		if len(calls) < 31 {
+			t.Fatalf("%d calls; the page describes the 31st", len(calls))
+		}
+		at := func(i int) time.Duration { return time.Duration(calls[i].Sent-calls[0].Sent) * time.Microsecond }
+		for i := range 30 {
+			if want := time.Duration(i) * 250 * time.Millisecond; at(i) != want {
+				t.Errorf("call %d left at %v, want %v", i+1, at(i), want)
+			}
+		}
+		if at(30) != 10*time.Second {
+			t.Errorf("the 31st call left at %v, want 10s, when the first ends", at(30))
+		}
+		for i, c := range calls {
+			if c.InProgress > 30 {
+				t.Errorf("call %d: %d in progress, over the limit of 30", i+1, c.InProgress)
+			}
+		}
+	})
 }

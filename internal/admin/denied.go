@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,11 @@ const (
 type deniedKeys struct {
 	mu    sync.Mutex
 	rules map[ruleKey]*deniedTable
+
+	// waitsEnd is the latest wait of any key (until, in ns since the
+	// epoch): an admitted check at or after it finds no key to let
+	// through, and observe skips the lock.
+	waitsEnd atomic.Int64
 }
 
 // ruleKey names a rule of a policy.
@@ -72,17 +78,47 @@ func newDeniedKeys() *deniedKeys {
 }
 
 // observe counts every check of req that did not fit, decided at now by
-// the store or the deny cache (cached). A dry run (a peek) counts nothing.
+// the store or the deny cache (cached), and marks a key in the table whose
+// check fitted as let through at now, although its latest denial's wait
+// had not ended: a runtime override that raised its limit, or a lease
+// released, admits it sooner than that denial said. A dry run (a peek)
+// changes nothing.
 func (d *deniedKeys) observe(req *store.Request, now time.Time, cached bool) {
 	if req.DryRun {
 		return
 	}
 	for i := range req.Results {
-		if i >= len(req.Checks) || req.Results[i].Fits {
+		if i >= len(req.Checks) {
 			continue
 		}
 		c := &req.Checks[i]
+		if req.Results[i].Fits {
+			if now.UnixNano() < d.waitsEnd.Load() {
+				d.letThrough(ruleKey{req.Policy, c.Rule}, c.Values, now)
+			}
+			continue
+		}
 		d.add(ruleKey{req.Policy, c.Rule}, c.Values, c.Shadow, now, req.Results[i].RetryAfter, cached)
+	}
+}
+
+// letThrough ends at now the wait of the key values of rule, when the table
+// holds it and its wait runs past now.
+func (d *deniedKeys) letThrough(rule ruleKey, values []string, now time.Time) {
+	key := ""
+	if len(values) == 1 && len(values[0]) < deniedKeyBytes {
+		key = values[0] // keyOf's identity of it, without its copies
+	} else {
+		key, _, _ = keyOf(values)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.rules[rule]
+	if t == nil {
+		return
+	}
+	if i, ok := t.index[key]; ok && t.keys[i].until.After(now) {
+		t.keys[i].until = now
 	}
 }
 
@@ -102,6 +138,9 @@ func (d *deniedKeys) add(rule ruleKey, values []string, shadow bool, now time.Ti
 	}
 	t.last = now
 	t.total++
+	if end := now.Add(wait).UnixNano(); end > d.waitsEnd.Load() {
+		d.waitsEnd.Store(end) // under mu: no other writer
+	}
 	hit := int64(0)
 	if cached {
 		t.cached++

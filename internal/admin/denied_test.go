@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicerate/sluice/store"
 )
 
 // TestDeniedKeysBounded denies 100,000 distinct keys of one rule and
@@ -99,4 +101,38 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// TestDeniedKeyLetThrough: a key denied for 29 minutes whose check then
+// fits (a runtime override raised its limit) shows no wait, while another
+// key denied alike keeps its own; a peek changes nothing.
+func TestDeniedKeyLetThrough(t *testing.T) {
+	t.Parallel()
+	d := newDeniedKeys()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	req := func(user string, fits, dry bool) *store.Request {
+		return &store.Request{Policy: "api", DryRun: dry,
+			Checks:  []store.Check{{Rule: "per-user", Values: []string{user}}},
+			Results: []store.Result{{Fits: fits, RetryAfter: 29 * time.Minute}}}
+	}
+	d.observe(req("ann", false, false), t0, false)
+	d.observe(req("bob", false, false), t0, false)
+	d.observe(req("ann", true, true), t0.Add(time.Second), false) // a peek
+	waits := func(now time.Time) map[string]int64 {
+		out := map[string]int64{}
+		for _, r := range d.snapshot(now) {
+			for _, k := range r.Keys {
+				out[k.Values[0]] = k.WaitMS
+			}
+		}
+		return out
+	}
+	if got := waits(t0.Add(time.Second)); got["ann"] != (29*time.Minute - time.Second).Milliseconds() {
+		t.Errorf("after a peek: waits %v, want ann's unchanged", got)
+	}
+	d.observe(req("ann", true, false), t0.Add(time.Second), false)
+	got := waits(t0.Add(2 * time.Second))
+	if got["ann"] != 0 || got["bob"] != (29*time.Minute-2*time.Second).Milliseconds() {
+		t.Errorf("after ann was admitted: waits %v, want ann 0 and bob's 29m less 2s", got)
+	}
 }

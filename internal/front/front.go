@@ -76,6 +76,7 @@ type Front struct {
 	Metrics  *Metrics
 	Outage   *outage.Reporter // the store's failures, for every front
 	Store    *Store           // the store, instrumented
+	Over     *OverLimit       // costs recorded over a limit (sluice.Config.OnOverLimit)
 	MaxBody  int64
 	MaxBatch int
 
@@ -108,6 +109,7 @@ func New(st store.Store, opts Options) *Front {
 	}
 	f.Outage = outage.New(outage.Config{Logger: f.Log, Interval: opts.OutageInterval, Now: opts.Now, Circuit: f.circuit})
 	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
+	f.Over = NewOverLimit(opts.Registry, f.Log, opts.Now)
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
 	opts.Registry.MustRegister(f.abandonCollectors()...)
 	return f

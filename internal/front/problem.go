@@ -1,6 +1,7 @@
 package front
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -52,6 +53,22 @@ func OutcomeProblem(o *edge.Outcome) *httplimit.Problem {
 		return Internal()
 	}
 	return nil
+}
+
+// LeaseOnly is p with a detail that names how a caller of a front takes
+// a lease, how (e.g. "POST /v1/acquire with the same body"), when p answers
+// a decide or record on a policy with a concurrency rule: the library's
+// own text names Limiter.Acquire, which a caller over the network has no
+// use for. Otherwise it is p.
+func LeaseOnly(p *httplimit.Problem, err error, how string) *httplimit.Problem {
+	var lo interface{ LeaseOnly() (policy, rule string) }
+	if p == nil || !errors.As(err, &lo) {
+		return p
+	}
+	policy, rule := lo.LeaseOnly()
+	q := *p
+	q.Detail = fmt.Sprintf("policy %q rule %q limits the leases alive at once, which decide and record do not take: %s", policy, rule, how)
+	return &q
 }
 
 // InputProblem is the 400 problem of an error for bad input from the

@@ -121,7 +121,7 @@ func (g *sluiceService) outcome(ctx context.Context, op edge.Op, req *sluicev1.D
 	}
 	o := st.Policies.DecideAttrs(ctx, req.GetPolicy(), req.GetAttributes(), front.Call("grpc", op, wire.CostOf(req.Cost)))
 	g.f.Counted(op, &o)
-	if p := front.OutcomeProblem(&o); p != nil {
+	if p := front.LeaseOnly(front.OutcomeProblem(&o), o.Err, grpcLeaseRemedy); p != nil {
 		return o, front.GRPCError(p)
 	}
 	return o, nil
@@ -237,3 +237,7 @@ func (g *sluiceService) finish(ctx context.Context, api, id string, op edge.Leas
 	}
 	return out, nil
 }
+
+// grpcLeaseRemedy is what Decide or Record on a policy with a concurrency
+// rule tells a gRPC caller to do instead.
+const grpcLeaseRemedy = "take a lease with sluice.v1.Sluice/Acquire (the same request), then end it with Release or Settle; Peek may look"

@@ -66,7 +66,7 @@ func (a *API) handleDecide(op edge.Op) http.HandlerFunc {
 		}
 		o := st.Policies.DecideAttrs(r.Context(), req.Policy, req.Attributes, front.Call(api, op, wire.CostOf(req.Cost)))
 		a.f.Counted(op, &o)
-		if p := front.OutcomeProblem(&o); p != nil {
+		if p := front.LeaseOnly(front.OutcomeProblem(&o), o.Err, HTTPLeaseRemedy); p != nil {
 			a.fail(w, api, p, sc)
 			return
 		}

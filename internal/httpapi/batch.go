@@ -37,7 +37,7 @@ func (a *API) decideBatch(w http.ResponseWriter, r *http.Request, st *front.Stat
 		if p == nil {
 			o = st.Policies.DecideAttrs(r.Context(), req.Policy, req.Attributes, front.Call(api, op, wire.CostOf(req.Cost)))
 			a.f.Counted(op, &o)
-			p = front.OutcomeProblem(&o)
+			p = front.LeaseOnly(front.OutcomeProblem(&o), o.Err, HTTPLeaseRemedy)
 		}
 		if p != nil {
 			a.f.Answered(api, front.StatusCode(p.Status))

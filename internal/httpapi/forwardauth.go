@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/edge"
@@ -58,7 +60,7 @@ func (a *API) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	o := st.Policies.Decide(r.Context(), policy, r, front.Call(api, edge.OpDecide, cost))
 	a.f.Counted(edge.OpDecide, &o)
 	if p := front.OutcomeProblem(&o); p != nil {
-		a.f.Fail(w, api, p)
+		a.f.Fail(w, api, unknownAttribute(p, &o, st.Config.ForwardAuth.Headers))
 		return
 	}
 	httplimit.WriteHeaders(w.Header(), o.Decision(), httplimit.HeaderOptions{})
@@ -139,4 +141,25 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// unknownAttribute is p, or, when p answers a policy whose rule needs an
+// attribute that forward-auth never has (not ip, method, host or path, nor
+// a header of forward_auth.headers), a problem that says what it has and
+// how to give it that one: the library's remedy, to pass it in the
+// request's attributes, does not apply to a proxy's request.
+func unknownAttribute(p *httplimit.Problem, o *edge.Outcome, headers map[string]string) *httplimit.Problem {
+	var miss *sluice.MissingAttributeError
+	if !errors.As(o.Err, &miss) || miss.Rule == "" {
+		return p
+	}
+	switch a := miss.Attribute; {
+	case a == "ip" || a == "method" || a == "host" || a == "path" || headers[a] != "":
+		return p
+	}
+	q := *p
+	q.Detail = fmt.Sprintf("policy %q rule %q needs attribute %q, which forward-auth does not read: it has ip, method, host, path "+
+		"and the headers named in forward_auth.headers; map a header to it there (headers: {%s: X-%s}) or use a policy whose rules "+
+		"are keyed by those", miss.Policy, miss.Rule, miss.Attribute, miss.Attribute, strings.ToUpper(miss.Attribute[:1])+miss.Attribute[1:])
+	return &q
 }

@@ -89,3 +89,8 @@ func (a *API) handleLease(op edge.LeaseOp) http.HandlerFunc {
 		a.f.OK(w, api, out)
 	}
 }
+
+// HTTPLeaseRemedy is what a decide or record on a policy with a concurrency
+// rule tells an HTTP caller to do instead.
+const HTTPLeaseRemedy = `take a lease with POST /v1/acquire (the same body), then end it with POST /v1/release or /v1/settle ` +
+	`{"lease":"…"}; POST /v1/peek may look`

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,13 +84,22 @@ func TestLeaseAPI(t *testing.T) {
 		{"/v1/release", `{"lease":"not-a-lease"}`, "invalid_lease", "invalid lease id"},
 		{"/v1/settle", `{"lease":"` + b.Lease + `"}`, "bad_request", "real cost"},
 		{"/v1/settle", `{"lease":"` + b.Lease + `","cost":-1}`, "invalid_cost", "real cost"},
-		{"/v1/decide", ann, "bad_request", "Limiter.Acquire"},
+		{"/v1/decide", ann, "bad_request", "POST /v1/acquire"},
+		{"/v1/record", ann, "bad_request", "POST /v1/acquire"},
 		{"/v1/acquire", `{"policy":"llm"}`, "missing_attribute", `needs attribute \"user\"`},
 	} {
 		w := ts.do("POST", tt.path, tt.body)
 		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`) || !strings.Contains(w.Body.String(), tt.detail) {
 			t.Errorf("POST %s %s = %d %s, want 400 %s saying %q", tt.path, tt.body, w.Code, w.Body, tt.code, tt.detail)
 		}
+		if strings.Contains(w.Body.String(), "Limiter.") {
+			t.Errorf("POST %s %s = %s, which names the library's API to an HTTP caller", tt.path, tt.body, w.Body)
+		}
+	}
+	// In a batch, the item's problem says the same.
+	if w := ts.do("POST", "/v1/decide", "["+ann+"]"); w.Code != 200 || !strings.Contains(w.Body.String(), `"status":400`) ||
+		!strings.Contains(w.Body.String(), "POST /v1/acquire") || strings.Contains(w.Body.String(), "Limiter.") {
+		t.Errorf("POST /v1/decide [%s] = %d %s, want an item's 400 naming POST /v1/acquire", ann, w.Code, w.Body)
 	}
 }
 
@@ -122,7 +132,45 @@ func TestLeaseGRPC(t *testing.T) {
 	if st, err := client.Extend(ctx, &sluicev1.LeaseRequest{Lease: d.Lease}); err != nil || !st.Held || st.LeaseExpiresMs != 30000 {
 		t.Fatalf("Extend = %v, %v", st, err)
 	}
+	if _, err := client.Decide(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "Sluice/Acquire") ||
+		strings.Contains(err.Error(), "Limiter.") {
+		t.Errorf("Decide on a concurrency rule: %v, want InvalidArgument naming Sluice/Acquire", err)
+	}
 	if _, err := client.Release(ctx, &sluicev1.LeaseRequest{Lease: "not-a-lease"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Release of a malformed id: %v, want InvalidArgument", err)
+	}
+}
+
+// TestOverLimitCounted: a record and a lease's settle far above a rule's
+// limit (10,000,000 against 10,000 a minute: a unit mistake) are recorded,
+// counted in sluice_over_limit_total and logged, once per key and minute;
+// a cost within the limit is neither.
+func TestOverLimitCounted(t *testing.T) {
+	ts := newTestServer(t, leaseConfig+`  - name: upload
+    limits:
+      - {name: bytes, by: [user], limit: 10000, window: 1m}
+`)
+	const total = `sluice_over_limit_total{policy="%s",rule="%s"}`
+	ts.decide("/v1/record", `{"policy":"upload","attributes":{"user":"ann"},"cost":10000}`)
+	if got := ts.metric(fmt.Sprintf(total, "upload", "bytes")); got != "absent" {
+		t.Errorf("a record at the limit: over-limit count %s, want absent", got)
+	}
+	for range 2 {
+		ts.decide("/v1/record", `{"policy":"upload","attributes":{"user":"ann"},"cost":10000000}`)
+	}
+	a := ts.acquire(`{"policy":"llm","attributes":{"user":"bob"},"cost":100}`)
+	if l := ts.lease("/v1/settle", `{"lease":"`+a.Lease+`","cost":10000000}`); !l.Held {
+		t.Fatalf("settle = %+v, want held", l)
+	}
+	for _, tt := range []struct{ policy, rule, want string }{{"upload", "bytes", "2"}, {"llm", "tokens", "1"}} {
+		if got := ts.metric(fmt.Sprintf(total, tt.policy, tt.rule)); got != tt.want {
+			t.Errorf("over-limit count of %s/%s = %s, want %s", tt.policy, tt.rule, got, tt.want)
+		}
+	}
+	logs := ts.log.String()
+	if n := strings.Count(logs, "a cost above the rule's limit was recorded"); n != 2 ||
+		!strings.Contains(logs, `"policy":"upload","rule":"bytes","values":["ann"],"cost":10000000,"limit":10000`) ||
+		!strings.Contains(logs, `"policy":"llm","rule":"tokens","values":["bob"],"cost":10000000,"limit":10000`) {
+		t.Errorf("%d lines logged, want ann's record and bob's settle once each:\n%s", n, logs)
 	}
 }

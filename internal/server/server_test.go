@@ -164,6 +164,8 @@ func TestProblems(t *testing.T) {
 		{"forward-auth no policy", "GET", "/v1/forward-auth", ``, 400, "bad_request", "policy=NAME"},
 		{"forward-auth unknown policy", "GET", "/v1/forward-auth?policy=nope", ``, 400, "unknown_policy", "nope"},
 		{"forward-auth missing header", "GET", "/v1/forward-auth?policy=edge", ``, 400, "missing_attribute", `"user"`},
+		{"forward-auth attribute it never has", "GET", "/v1/forward-auth?policy=notify", ``, 400, "missing_attribute",
+			`needs attribute "category", which forward-auth does not read: it has ip, method, host, path and the headers named in forward_auth.headers; map a header to it there (headers: {category: X-Category})`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

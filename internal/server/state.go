@@ -46,7 +46,7 @@ func (s *Server) Swap(cfg *config.Config) error {
 // forward-auth's keys.
 func (s *Server) newState(cfg *config.Config) (*front.State, error) {
 	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache),
-		Overrides: s.overrides, OnCacheHit: s.front.Store.CacheHit}
+		Overrides: s.overrides, OnCacheHit: s.front.Store.CacheHit, OnOverLimit: s.front.Over.Observe}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {
