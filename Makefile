@@ -69,13 +69,20 @@ bench:
 ## Then a fresh deployment of three servers on a Cluster, five times: none of their first second's
 ## decisions under 64 clients may be degraded (cmd/sluice TestServeWarmCluster). Both run even when the
 ## first fails; make soak fails when either did, and says which.
+# make soak writes its results (TestSoak's table, TestServeWarmCluster's
+# runs, each verdict) to SOAKOUT: by default a file in bench/results named
+# by the date, the time and the soak's length.
+ifndef SOAKOUT
+SOAKOUT := $(CURDIR)/bench/results/$(shell date -u +%Y-%m-%d-%H%M)-soak-$(or $(SOAKTIME),10m).md
+endif
+
 soak:
 	@scripts/deps.sh install
-	@failed=""; \
-	$(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak || failed="TestSoak (internal/soak)"; \
-	$(GO) test -tags soak -run TestServeWarmCluster -timeout 10m -count=1 -v ./cmd/sluice || failed="$${failed:+$$failed and }TestServeWarmCluster (cmd/sluice)"; \
-	if [ -n "$$failed" ]; then echo "make soak: $$failed failed"; exit 1; fi; \
-	echo "make soak: TestSoak and TestServeWarmCluster passed"
+	@mkdir -p $(dir $(SOAKOUT)); rm -f $(SOAKOUT); failed=""; \
+	SOAKOUT=$(SOAKOUT) $(GO) test -tags soak -run TestSoak -timeout 30m -count=1 -v ./internal/soak || failed="TestSoak (internal/soak)"; \
+	SOAKOUT=$(SOAKOUT) $(GO) test -tags soak -run TestServeWarmCluster -timeout 10m -count=1 -v ./cmd/sluice || failed="$${failed:+$$failed and }TestServeWarmCluster (cmd/sluice)"; \
+	if [ -n "$$failed" ]; then echo "make soak: $$failed failed; results in $(SOAKOUT)"; exit 1; fi; \
+	echo "make soak: TestSoak and TestServeWarmCluster passed; results in $(SOAKOUT)"
 
 demo:
 	$(GO) run ./cmd/sluice demo

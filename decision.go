@@ -160,11 +160,13 @@ type LimitStatus struct {
 
 	// Used is the cost counted in the window after the decision: the
 	// request included when it was recorded (or, for a peek, would be).
+	// It is 0 to MaxCost: a window recorded past MaxCost in total counts
+	// MaxCost.
 	Used int64
 
-	// Remaining is the cost that fits at once after the decision, never
-	// below zero: Limit-Used for the Log and SlidingCounter algorithms, what
-	// is left of the burst for GCRA.
+	// Remaining is the cost that fits at once after the decision, 0 to
+	// Limit (to the burst, for GCRA): Limit-Used for the Log and
+	// SlidingCounter algorithms, what is left of the burst for GCRA.
 	Remaining int64
 
 	// Fits reports whether the request fit this rule (its cost and, if the

@@ -12,8 +12,9 @@ import (
 // the name of the offending policy, rule or attribute; test them with
 // errors.Is.
 var (
-	// ErrInvalidCost reports a cost of zero or less.
-	ErrInvalidCost = errors.New("sluice: cost must be at least 1")
+	// ErrInvalidCost reports a cost outside the range accepted: 1 to
+	// MaxCost for a request, 0 to MaxCost for a lease's real cost.
+	ErrInvalidCost = errors.New("sluice: invalid cost")
 
 	// ErrCostExceedsLimit reports a cost larger than a rule's limit: such a
 	// request can never fit, so it is an error rather than a denial.

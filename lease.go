@@ -19,10 +19,6 @@ import (
 // lease's methods report it not held.
 var ErrInvalidLease = errors.New("sluice: invalid lease id")
 
-// MaxSettleCost is the largest real cost Lease.Settle records: 2^53, the
-// largest count a Redis double holds exactly with every integer below it.
-const MaxSettleCost = 1 << 53
-
 // Lease is an admitted request that stays open until its holder releases
 // or settles it, or it expires: a slot in each concurrency rule of its
 // policy (Rule.Concurrency), and the estimate it recorded in the rate
@@ -90,12 +86,11 @@ func (x *Lease) Release(ctx context.Context) (bool, error) {
 // in place of the estimate it was acquired with, frees its slots and ends
 // the lease, and reports whether the lease was held. More than the
 // estimate is recorded even over a limit, since the work happened; less is
-// refunded. Cost is at least 0 and at most MaxSettleCost. See store.Leaser
-// for what each algorithm makes of it.
+// refunded. Cost is 0 to MaxCost, else the error wraps ErrInvalidCost and
+// nothing changes. See store.Leaser for what each algorithm makes of it.
 func (x *Lease) Settle(ctx context.Context, cost int64) (bool, error) {
-	if cost < 0 || cost > MaxSettleCost {
-		return false, fmt.Errorf("%w: settling lease of policy %q with cost %d; give the real cost, 0 to %d",
-			ErrInvalidCost, x.finish.Policy, cost, int64(MaxSettleCost))
+	if cost < 0 || cost > MaxCost {
+		return false, costRange(fmt.Sprintf("settling a lease of policy %q", x.finish.Policy), cost, 0)
 	}
 	st, err := x.do(ctx, store.LeaseSettle, cost)
 	return st.Held, err
@@ -169,8 +164,8 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 	}, func(context.Context, error) store.LeaseState { return store.LeaseState{} })
 }
 
-// Acquire decides cost units against every rule of p that applies to attrs,
-// as AllowN does, and when they fit holds a lease: a slot in each
+// Acquire decides cost units (1 to MaxCost) against every rule of p that
+// applies to attrs, as AllowN does, and when they fit holds a lease: a slot in each
 // concurrency rule (Rule.Concurrency) until the lease is released, settled
 // or expires, and cost recorded in each rate rule as an estimate that
 // Lease.Settle replaces with the real cost. Rate and concurrency rules are

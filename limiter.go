@@ -189,8 +189,9 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // request is recorded only when p.Penalize is set. A request no rule applies
 // to is allowed with no limit (Decision.Unlimited).
 //
-// Bad input (an invalid policy, cost, or missing attribute) returns an error
-// wrapping one of the sentinel errors and changes nothing. A store failure
+// Cost is 1 to MaxCost. Bad input (an invalid policy, a cost outside that
+// range, or a missing attribute) returns an error wrapping one of the
+// sentinel errors and changes nothing. A store failure
 // returns the error together with a Degraded decision made by the failure
 // policy (Config.Fallback or Config.OnError, see Config.Timeout and
 // Config.Breaker), so a caller may log the error and act on the
@@ -216,8 +217,10 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, 
 // once), even more than a rule's limit: a cost known once the work is done
 // (a model's tokens, a download's bytes) is recorded as it was, where
 // AllowN and Peek return ErrCostExceedsLimit. The decision reports whether
-// the event fit and the counts after recording it. It always asks the
-// store: the deny cache neither answers it nor learns from it.
+// the event fit and the counts after recording it. Cost is 1 to MaxCost, as
+// for AllowN; a window recorded past MaxCost in total counts MaxCost (see
+// MaxCost). It always asks the store: the deny cache neither answers it nor
+// learns from it.
 func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	var d Decision
 	err := l.do(ctx, p, attrs, cost, store.ModeRecord, false, true, &d)
@@ -231,7 +234,8 @@ func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string
 // It does not use the deny cache. A request in store.ModeRecord may cost
 // more than a check's limit, as a cost reported once the work is done can
 // (the tokens of a model's answer): it is recorded, and reported as not
-// fitting, where AllowN returns ErrCostExceedsLimit.
+// fitting, where AllowN returns ErrCostExceedsLimit. Every check's cost,
+// limit and burst is at most MaxCost.
 func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err

@@ -90,6 +90,10 @@ func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, er
 	switch {
 	case f.limit < 0:
 		return invalid("limit %d is negative", f.limit)
+	case f.limit > MaxCost:
+		return invalid("limit %d is more than 2^53, the most sluice counts", f.limit)
+	case f.burst < 0 || f.burst > MaxCost:
+		return invalid("burst %d; a burst is 1 to 2^53", f.burst)
 	case r.concurrent() && (f.minGap > 0 || has && o.Burst > 0):
 		return invalid("a concurrency rule takes no min gap or burst; its limit is the leases alive at once, its window the lease time")
 	case f.window < time.Microsecond:
@@ -98,6 +102,8 @@ func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, er
 		return invalid("a min gap needs the log algorithm, and the rule keeps %v", r.Algorithm)
 	case r.Algorithm == GCRA && f.limit > 0 && f.window/time.Microsecond < time.Duration(f.limit):
 		return invalid("%d per %v is more than one event per µs, what gcra's interval can hold", f.limit, f.window)
+	case r.Algorithm == GCRA && !gcraSpans(f.limit, f.burst, f.window):
+		return invalid("a burst of %d at %d per %v takes more than 2^50µs (about 35 years) to refill", f.burst, f.limit, f.window)
 	case r.Spread > 1 && f.limit > 0 && (f.limit < int64(r.Spread) || r.Algorithm == GCRA && f.burst < int64(r.Spread)):
 		return invalid("limit %d (burst %d) spread over %d sub-windows leaves some with none", f.limit, f.burst, r.Spread)
 	}

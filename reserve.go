@@ -10,7 +10,8 @@ import (
 
 // MaxReservation is the most time one reservation may take on its schedule:
 // cost times the interval. A larger cost is an error (ErrInvalidCost), as
-// the slots it would hold are more than a store can represent exactly.
+// the slots it would hold are more than a store can represent exactly, and
+// so is one above MaxCost.
 const MaxReservation = 366 * 24 * time.Hour
 
 // reserveRequest returns the store request of a reservation of cost on s's
@@ -21,8 +22,8 @@ func reserveRequest(s *Schedule, attrs map[string]string, cost int64, maxDelay t
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if cost < 1 {
-		return nil, fmt.Errorf("%w: schedule %q got cost %d", ErrInvalidCost, s.Name, cost)
+	if cost < 1 || cost > MaxCost {
+		return nil, costRange(fmt.Sprintf("schedule %q", s.Name), cost, 1)
 	}
 	iv := s.Interval()
 	if cost > int64(MaxReservation/iv) {
@@ -61,8 +62,9 @@ func queueOf(s *Schedule, attrs map[string]string) (store.Queue, error) {
 // after Reservation.Delay, or cancels. A rejected reservation (OK false)
 // changes nothing and says why in Reason.
 //
-// Bad input (an invalid schedule, cost, or missing attribute) returns an
-// error wrapping one of the sentinel errors. Store calls follow the failure
+// Cost is 1 to MaxCost, and takes at most MaxReservation. Bad input (an
+// invalid schedule, cost, or missing attribute) returns an error wrapping
+// one of the sentinel errors. Store calls follow the failure
 // policy of decisions (Config.Timeout, Breaker, Fallback, OnError): a store
 // failure returns the error together with a Degraded reservation, from the
 // fallback store when it keeps schedules (at the schedule's rate divided by

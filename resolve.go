@@ -70,8 +70,8 @@ func putScratch(s *scratch) {
 // override that cannot apply) or ErrMissingAttribute for bad input.
 func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov Overrides) error {
 	p := &cp.snap
-	if cost < 1 {
-		return fmt.Errorf("%w: policy %q got cost %d", ErrInvalidCost, p.Name, cost)
+	if cost < 1 || cost > MaxCost {
+		return costRange(fmt.Sprintf("policy %q", p.Name), cost, 1)
 	}
 	req := &s.req
 	req.Policy, req.Checks, s.values, s.spread = p.Name, req.Checks[:0], s.values[:0], s.spread[:0]
@@ -325,13 +325,14 @@ func checkRequest(req *store.Request) error {
 		switch {
 		case c.Rule == "":
 			return fmt.Errorf("%w: policy %q: check %d names no rule", ErrInvalidPolicy, req.Policy, i+1)
-		case c.Cost < 1:
-			return fmt.Errorf("%w: policy %q rule %q got cost %d", ErrInvalidCost, req.Policy, c.Rule, c.Cost)
-		case c.Limit < 0 || c.Window < time.Microsecond || c.MinGap < 0:
-			return fmt.Errorf("%w: policy %q rule %q: limit %d, window %v, min gap %v", ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Window, c.MinGap)
+		case c.Cost < 1 || c.Cost > MaxCost:
+			return costRange(fmt.Sprintf("policy %q rule %q", req.Policy, c.Rule), c.Cost, 1)
+		case c.Limit < 0 || c.Limit > MaxCost || c.Burst < 0 || c.Burst > MaxCost || c.Window < time.Microsecond || c.MinGap < 0:
+			return fmt.Errorf("%w: policy %q rule %q: limit %d, burst %d, window %v, min gap %v; a limit and a burst are 0 to 2^53, a window at least 1µs",
+				ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Burst, c.Window, c.MinGap)
 		case req.Mode != store.ModeRecord && c.Limit > 0 && (c.Algorithm != GCRA && c.Cost > c.Limit || c.Algorithm == GCRA && c.Cost > c.Burst):
 			return fmt.Errorf("%w: policy %q rule %q has limit %d (burst %d), request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Burst, c.Cost)
-		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && c.Burst < 1:
+		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && (c.Burst < 1 || !gcraSpans(c.Limit, c.Burst, c.Window)):
 			return fmt.Errorf("%w: policy %q rule %q: algorithm %v, min gap %v, burst %d", ErrInvalidPolicy, req.Policy, c.Rule, c.Algorithm, c.MinGap, c.Burst)
 		}
 		for j := range i {

@@ -159,6 +159,8 @@ func (r *Rule) validate() error {
 	switch {
 	case r.Limit < 0:
 		return invalid("limit %d is negative; use 0 to block, or a positive limit", r.Limit)
+	case r.Limit > MaxCost:
+		return invalid("limit %d is more than 2^53 (%d), the most sluice counts", r.Limit, int64(MaxCost))
 	case r.Window < time.Microsecond:
 		return fmt.Errorf("%w: rule %q has window %v; a window must be at least 1µs", ErrInvalidPolicy, r.Name, r.Window)
 	case r.MinGap < 0:
@@ -169,10 +171,12 @@ func (r *Rule) validate() error {
 		return invalid("a min gap needs the log algorithm (the %v keeps no event's time); with gcra, a burst of 1 spaces events by window/limit", r.Algorithm)
 	case r.Burst != 0 && r.Algorithm != GCRA:
 		return invalid("a burst is gcra's; the %v takes none", r.Algorithm)
-	case r.Burst < 0:
-		return invalid("burst %d is negative; leave it out for the limit, or give at least 1", r.Burst)
+	case r.Burst < 0 || r.Burst > MaxCost:
+		return invalid("burst %d; leave it out for the limit, or give 1 to 2^53", r.Burst)
 	case r.Algorithm == GCRA && r.Limit > 0 && r.Window/time.Microsecond < time.Duration(r.Limit):
 		return invalid("%d per %v is more than one event per µs, what gcra's interval can hold", r.Limit, r.Window)
+	case r.Algorithm == GCRA && !gcraSpans(r.Limit, r.burst(r.Limit), r.Window):
+		return invalid("a burst of %d at %d per %v takes more than 2^50µs (about 35 years) to refill; give a smaller burst or a shorter window", r.burst(r.Limit), r.Limit, r.Window)
 	case r.Spread < 0 || r.Spread > maxSpread:
 		return invalid("spread %d; spread a window over 2 to %d sub-windows, or leave it out", r.Spread, maxSpread)
 	case r.Spread > 1 && r.MinGap > 0:

@@ -44,7 +44,7 @@ func counterAt(c *store.Check, w *window, pending, now, t int64) (idx, prev, cur
 	if w != nil {
 		prev, curr = w.first, w.used // rolled to now by live
 	}
-	curr += pending
+	curr = min(curr+pending, store.MaxCost)
 	switch next := t / win; {
 	case next == idx+1:
 		idx, prev, curr = next, curr, 0
@@ -119,7 +119,7 @@ func counterSolve(win, prev, room int64) int64 {
 
 func counterAdd(w *window, c *store.Check, now int64) {
 	counterRoll(w, c, now)
-	w.used += c.Cost
+	w.used = min(w.used+c.Cost, store.MaxCost)
 	w.expires = (w.oldest + 2) * c.Window.Microseconds()
 }
 
@@ -128,7 +128,7 @@ func counterAdd(w *window, c *store.Check, now int64) {
 // (Remaining), and the time until the estimate falls to 0 (ResetAfter).
 func counterReport(res *store.Result, c *store.Check, w *window, pending, now int64) {
 	idx, prev, curr := counterAt(c, w, pending, now, now)
-	res.Used = counterEstimate(c, idx, prev, curr, now)
+	res.Used = min(counterEstimate(c, idx, prev, curr, now), store.MaxCost)
 	res.Remaining = max(0, c.Limit-res.Used)
 	win := c.Window.Microseconds()
 	switch {

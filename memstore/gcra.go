@@ -32,16 +32,31 @@ func gcraTAT(w *window, now int64) int64 {
 	return max(w.newest, now)
 }
 
+// gcraStep returns how far c's cost moves a TAT: cost intervals, at most
+// store.MaxBucket.
+func gcraStep(c *store.Check) int64 {
+	iv := gcraInterval(c)
+	if c.Cost > store.MaxBucket/iv {
+		return store.MaxBucket
+	}
+	return c.Cost * iv
+}
+
+// gcraAfter returns the TAT of a bucket whose TAT is tat (at least now)
+// once c's cost is recorded at now: saturated at now plus store.MaxBucket.
+func gcraAfter(c *store.Check, tat, now int64) int64 {
+	return min(tat+gcraStep(c), now+store.MaxBucket)
+}
+
 // gcraAllowAt returns when a request of c's cost fits a bucket whose TAT is
 // tat: the earliest time its cost, added, leaves the bucket within its
 // burst.
 func gcraAllowAt(c *store.Check, tat int64) int64 {
-	iv := gcraInterval(c)
-	return tat + c.Cost*iv - c.Burst*iv
+	return tat + gcraStep(c) - c.Burst*gcraInterval(c)
 }
 
 func gcraCheck(res *store.Result, c *store.Check, w *window, now int64) {
-	if c.Limit == 0 || gcraAllowAt(c, gcraTAT(w, now)) > now {
+	if c.Limit == 0 || c.Cost > c.Burst || gcraAllowAt(c, gcraTAT(w, now)) > now {
 		res.Fits, res.Cause = false, store.CauseLimit
 	}
 }
@@ -54,13 +69,13 @@ func gcraWait(c *store.Check, w *window, pending bool, now int64) int64 {
 	}
 	tat := gcraTAT(w, now)
 	if pending {
-		tat += c.Cost * gcraInterval(c)
+		tat = gcraAfter(c, tat, now)
 	}
 	return max(0, gcraAllowAt(c, tat)-now)
 }
 
 func gcraAdd(w *window, c *store.Check, now int64) {
-	w.newest = gcraTAT(w, now) + c.Cost*gcraInterval(c)
+	w.newest = gcraAfter(c, gcraTAT(w, now), now)
 	w.expires = w.newest
 }
 

@@ -214,14 +214,15 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 		}
 		switch b := r.at / c.Window.Microseconds(); w.oldest { // rolled to now by live
 		case b:
-			w.used = max(0, w.used+delta)
+			w.used = min(max(0, w.used+delta), store.MaxCost)
 		case b + 1:
-			w.first = max(0, w.first+delta)
+			w.first = min(max(0, w.first+delta), store.MaxCost)
 		}
 	case store.GCRA:
-		tat := max(now, now+delta*r.interval)
+		step := gcraSettleStep(delta, r.interval)
+		tat := min(max(now, now+step), now+store.MaxBucket)
 		if w != nil {
-			tat = max(now, gcraTAT(w, now)+delta*r.interval)
+			tat = min(max(now, gcraTAT(w, now)+step), now+store.MaxBucket)
 		}
 		switch {
 		case w != nil:
@@ -235,6 +236,18 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 	}
 }
 
+// gcraSettleStep returns how far delta units of interval iv move a TAT,
+// within store.MaxBucket either way: a TAT moves at most that far past now.
+func gcraSettleStep(delta, iv int64) int64 {
+	if lim := store.MaxBucket / iv; delta > lim || delta < -lim {
+		if delta < 0 {
+			return -store.MaxBucket
+		}
+		return store.MaxBucket
+	}
+	return delta * iv
+}
+
 // logSettle adds delta to the cost of the entries of w recorded at at
 // (their sum, when delta is negative, never below 0): entries of one time
 // count alike, so which of them holds the lease's estimate does not matter.
@@ -242,6 +255,9 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 // its time, so a minimum gap still counts from it (w.newest is kept), and
 // it leaves the window when it would have.
 func logSettle(w *window, at, delta int64) {
+	if delta > 0 {
+		delta = min(delta, store.MaxCost-w.used) // the window saturates
+	}
 	for i := w.n - 1; i >= 0 && delta != 0; i-- {
 		e := w.at(i)
 		if e.ts < at {

@@ -47,7 +47,7 @@ func logWaits(c *store.Check, w *window, pending bool, now int64) (limit, gap in
 		at = max(now, w.newest)
 	}
 	if pending {
-		p = c.Cost
+		p = min(c.Cost, store.MaxCost-used) // what the window takes of it
 	}
 	if need := used + p + c.Cost - c.Limit; need > 0 {
 		freed := int64(-1)
@@ -90,11 +90,14 @@ func logReport(res *store.Result, c *store.Check, w *window, now int64) {
 // the cost counted, and the window ending a window after the entry.
 func logPretend(res *store.Result, c *store.Check, w *window, now int64) {
 	logReport(res, c, w, now)
+	if res.Used >= store.MaxCost {
+		return // a full window records nothing (window.add)
+	}
 	at := now
 	if w != nil {
 		at = max(now, w.newest)
 	}
-	res.Used += c.Cost
+	res.Used = min(res.Used+c.Cost, store.MaxCost)
 	res.Remaining = max(0, c.Limit-res.Used)
 	res.ResetAfter = time.Duration(at+c.Window.Microseconds()-now) * time.Microsecond
 }

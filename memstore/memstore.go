@@ -354,7 +354,7 @@ func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64
 		limit, gap := logWaits(c, w, pending, now)
 		wait = max(limit, gap)
 	}
-	res.RetryAfter = time.Duration(wait) * time.Microsecond
+	res.RetryAfter = min(time.Duration(wait)*time.Microsecond, store.MaxRetry)
 }
 
 // add records c's cost in w at now and sets its expiry; for a concurrency
@@ -388,7 +388,7 @@ func report(res *store.Result, c *store.Check, w *window, now int64) {
 func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 	switch c.Algorithm {
 	case store.GCRA:
-		gcraReport(res, c, gcraTAT(w, now)+c.Cost*gcraInterval(c), now)
+		gcraReport(res, c, gcraAfter(c, gcraTAT(w, now), now), now)
 	case store.SlidingCounter:
 		counterReport(res, c, w, c.Cost, now)
 	case store.Concurrency:

@@ -1,5 +1,7 @@
 package memstore
 
+import "github.com/sluicerate/sluice/store"
+
 // entry is one recorded event: its time in microseconds and its cost.
 type entry struct {
 	ts   int64
@@ -66,8 +68,12 @@ func (w *window) empty() bool { return w.newest == 0 && w.n == 0 }
 // add records an event at now, never earlier than the newest entry. sizeHint
 // is the capacity the ring starts with (the rule's limit, at most
 // maxInitialRing): a window of cost-1 events that respects its limit never
-// grows past it.
+// grows past it. The window saturates at store.MaxCost: the event counts
+// what fits under it, and one that finds the window full is not recorded.
 func (w *window) add(now, cost, ttl, sizeHint int64) {
+	if cost = min(cost, store.MaxCost-w.used); cost <= 0 {
+		return
+	}
 	if w.n == len(w.ring) {
 		w.grow(sizeHint)
 	}

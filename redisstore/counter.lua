@@ -33,7 +33,7 @@ local function counter()
   -- estimate returns the estimated count at t of s, with pending more
   -- units in the current bucket of now.
   local function estimate(s, r, pending, t)
-    local idx, prev, curr = s.idx, s.prev, s.curr + pending
+    local idx, prev, curr = s.idx, s.prev, min(s.curr + pending, MAXCOST)
     local next = idiv(t, r.w)
     if next == idx + 1 then
       idx, prev, curr = next, curr, 0
@@ -65,7 +65,7 @@ local function counter()
         s.prev = curr + 0
       end
     end
-    if estimate(s, r, 0, now) + r.cost > r.limit then
+    if estimate(s, r, 0, now) > r.limit - r.cost then
       return s, 1
     end
     return s, 0
@@ -93,12 +93,12 @@ local function counter()
       return (s.idx + 2) * r.w - now
     end
     local function fits(t)
-      return estimate(s, r, pending, t) + r.cost <= r.limit
+      return estimate(s, r, pending, t) <= r.limit - r.cost
     end
     if fits(now) then
       return 0
     end
-    local w, b, curr = r.w, s.idx, s.curr + pending -- s is rolled to now
+    local w, b, curr = r.w, s.idx, min(s.curr + pending, MAXCOST) -- s is rolled to now
     local t = (b + 2) * w
     local room = r.limit - r.cost - curr
     if room >= 0 and s.prev > 0 then
@@ -123,7 +123,7 @@ local function counter()
   -- figures returns used (the estimate) and reset-after µs (until the
   -- estimate falls to 0) for s at now, with pending more units.
   local function figures(s, r, now, pending)
-    local used = estimate(s, r, pending, now)
+    local used = min(estimate(s, r, pending, now), MAXCOST)
     local reset = 0
     if s.curr + pending > 0 then
       reset = (s.idx + 2) * r.w - now
@@ -133,11 +133,11 @@ local function counter()
     return used, reset
   end
 
-  -- write adds r's cost to the current bucket. A key that holds the bucket
-  -- keeps its expiry; otherwise the key expires when the bucket after it
-  -- ends. It returns now, then figures'.
+  -- write adds r's cost to the current bucket, saturating at MAXCOST. A
+  -- key that holds the bucket keeps its expiry; otherwise the key expires
+  -- when the bucket after it ends. It returns now, then figures'.
   local function write(s, r, now)
-    s.curr = s.curr + r.cost
+    s.curr = min(s.curr + r.cost, MAXCOST)
     local v = format(VALUE, s.idx, s.prev, s.curr)
     if s.held then
       call('SET', s.key, v, 'KEEPTTL')
@@ -157,7 +157,8 @@ local function counter()
   -- add adds delta to the count of the bucket that at (absolute µs) fell
   -- in, when key holds it as its current or previous bucket, keeping the
   -- key's expiry, and reports whether it did: never below 0, which whole
-  -- refuses (the count left as it is) and otherwise clamps to.
+  -- refuses (the count left as it is) and otherwise clamps to, and never
+  -- above MAXCOST.
   local function add(key, w, at, delta, whole)
     local v = call('GET', key)
     if not v then
@@ -166,9 +167,9 @@ local function counter()
     local idx, prev, curr = decode(v)
     local b = idiv(at, w)
     if b == idx and not (whole and curr + delta < 0) then
-      curr = max(0, curr + delta)
+      curr = min(max(0, curr + delta), MAXCOST)
     elseif b == idx - 1 and not (whole and prev + delta < 0) then
-      prev = max(0, prev + delta)
+      prev = min(max(0, prev + delta), MAXCOST)
     else
       return false
     end

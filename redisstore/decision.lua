@@ -35,7 +35,7 @@ local function shape(blob)
     local shadow = kind >= 16
     if shadow then kind = kind - 16 end
     local r = {alg = log, w = w, limit = limit, gap = 0, burst = 0, cost = cost, shadow = shadow, iv = 0,
-      own = own, ttl = false, life = w + third, at = false, expiry = false, step = false}
+      own = own, ttl = false, life = w + third, at = false, expiry = false, step = false, add = 0}
     if kind == 0 then
       r.gap = third
       if own then r.ttl = format('%d', ceil(r.life / 1000)) end
@@ -43,7 +43,8 @@ local function shape(blob)
       gcraSteps = gcraSteps or gcra()
       r.alg, r.burst, r.iv = gcraSteps, third, w -- a limit of 0 admits nothing
       if limit > 0 then r.iv = idiv(w + limit - 1, limit) end
-      r.step = format('%d', cost * r.iv) -- what a write adds to the TAT
+      r.add = min(cost * r.iv, MAXBUCKET) -- what a write adds to the TAT, saturated
+      r.step = format('%d', r.add)
     elseif kind == 2 then
       counterSteps = counterSteps or counter()
       r.alg = counterSteps
@@ -115,6 +116,7 @@ local function decide(keys, k, sh, out, o)
     else
       at, used, reset = a.write(s, r, now)
     end
+    if retry > MAXRETRY then retry = MAXRETRY end
     out[o + 1], out[o + 2], out[o + 3] = used, retry * 4 + code, reset
     o = o + 3
     if group then

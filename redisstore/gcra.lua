@@ -47,7 +47,7 @@ local function gcra()
     else
       s.key, s.tat, s.held, s.old = key, now, false, tat or 0
     end
-    if r.limit == 0 or s.tat + (r.cost - r.burst) * r.iv > now then
+    if r.limit == 0 or r.cost > r.burst or s.tat + r.add - r.burst * r.iv > now then
       return s, 1
     end
     return s, 0
@@ -59,7 +59,9 @@ local function gcra()
     if r.limit == 0 then
       return r.w
     end
-    local d = s.tat + (pending + r.cost - r.burst) * r.iv - now
+    local tat = s.tat
+    if pending > 0 then tat = min(tat + r.add, now + MAXBUCKET) end
+    local d = tat - now + r.add - r.burst * r.iv
     if d < 0 then return 0 end
     return d
   end
@@ -73,7 +75,8 @@ local function gcra()
       return 0, 0
     end
     local iv = r.iv
-    local level = s.tat + pending * iv - now
+    local level = s.tat - now
+    if pending > 0 then level = min(s.tat + r.add, now + MAXBUCKET) - now end
     local room = r.burst * iv - level
     if room <= 0 then
       return r.burst, level
@@ -83,16 +86,20 @@ local function gcra()
     return r.burst - remaining, level
   end
 
-  -- write moves the TAT on, by INCRBY: of the step when the key holds the
+  -- write moves the TAT on (to at most MAXBUCKET from now), by INCRBY: of the step when the key holds the
   -- TAT, else (the key behind or absent) of what takes the value it holds
   -- (old, 0 for none) to now's TAT, so that the key holds the same integer
   -- as a SET would leave, for less (an integer reply, no status to
   -- convert); then the key expires at the new TAT. It returns now, then
   -- figures'.
   local function write(s, r, now)
-    local add = r.cost * r.iv
+    local add, step = r.add, r.step
+    if s.tat + add > now + MAXBUCKET then -- saturated: held MAXBUCKET from now
+      add = now + MAXBUCKET - s.tat
+      step = format('%d', add)
+    end
     if s.held then
-      call('INCRBY', s.key, r.step)
+      call('INCRBY', s.key, step)
     else
       call('INCRBY', s.key, format('%d', s.tat + add - s.old))
       s.held = true
@@ -107,9 +114,10 @@ local function gcra()
   end
 
   -- move moves key's TAT by d µs (forward when d > 0) from max(TAT, now),
-  -- never before now: a bucket full again is no key.
+  -- never before now (a bucket full again is no key), at most MAXBUCKET
+  -- from now, as a write saturates.
   local function move(key, d, now, own)
-    local tat = max(tatOf(key) or 0, now) + d
+    local tat = min(max(tatOf(key) or 0, now) + d, now + MAXBUCKET)
     if tat <= now then
       call('DEL', key)
       return

@@ -15,13 +15,14 @@ local function logWait(s, r, pending, now)
   local room, gap = 0, 0
   local at = s.at or now
   if at < now then at = now end
-  local need = s.used + pending + r.cost - r.limit
+  if s.used + pending > MAXCOST then pending = MAXCOST - s.used end -- what the window takes of it
+  local need = s.used + pending - r.limit + r.cost -- exact while need <= s.used
   if need > s.used then
     room = at + s.w - now -- only the pending entry's leaving makes room
   elseif need > 0 then
     room = logFreed(s, need, now) - now
   end
-  local last = (pending > 0 and at) or s.at
+  local last = (pending > 0 and at) or s.at -- a write the full window refused records no time
   if r.gap > 0 and last and last + r.gap > now then gap = last + r.gap - now end
   if gap > room then return gap, room, gap end
   return room, room, gap
@@ -45,7 +46,7 @@ local function logLoad(key, r, now)
   if not s then
     s = logRead(key, w, now)
   end
-  local full = s.used + r.cost > r.limit
+  local full = s.used > r.limit - r.cost -- exact: s.used + r.cost may pass 2^53
   local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
   if full and early then
     local _, room, gap = logWait(s, r, 0, now)
@@ -60,10 +61,10 @@ end
 -- logFigures returns used and reset-after µs (until the window is empty)
 -- for s at now, with pending more units recorded at now.
 local function logFigures(s, r, now, pending)
-  if pending > 0 then
+  if pending > 0 and s.used < MAXCOST then
     local at = s.at or now
     if at < now then at = now end
-    return s.used + pending, at + s.w - now
+    return min(s.used + pending, MAXCOST), at + s.w - now
   elseif s.at and s.at > now - s.w then
     return s.used, s.at + s.w - now
   end

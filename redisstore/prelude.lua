@@ -14,6 +14,13 @@ local call, format, tonumber, byte, find, sub = redis.call, string.format, tonum
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local unpackInts = struct.unpack
 
+-- MAXCOST is the most a window counts, store.MaxCost (2^53): past it a
+-- double no longer holds every integer. A write saturates at it. MAXBUCKET
+-- is the longest a GCRA bucket is held past now, store.MaxBucket (2^50 µs);
+-- MAXRETRY the longest wait a reply carries, store.MaxRetry (2^51-1 µs), so
+-- that retry * 4 + status stays exact.
+local MAXCOST, MAXBUCKET, MAXRETRY = 9007199254740992, 1125899906842624, 2251799813685247
+
 -- States: the records a call's decisions read and write (window.lua's,
 -- gcra.lua's and counter.lua's), one per key read. Made anew for every
 -- request they would cost Redis a table, its fields and their garbage, so

@@ -1,23 +1,17 @@
 -- window.lua: the exact log's codec, the one place a window is read
 -- (logRead, logFreed, logEntries), written (logWrite) and adjusted
--- (logResize, logRemove). A window is a sorted set holding
---   * one entry per instant the key recorded something at: score, the
---     instant in µs after the key's epoch; member, the key's running total of
---     cost up to and including that instant (its end), then ":<cost>" when
---     the instant's cost is not 1 ("7": cost 1, end 7; "12:5": cost 5, end
---     12). Requests recorded at one instant share its entry. An entry a
---     lease settled to 0 (finish.lua) stays, its end its predecessor's, and
---     is "<end>:0:<its time, absolute µs>" ("12:0:1767225600000000"): ends
---     are then not unique, members still are, so an entry is told by its
---     member, never by its end;
---   * the epoch entry, "@<epoch µs>" scored +inf: always last, so ZRANGE -2
---     -1 reads the newest entry and the epoch at once.
--- Ends and epoch restart when nothing counts any more, and a key that never
--- empties is rebased before its scores pass 2^30 µs: both stay small. At
--- time T the window is (T-W, T]; it counts the newest entries: used =
--- end(newest) - end(oldest counted) + cost(oldest counted), or end(newest)
--- while the epoch is in the window (nothing has left it). The newest entry
--- stays until the key expires, W + gap after it, for the minimum gap.
+-- (logResize, logRemove); docs/design.md ("Time and entries") says why.
+-- A window is a sorted set: one entry per instant the key recorded at,
+-- scored by its µs after the key's epoch, its member the running total of
+-- cost to that instant (its end), then ":<cost>" when not 1 ("7", "12:5");
+-- an entry a lease settled to 0 is "<end>:0:<time µs>" (ends may repeat,
+-- members do not: an entry is told by its member); then "@<epoch µs>"
+-- scored +inf, always last, so ZRANGE -2 -1 reads the newest entry and the
+-- epoch at once. Ends and epoch restart when nothing counts, and a key is
+-- rebased before its scores pass 2^30 µs. At time T the window (T-W, T]
+-- counts end(newest) - end(oldest counted) + cost(oldest counted), or
+-- end(newest) while the epoch is in it. The newest entry stays until the
+-- key expires, W + gap after it, for the minimum gap.
 
 local TRIM = 8             -- units of cost recorded between two trims of what left the window
 local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a key gets a new epoch
@@ -69,15 +63,18 @@ local function newest(key)
   return epoch, r[1], epoch + r[2]
 end
 
--- rewrite moves list's entries (ZRANGE's member, score pairs) ds µs earlier,
--- their ends by de: it removes them and gone, then (a new end may equal an
--- old one) adds them and add's pairs, in commands of 2,000 arguments at most.
-local function rewrite(key, list, ds, de, gone, add)
+-- moved appends list's entries (ZRANGE's member, score pairs) to gone, and
+-- to add moved ds µs earlier, their ends by de; rewrite removes gone, then
+-- (a new end may equal an old one) adds add, in commands of 2,000 arguments.
+local function moved(list, ds, de, gone, add)
   for k = 1, #list, 2 do
     local m, score = unpack(list, k, k + 1)
     gone[#gone + 1] = m
     add[#add + 1], add[#add + 2] = format('%d', score - ds), reend(m, parse(m) + de)
   end
+end
+
+local function rewrite(key, gone, add)
   for k = 1, #gone, 2000 do call('ZREM', key, unpack(gone, k, min(k + 1999, #gone))) end
   for k = 1, #add, 2000 do call('ZADD', key, unpack(add, k, min(k + 1999, #add))) end
 end
@@ -161,19 +158,25 @@ end
 -- logWrite records rule r's cost in s's key at now (never before its newest
 -- entry), caches s, and returns that time, used and reset-after µs. The key
 -- expires W + gap after a write (but one into the newest entry's instant):
--- on Redis's clock at r.expiry, kept for r.at; on its own r.ttl ms on.
+-- on Redis's clock at r.expiry, kept for r.at; on its own r.ttl ms on. At
+-- MAXCOST a window saturates; ends that would pass it are rebased.
 local function logWrite(s, r, now)
   local cost, key, sat, w, e, oe = r.cost, s.key, s.at, s.w, s.e, s.oe
+  if s.used + cost > MAXCOST then -- saturated: what fits, or nothing (time 0) when full
+    cost = MAXCOST - s.used
+    if cost <= 0 then return 0, s.used, (s.at and s.at > now - s.w) and s.at + s.w - now or 0 end
+  end
   local at = sat or now
   if at < now then at = now end
   local used = s.used + cost
   s.at, s.used = at, used
-  if cache[key] == s then -- this call's state at this instant: grown in the state alone
+  if cache[key] == s and e + cost <= MAXCOST then -- this call's state at this instant: grown in the state alone
     if s.om == s.m then s.oe, s.oc = e + cost, s.c + cost end
     s.e, s.c = e + cost, s.c + cost
     if not s.dirty then s.dirty, dirty[#dirty + 1] = true, s end
     return at, used, at + w - now
   end
+  flush(s) -- when cached, before its ends are rebased
   cache[key] = s
   local epoch, renew = s.epoch, at ~= sat -- a write into the newest entry's instant: its write set the expiry
   if not (sat and sat > now - w) then -- nothing counts: ends and epoch restart
@@ -182,14 +185,15 @@ local function logWrite(s, r, now)
     s.e, s.c, s.oe, s.oc, s.epoch, s.m, s.om = cost, cost, cost, cost, at, m, m
     call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
   else
-    if s.om and at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) then
+    if s.om and (at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) or e + cost > MAXCOST) then
       -- Rebase: the key anew (every member goes, its expiry too), from a new
       -- epoch (the oldest counted entry's time), ends counted from the cost
       -- before that entry.
       local shift, before = tonumber(call('ZSCORE', key, s.om)), oe - s.oc
       call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
       local gone, add = {'@' .. format('%d', epoch)}, {'+inf', '@' .. format('%d', epoch + shift)}
-      rewrite(key, call('ZRANGE', key, '0', '-2', 'WITHSCORES'), shift, -before, gone, add)
+      moved(call('ZRANGE', key, '0', '-2', 'WITHSCORES'), shift, -before, gone, add)
+      rewrite(key, gone, add)
       epoch, e, oe = epoch + shift, e - before, oe - before
       s.epoch, s.e, s.oe, s.m, s.om = epoch, e, oe, reend(s.m, e), reend(s.om, oe)
       renew = true
@@ -216,28 +220,46 @@ local function logWrite(s, r, now)
   return at, used, at + w - now
 end
 
--- entryAt returns the score and member of key's entry of time at (abs. µs).
+-- entryAt returns the score and member of key's entry of time at (abs. µs),
+-- then key's epoch and newest member.
 local function entryAt(key, at)
-  local epoch = newest(key)
+  local epoch, nm = newest(key)
   if not epoch or at < epoch then return nil end
   local score = format('%d', at - epoch)
-  return score, call('ZRANGEBYSCORE', key, score, score)[1]
+  return score, call('ZRANGEBYSCORE', key, score, score)[1], epoch, nm
 end
 
 -- logResize adds delta to the cost of key's entry recorded at at (absolute
 -- µs), never below 0, while it counts in the window of w µs at now; the
--- ends from it on move by delta. An entry of cost 0 stays ("<end>:0:<time>"),
--- as memstore's does: a minimum gap still counts from it.
+-- ends from it on move by delta. An entry of cost 0 stays, as memstore's
+-- does: a gap counts from it. Saturated at MAXCOST as a write is, ends that
+-- would pass it count anew from before the oldest counted entry.
 local function logResize(key, w, at, delta, now)
   if at <= now - w then return end
-  local score, m = entryAt(key, at)
+  local score, m, epoch, nm = entryAt(key, at)
   if not m then return end
   local e, c = parse(m)
   if c + delta < 0 then delta = -c end
-  if delta == 0 then return end
-  local gone, add = {m}, {score, format('%d:0:%d', e + delta, at)} -- settled to 0: its time keeps it apart
-  if c + delta > 0 then add[2] = member(e + delta, c + delta) end
-  rewrite(key, call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES'), 0, delta, gone, add)
+  local gone, add, shift, ne = {}, {}, 0, parse(nm)
+  if delta > 0 and ne + delta > MAXCOST then
+    local cut, used, oe, oc = format('%d', now - w - epoch), ne, 0, 0
+    if epoch <= now - w then -- something left the window: used from the oldest counted entry
+      oe, oc = parse(call('ZRANGEBYSCORE', key, '(' .. cut, '(+inf', 'LIMIT', '0', '1')[1])
+      used = ne - oe + oc
+    end
+    delta = min(delta, MAXCOST - used)
+    if delta > 0 and ne + delta > MAXCOST then
+      shift = oe - oc
+      call('ZREMRANGEBYSCORE', key, '-inf', cut)
+      moved(call('ZRANGEBYSCORE', key, '(' .. cut, '(' .. score, 'WITHSCORES'), 0, -shift, gone, add)
+    end
+  end
+  if delta == 0 and shift == 0 then return end
+  e = e - shift + delta
+  gone[#gone + 1], add[#add + 1], add[#add + 2] = m, score, format('%d:0:%d', e, at) -- settled to 0: its time keeps it apart
+  if c + delta > 0 then add[#add] = member(e, c + delta) end
+  moved(call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES'), 0, delta - shift, gone, add)
+  rewrite(key, gone, add)
 end
 
 -- logRemove takes cost out of key's entry of time at (absolute µs), and

@@ -76,6 +76,31 @@ var ErrClosed = errors.New("sluice: store is closed")
 // count it: the store is answering, and the next call may succeed.
 var ErrRefused = errors.New("sluice: the store refused the call")
 
+// MaxCost is the largest amount a store is given or keeps (sluice.MaxCost
+// is this constant): every Check's Cost, Limit and Burst, a settle's
+// Cost, and a window's content. It is 2^53, the largest count a float64
+// (a Redis script's number) holds exactly along with every integer below
+// it.
+//
+// A store saturates instead of wrapping: a window recorded past MaxCost in
+// total counts MaxCost, its newest write counting only the part that fits
+// under it (a write that finds it full records nothing), so that Used is
+// never above MaxCost nor below 0, and a window that holds MaxCost fits no
+// request, as any limit is at most MaxCost.
+const MaxCost = 1 << 53
+
+// MaxBucket is the longest a GCRA bucket is held past now, in µs: 2^50 µs,
+// about 35 years. A bucket recorded past it (a Record far over its burst)
+// saturates at it: its TAT is at most now plus MaxBucket, so that every
+// figure of it stays exact in a float64. A GCRA check's Burst intervals
+// span at most MaxBucket, so that a bucket held that long fits nothing.
+const MaxBucket = 1 << 50
+
+// MaxRetry is the longest Result.RetryAfter a store reports: 2^51-1 µs,
+// about 71 years. A longer wait (a full window longer than that) is
+// reported as MaxRetry: asked again then, it says what is left.
+const MaxRetry = (1<<51 - 1) * time.Microsecond
+
 // Mode says when a store records a request in its windows.
 type Mode uint8
 
@@ -93,8 +118,10 @@ const (
 // to do with them.
 //
 // The caller guarantees: at least one check; checks name distinct windows;
-// every Cost is at least 1; every Window is at least 1µs; Limit and MinGap
-// are at least 0 (a Limit of 0 fits nothing).
+// every Cost is 1 to MaxCost; every Window is at least 1µs; Limit is 0 to
+// MaxCost (a Limit of 0 fits nothing), and MinGap at least 0; a GCRA
+// check's Burst is 1 to MaxCost and its Burst intervals span at most
+// MaxBucket.
 type Request struct {
 	// Policy names the policy the windows belong to; it is part of every
 	// window's key.

@@ -9,6 +9,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,7 +91,8 @@ func Run(t *testing.T, opener Opener) {
 
 func run(t *testing.T, opener Opener, cache *cacheTally) {
 	t.Helper()
-	for _, c := range append(append(cases[:len(cases):len(cases)], crossSlotCases...), append(append(append(append(append(conditionalCases, algorithmCases...), spreadCases...), scheduleCases...), propertyCases...), leaseCases...)...) {
+	all := slices.Concat(cases, crossSlotCases, conditionalCases, algorithmCases, spreadCases, scheduleCases, propertyCases, leaseCases, extremeCases)
+	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener, cache))
 		})

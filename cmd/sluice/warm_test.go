@@ -5,8 +5,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,46 +30,74 @@ policies:
 `
 
 // TestServeWarmCluster starts a fresh deployment of three sluice servers on
-// a 3-master Redis Cluster whose script caches are empty, waits until each
-// answers /readyz, and then sends the notifier's decisions from 64 clients
-// for a second: none may be degraded and none may find its script missing
-// (no NOSCRIPT, no script sent by its source), five runs in a row. A server
-// that said ready before it loaded its scripts on every master would load
-// them with its first decisions, which under load miss their deadline and
-// are failed closed.
+// a 3-master Redis Cluster, five runs in a row, and checks that each is warm
+// when it says it is ready, by what the masters hold and count rather than
+// by how fast it answers:
 //
-// It measures latency under load, so it runs with make soak (-tags soak),
-// not with make test's race detector.
+//   - each server is started on masters whose script caches and function
+//     libraries were just flushed, and once it answers /readyz every master
+//     holds the sluice function library and the same, non-empty, set of
+//     scripts;
+//   - the notifier's decisions, from 64 clients over the three servers for
+//     a second, make the masters count no EVAL (a script sent by its
+//     source), no NOSCRIPT and no failed FCALL (a function not found).
+//
+// A server that said ready before it loaded its scripts on every master
+// fails both: the masters lack the library at /readyz, and its first
+// decisions find their function missing and load it. Latency is not the
+// measure: with three servers, three masters and 64 clients on two shared
+// cores, decisions miss the 50 ms store deadline in any second, and each
+// burst of failures opens a master's circuit breaker for a second of
+// degraded answers. The test reports the first second's degraded
+// decisions beside the worst of the next 3 seconds of the same deployment,
+// and does not fail on them: on a loaded machine they do not tell a cold
+// server from a warm one (docs/failure-modes.md, "Chaos soak").
+//
+// It runs with make soak (-tags soak), not with make test's race detector.
+// With SOAKOUT set, it appends each run's figures and its verdict to that
+// file (the soak's results).
 func TestServeWarmCluster(t *testing.T) {
+	var rows []string
+	if out := os.Getenv("SOAKOUT"); out != "" {
+		t.Cleanup(func() { appendResults(t, out, rows) })
+	}
 	c := redistest.StartCluster(t)
 	for run := range 5 {
-		for _, n := range c.Nodes() {
-			for _, cmd := range [][]string{{"SCRIPT", "FLUSH"}, {"CONFIG", "RESETSTAT"}} {
-				if _, err := n.Do(cmd...); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		warm := "yes"
 		prefix := fmt.Sprintf("warm%d", run)
 		section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: cluster\n  prefix: %s\n", strings.Join(c.Addrs(), `", "`), prefix)
 		file := writeFile(t, t.TempDir(), "sluice.yaml", section+warmConfig)
 		var servers []*serveProc
-		for range 3 {
-			servers = append(servers, startServe(t, file))
-		}
-		for _, p := range servers {
+		for i := range 3 {
+			flush(t, c.Nodes(), "SCRIPT FLUSH")
+			flush(t, c.Masters(), "FUNCTION FLUSH") // replicas follow
+			p := startServe(t, file)
+			servers = append(servers, p)
 			waitReady(t, p)
+			if err := warmMasters(c); err != nil {
+				warm = "no"
+				t.Errorf("run %d: server %d answered /readyz, but %v", run+1, i+1, err)
+			}
 		}
-		degraded, total, slowest := load(t, servers, 64, time.Second)
-		evals, noscript := scriptStats(t, c)
-		t.Logf("run %d: %d decisions in the first second, %d degraded, slowest %v; %d EVAL and %d NOSCRIPT on the masters", run+1, total, degraded, slowest, evals, noscript)
-		if evals+noscript != 0 {
-			t.Errorf("run %d: decisions after /readyz sent %d scripts by source and met %d NOSCRIPT: the servers were not warm", run+1, evals, noscript)
+		flush(t, c.Nodes(), "CONFIG RESETSTAT")
+		first := load(t, servers, 64, time.Second)
+		st := scriptStats(t, c)
+		t.Logf("run %d, the first second: %v; on the masters %d EVAL, %d NOSCRIPT, %d failed FCALL", run+1, first, st.evals, st.noscript, st.fcallFailed)
+		if st.evals+st.noscript+st.fcallFailed != 0 {
+			t.Errorf("run %d: decisions after /readyz sent %d scripts by source, met %d NOSCRIPT and %d failed FCALL: the servers were not warm",
+				run+1, st.evals, st.noscript, st.fcallFailed)
 		}
-		d2, t2, s2 := load(t, servers, 64, time.Second)
-		t.Logf("run %d: %d decisions in the next second, %d degraded, slowest %v", run+1, t2, d2, s2)
-		if degraded != 0 {
-			t.Errorf("run %d: %d of %d decisions in the first second were degraded", run+1, degraded, total)
+		var worst second
+		for i := range nextSeconds {
+			next := load(t, servers, 64, time.Second)
+			t.Logf("run %d, second %d: %v", run+1, i+2, next)
+			if next.failed >= worst.failed {
+				worst = next
+			}
+		}
+		rows = append(rows, fmt.Sprintf("| %d | %s | %d / %d / %d | %d / %d / %d | %d / %d / %d |", run+1, warm,
+			first.failed, first.degraded, first.total, worst.failed, worst.degraded, worst.total, st.evals, st.noscript, st.fcallFailed))
+		if t.Failed() {
 			for _, p := range servers {
 				t.Logf("%s logged:\n%s", p.HTTP, p.logText())
 			}
@@ -77,11 +108,89 @@ func TestServeWarmCluster(t *testing.T) {
 	}
 }
 
-// scriptStats returns how many EVAL calls (a script sent by its source,
-// after a NOSCRIPT) and NOSCRIPT errors c's masters counted since their
-// statistics were reset.
-func scriptStats(t *testing.T, c *redistest.Cluster) (evals, noscript int) {
+// appendResults appends the runs' rows and the verdict to the file out.
+func appendResults(t *testing.T, out string, rows []string) {
+	verdict := "TestServeWarmCluster passed"
+	if t.Failed() {
+		verdict = "TestServeWarmCluster failed"
+	}
+	text := "\nTestServeWarmCluster: 5 deployments of 3 servers on a 3-master Cluster, 64 clients\n\n" +
+		"| run | every master warm at each /readyz | first second: failed at the deadline / degraded / decisions | the worst of the next 3 seconds | EVAL / NOSCRIPT / failed FCALL in the first |\n" +
+		"|---:|---|---:|---:|---|\n" + strings.Join(rows, "\n") + "\n\n" + verdict + "\n"
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		t.Errorf("SOAKOUT: %v", err)
+	}
+}
+
+// nextSeconds is how many seconds of load follow the first, to show what
+// the load alone degrades.
+const nextSeconds = 3
+
+// flush runs each command (words separated by spaces) on every node.
+func flush(t *testing.T, nodes []*redistest.Server, cmds ...string) {
 	t.Helper()
+	for _, n := range nodes {
+		for _, cmd := range cmds {
+			if _, err := n.Do(strings.Fields(cmd)...); err != nil {
+				t.Fatalf("%s on %s: %v", cmd, n.Addr(), err)
+			}
+		}
+	}
+}
+
+// warmMasters reports why c's masters are not ready for a server's
+// decisions: a master without sluice's function library (FUNCTION LIST), or
+// without scripts, or holding fewer scripts than another
+// (number_of_cached_scripts in INFO memory).
+func warmMasters(c *redistest.Cluster) error {
+	var counts []string
+	most, least := -1, -1
+	for _, m := range c.Masters() {
+		libs, err := m.Do("FUNCTION", "LIST", "LIBRARYNAME", "sluice_*")
+		if err != nil {
+			return fmt.Errorf("FUNCTION LIST on master %s: %w", m.Addr(), err)
+		}
+		if !strings.Contains(libs, "sluice_") {
+			return fmt.Errorf("master %s holds no sluice function library (FUNCTION LIST LIBRARYNAME sluice_* is empty)", m.Addr())
+		}
+		info, err := m.Do("INFO", "memory")
+		if err != nil {
+			return fmt.Errorf("INFO memory on master %s: %w", m.Addr(), err)
+		}
+		n := -1
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "number_of_cached_scripts:"); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		counts = append(counts, fmt.Sprintf("%s %d", m.Addr(), n))
+		if most < 0 || n > most {
+			most = n
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+	}
+	if least <= 0 || least != most {
+		return fmt.Errorf("the masters hold unequal or no scripts (number_of_cached_scripts): %s", strings.Join(counts, ", "))
+	}
+	return nil
+}
+
+// scripts is what c's masters counted since their statistics were reset:
+// EVAL calls (a script sent by its source, after a NOSCRIPT), NOSCRIPT
+// errors, and FCALL calls that failed or were rejected (a function not
+// found).
+type scripts struct{ evals, noscript, fcallFailed int }
+
+func scriptStats(t *testing.T, c *redistest.Cluster) scripts {
+	t.Helper()
+	var out scripts
 	for _, m := range c.Masters() {
 		for _, section := range []string{"commandstats", "errorstats"} {
 			info, err := m.Do("INFO", section)
@@ -89,17 +198,27 @@ func scriptStats(t *testing.T, c *redistest.Cluster) (evals, noscript int) {
 				t.Fatal(err)
 			}
 			for line := range strings.SplitSeq(info, "\n") {
+				line = strings.TrimSpace(line)
 				var n int
 				if _, err := fmt.Sscanf(line, "cmdstat_eval:calls=%d", &n); err == nil {
-					evals += n
+					out.evals += n
 				}
 				if _, err := fmt.Sscanf(line, "errorstat_NOSCRIPT:count=%d", &n); err == nil {
-					noscript += n
+					out.noscript += n
+				}
+				if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:"); ok {
+					for f := range strings.SplitSeq(rest, ",") {
+						k, v, _ := strings.Cut(f, "=")
+						if k == "failed_calls" || k == "rejected_calls" {
+							n, _ := strconv.Atoi(v)
+							out.fcallFailed += n
+						}
+					}
 				}
 			}
 		}
 	}
-	return evals, noscript
+	return out
 }
 
 // waitReady polls p's /readyz until it answers 200.
@@ -123,7 +242,7 @@ func waitReady(t *testing.T, p *serveProc) {
 
 // load sends decisions of the notify policy from clients goroutines, over
 // servers in turn, for d, and counts the degraded ones.
-func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (degraded, total int64, slowest time.Duration) {
+func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (sec second) {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
@@ -158,11 +277,14 @@ func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (deg
 				}
 				took := time.Since(start)
 				mu.Lock()
-				total++
+				sec.total++
 				if out.Degraded {
-					degraded++
+					sec.degraded++
+					if took >= storeDeadline {
+						sec.failed++
+					}
 				}
-				slowest = max(slowest, took)
+				sec.slowest = max(sec.slowest, took)
 				if took > 30*time.Millisecond || out.Degraded {
 					slow[min(len(slow)-1, int(start.Sub(end.Add(-d))/(100*time.Millisecond)))]++
 				}
@@ -175,5 +297,21 @@ func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (deg
 	if err, _ := fail.Load().(error); err != nil {
 		t.Fatal(err)
 	}
-	return degraded, total, slowest
+	return sec
 }
+
+// second is what one second of load came to: the decisions, those
+// degraded, and of those the ones that waited for the store's deadline
+// (failed: the open circuit answers without waiting), and the slowest.
+type second struct {
+	total, degraded, failed int64
+	slowest                 time.Duration
+}
+
+func (s second) String() string {
+	return fmt.Sprintf("%d decisions, %d degraded (%d after waiting for the store's deadline), slowest %v",
+		s.total, s.degraded, s.failed, s.slowest.Round(time.Millisecond))
+}
+
+// storeDeadline is sluice serve's default deadline of a store call.
+const storeDeadline = 50 * time.Millisecond

@@ -236,10 +236,10 @@ var bounds = map[string]struct {
 	lo, hi int64
 	fix    string
 }{
-	"limit":          {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
-	"override limit": {0, 1 << 53, "a limit must be at least 0 and at most 2^53 (0 blocks the requests the override matches; unlimited: true lifts the limit)"},
+	"limit":          {0, sluice.MaxCost, "a limit must be at least 0 and at most 2^53 (0 blocks every request the rule applies to; to watch a limit without enforcing it, set shadow: true)"},
+	"override limit": {0, sluice.MaxCost, "a limit must be at least 0 and at most 2^53 (0 blocks the requests the override matches; unlimited: true lifts the limit)"},
 	"window":         {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
-	"concurrency":    {1, 1 << 53, "give the most leases alive at once, at least 1, such as 4"},
+	"concurrency":    {1, sluice.MaxCost, "give the most leases alive at once, at least 1, such as 4"},
 	"lease":          {int64(time.Millisecond), math.MaxInt64, "a lease lives at least 1ms; give how long a holder may keep it unless it releases it, such as 30s"},
 	"max_queue":      {0, math.MaxInt64, "use 0 for no bound or a positive number"},
 	"db":             {0, 1 << 20, "use a database number such as 0"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -343,11 +344,18 @@ func TestClassify(t *testing.T) {
 			t.Errorf("Classify(%v) = %+v, %v; want code %q", c.err, got, ok, c.code)
 		}
 	}
-	if got, want := CheckCost(-2).Error(), "cost is -2; a cost must be at least 1 (leave it out for 1)"; got != want {
+	if got, want := CheckCost(-2).Error(), "cost is -2; a cost is 1 to 2^53 (9007199254740992); leave it out for 1"; got != want {
 		t.Errorf("cost error %q, want %q", got, want)
 	}
-	if CheckCost(1) != nil {
-		t.Error("cost 1 is an error")
+	for _, c := range []int64{1, sluice.MaxCost} {
+		if err := CheckCost(c); err != nil {
+			t.Errorf("cost %d: %v", c, err)
+		}
+	}
+	for _, c := range []int64{0, sluice.MaxCost + 1, math.MaxInt64, math.MinInt64} {
+		if err := CheckCost(c); !errors.Is(err, sluice.ErrInvalidCost) {
+			t.Errorf("cost %d: error %v, want ErrInvalidCost", c, err)
+		}
 	}
 }
 

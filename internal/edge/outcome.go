@@ -172,20 +172,21 @@ func CheckAttributes(attrs map[string]string, names []string) (string, error) {
 	return "", nil
 }
 
-// costError reports a cost below 1.
+// costError reports a cost below 1 or above sluice.MaxCost.
 type costError struct{ cost int64 }
 
 func (e *costError) Error() string {
-	return fmt.Sprintf("cost is %d; a cost must be at least 1 (leave it out for 1)", e.cost)
+	return fmt.Sprintf("cost is %d; a cost is 1 to 2^53 (%d); leave it out for 1", e.cost, int64(sluice.MaxCost))
 }
 
 func (e *costError) Unwrap() error { return sluice.ErrInvalidCost }
 
 // CheckCost returns an error wrapping sluice.ErrInvalidCost when cost is
-// below 1. It is the edge's one check of a cost, before any attribute is
-// read; a cost above a rule's limit is the Limiter's to find.
+// below 1 or above sluice.MaxCost. It is the edge's one check of a cost,
+// before any attribute is read; a cost above a rule's limit is the
+// Limiter's to find.
 func CheckCost(cost int64) error {
-	if cost < 1 {
+	if cost < 1 || cost > sluice.MaxCost {
 		return &costError{cost: cost}
 	}
 	return nil

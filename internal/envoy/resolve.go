@@ -2,7 +2,6 @@ package envoy
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -86,6 +85,9 @@ func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescr
 	hits := uint64(max(1, hitsAddend))
 	if h := d.GetHitsAddend(); h != nil {
 		hits = h.GetValue()
+	}
+	if hits > sluice.MaxCost {
+		return fmt.Errorf("%w: descriptor %d has hits_addend %d; hits are 0 to 2^53 (%d)", ErrBadRequest, i+1, hits, uint64(sluice.MaxCost))
 	}
 	res := &p.results[i]
 	res.Hits = hits
@@ -185,11 +187,14 @@ func (p *plan) makeWindows() {
 			peek := it.hits == 0
 			id := strconv.FormatBool(peek) + "\x00" + it.rules[j] + "\x00" + strings.Join(it.values, "\x00")
 			if k, ok := index[id]; ok {
-				p.windows[k].check.Cost += int64(min(it.hits, math.MaxInt32))
+				// Each is at most MaxCost: the sum saturates, as the
+				// window it is recorded in would.
+				c := &p.windows[k].check.Cost
+				*c = min(*c+int64(it.hits), sluice.MaxCost)
 				it.checks[j] = k
 				continue
 			}
-			ch := l.check(it.rules[j], it.values, int64(min(it.hits, math.MaxInt32)))
+			ch := l.check(it.rules[j], it.values, int64(it.hits))
 			if peek {
 				ch.Cost = 1
 			}

@@ -36,7 +36,7 @@ func (a *API) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("cost"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil {
-			a.f.Fail(w, api, front.BadRequest("invalid_cost", "cost %q is not a whole number of at least 1", c))
+			a.f.Fail(w, api, front.BadRequest("invalid_cost", "cost %q is not a whole number; a cost is 1 to 2^53 (9007199254740992)", c))
 			return
 		}
 		cost = n

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
@@ -94,7 +95,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 const (
 	maxValueBytes  = 256 // one value or pattern
 	maxReasonBytes = 512 // the reason
-	maxLimit       = 1 << 53
+	maxLimit       = sluice.MaxCost
 )
 
 // PolicyOf returns the name the Limiter knows o's target by: its policy,

@@ -62,6 +62,21 @@ type Result struct {
 	// the most that a peek made in the phase (counted as Over is) found
 	// missing, summed over windows.
 	Lost, LostWins int64
+	// Leases, LeaseDenied and LeaseFailed count the lease workload's
+	// acquires sent in the phase: granted, denied by the concurrency rule,
+	// failed.
+	Leases, LeaseDenied, LeaseFailed int
+	// OverSlots counts the instants at which more than LeaseSlots leases
+	// of a window were certainly held (OverSlots), blamed as Over is.
+	OverSlots int
+	// SettleLost is the units the settle windows certainly held and the
+	// store did not count (SettleMissing): per window, the most a peek
+	// found missing, summed over windows, blamed as Lost is.
+	SettleLost int64
+	// Nobody counts the denials for the concurrency rule answered in the
+	// phase while fewer than LeaseSlots leases were possibly held
+	// (HeldByNobody): slots held by nobody past every lease time.
+	Nobody int
 	// Others is the most CPU, in cores over one second, that the machine's
 	// other processes used from a second before the fault's end to 3 s
 	// after it, where the recovery is decided (0 when not measured).
@@ -87,38 +102,7 @@ func Analyze(mix *Mix, phases []Phase, recs []Record, looks [][]Look, threshold 
 	for i, p := range phases {
 		res[i].Phase = p
 	}
-	phaseOf := func(t int64) int {
-		i, found := slices.BinarySearchFunc(phases, t, func(p Phase, t int64) int {
-			switch {
-			case p.End <= t:
-				return -1
-			case p.Start > t:
-				return 1
-			}
-			return 0
-		})
-		if !found {
-			return -1
-		}
-		return i
-	}
-
-	// An over-admission or a loss shows up to a window after the fault
-	// that caused it, and the window refills after the service recovers:
-	// it is blamed on the latest fault that struck that long before it, or
-	// else on the phase it happened in.
-	horizon := int64(blameHorizon)
-	blame := func(t int64) int {
-		for i := len(phases) - 1; i >= 0; i-- {
-			if p := phases[i]; p.FaultStart != 0 && p.FaultStart <= t {
-				if t <= p.FaultEnd+horizon {
-					return i
-				}
-				break
-			}
-		}
-		return phaseOf(t)
-	}
+	phaseOf, blame := blamers(phases)
 
 	lat := make([][]time.Duration, len(phases))
 	adm := make([][]Interval, len(mix.Wins))
@@ -203,6 +187,102 @@ func Analyze(mix *Mix, phases []Phase, recs []Record, looks [][]Look, threshold 
 		}
 	}
 	return res
+}
+
+// blamers returns phaseOf, the index of the phase a time falls in (-1:
+// none), and blame, the phase a violation seen at a time is blamed on: an
+// over-admission or a loss shows up to a window after the fault that
+// caused it, and the window refills after the service recovers, so it is
+// blamed on the latest fault that struck that long before it, or else on
+// the phase it happened in.
+func blamers(phases []Phase) (phaseOf, blame func(t int64) int) {
+	phaseOf = func(t int64) int {
+		i, found := slices.BinarySearchFunc(phases, t, func(p Phase, t int64) int {
+			switch {
+			case p.End <= t:
+				return -1
+			case p.Start > t:
+				return 1
+			}
+			return 0
+		})
+		if !found {
+			return -1
+		}
+		return i
+	}
+	horizon := int64(blameHorizon)
+	blame = func(t int64) int {
+		for i := len(phases) - 1; i >= 0; i-- {
+			if p := phases[i]; p.FaultStart != 0 && p.FaultStart <= t {
+				if t <= p.FaultEnd+horizon {
+					return i
+				}
+				break
+			}
+		}
+		return phaseOf(t)
+	}
+	return phaseOf, blame
+}
+
+// AnalyzeLeases adds the lease workload's figures to res (one per phase,
+// as Analyze returns them): calls are every worker's lease calls, looks
+// the peeks at each settle target (indexed as targets).
+func AnalyzeLeases(res []Result, phases []Phase, targets []LeaseTarget, calls []LeaseCall, looks [][]Look) {
+	phaseOf, blame := blamers(phases)
+	// The latest instant a failed acquire may have run: its reply, or the
+	// end of the fault it was sent during.
+	late := func(sent, replied int64) int64 {
+		if i := phaseOf(sent); i >= 0 && phases[i].FaultStart != 0 && sent <= phases[i].FaultEnd {
+			return max(replied, phases[i].FaultEnd)
+		}
+		return replied
+	}
+	per := make([][]LeaseCall, len(targets))
+	for _, c := range calls {
+		if int(c.Target) < len(targets) {
+			per[c.Target] = append(per[c.Target], c)
+		}
+		if c.Op != OpAcquire {
+			continue
+		}
+		if i := phaseOf(c.Sent); i >= 0 {
+			switch c.Answer {
+			case Granted:
+				res[i].Leases++
+			case DeniedSlots:
+				res[i].LeaseDenied++
+			case CallFailed:
+				res[i].LeaseFailed++
+			}
+		}
+	}
+	for ti, tg := range targets {
+		leases := Leases(per[ti])
+		for _, at := range OverSlots(leases, LeaseSlots, LeaseTime) {
+			if i := blame(at); i >= 0 {
+				res[i].OverSlots++
+			}
+		}
+		for _, at := range HeldByNobody(leases, LeaseSlots, LeaseTime, late) {
+			if i := phaseOf(at); i >= 0 {
+				res[i].Nobody++
+			}
+		}
+		if !tg.Settle || ti >= len(looks) {
+			continue
+		}
+		lost := make([]int64, len(phases))
+		for _, l := range looks[ti] {
+			if i := blame(l.Sent); i >= 0 {
+				lost[i] = max(lost[i], SettleMissing(leases, Window, l))
+			}
+		}
+		for i := range res {
+			res[i].SettleLost += lost[i]
+		}
+	}
 }
 
 // recovery returns, for a fault phase, the time from the fault's end to

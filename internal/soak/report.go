@@ -10,8 +10,8 @@ import (
 // Table returns the results as a Markdown table, one row per phase.
 func Table(res []Result) string {
 	var b strings.Builder
-	b.WriteString("| topology | phase | fault lasted | decisions | admitted | degraded (errors + open circuit) | NOSCRIPT | p99 | degraded from / until | recovery | others' CPU | lost | over-admissions | counter over 2×limit | note |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| topology | phase | fault lasted | decisions | admitted | degraded (errors + open circuit) | NOSCRIPT | p99 | degraded from / until | recovery | others' CPU | lost | over-admissions | counter over 2×limit | leases granted / denied for slots / failed | over N | settle units lost | slots held by nobody | note |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range res {
 		span, rec, lasted, others := "", "", "", ""
 		if r.Phase.FaultStart != 0 {
@@ -34,9 +34,9 @@ func Table(res []Result) string {
 		if r.LostWins > 0 {
 			lost = fmt.Sprintf("%d (%d windows)", r.Lost, r.LostWins)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d (%d + %d) | %d | %s | %s | %s | %s | %s | %s | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d (%d + %d) | %d | %s | %s | %s | %s | %s | %s | %d | %d / %d / %d | %d | %d | %d | %s |\n",
 			r.Phase.Topology, r.Phase.Name, lasted, r.Decisions, r.Allowed, r.Degraded, r.Degraded-r.Circuit, r.Circuit, r.NoScript, r.P99.Round(10*time.Microsecond),
-			span, rec, others, lost, over, r.CounterOver, r.Phase.Note)
+			span, rec, others, lost, over, r.CounterOver, r.Leases, r.LeaseDenied, r.LeaseFailed, r.OverSlots, r.SettleLost, r.Nobody, r.Phase.Note)
 	}
 	return b.String()
 }

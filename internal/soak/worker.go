@@ -101,6 +101,10 @@ type WorkerSpec struct {
 	Timeout         time.Duration // sluice.Config.Timeout
 	Seed            uint64
 	Out             string // file the records are written to
+	// Holders is how many goroutines run the lease workload (lease.go),
+	// whose calls are written to LeaseOut.
+	Holders  int
+	LeaseOut string
 }
 
 // classify returns the outcome of a decision.
@@ -121,8 +125,9 @@ func classify(d sluice.Decision, err error) Outcome {
 
 // Work is a worker process's body. It connects, writes "ready" to out,
 // waits for a line on in, then decides from spec.Goroutines goroutines,
-// one decision per spec.Period each, until in is closed. It then writes
-// every record to spec.Out, then "msg <text>" for each error message a
+// one decision per spec.Period each, and runs spec.Holders lease holders
+// (runHolders), until in is closed. It then writes every record to
+// spec.Out, every lease call to spec.LeaseOut, then "msg <text>" for each error message a
 // Record.Err refers to, in order, and "done <records>" to out.
 //
 // Each goroutine starts at a random instant of its first period and keeps
@@ -167,6 +172,12 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	if _, err := warm.Peek(context.Background(), mix.Targets[0].Policy, mix.Targets[0].Attrs, 1); err != nil {
 		return fmt.Errorf("soak: worker's first peek: %w", err)
 	}
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = st.Warm(wctx) // the lease scripts too
+	cancel()
+	if err != nil {
+		return fmt.Errorf("soak: worker's warm-up: %w", err)
+	}
 
 	r := bufio.NewReader(in)
 	fmt.Fprintln(out, "ready")
@@ -196,6 +207,10 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 		msgs messages
 		wg   sync.WaitGroup
 	)
+	var leaseCalls []LeaseCall
+	if spec.Holders > 0 {
+		wg.Go(func() { leaseCalls = runHolders(lim, spec.Holders, spec.Seed, stop) })
+	}
 	for g := range spec.Goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(spec.Seed, uint64(g)))
@@ -241,6 +256,11 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 	recs := slices.Concat(all...)
 	if err := WriteRecords(spec.Out, recs); err != nil {
 		return err
+	}
+	if spec.LeaseOut != "" {
+		if err := WriteLeaseCalls(spec.LeaseOut, leaseCalls); err != nil {
+			return err
+		}
 	}
 	for _, m := range msgs.list {
 		fmt.Fprintf(out, "msg %s\n", m)

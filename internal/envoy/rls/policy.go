@@ -1,7 +1,6 @@
 package rls
 
 import (
-	"math"
 	"slices"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -64,8 +63,8 @@ func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int
 		return attrs, edge.OpDecide, cost, nil
 	case override == 0:
 		return attrs, edge.OpPeek, 1, nil
-	case override > math.MaxInt64:
-		return nil, 0, 0, status.Error(codes.InvalidArgument, "hits_addend is too large")
+	case override > sluice.MaxCost:
+		return nil, 0, 0, status.Errorf(codes.InvalidArgument, "hits_addend is %d; hits are 0 to 2^53 (%d)", override, uint64(sluice.MaxCost))
 	}
 	return attrs, edge.OpDecide, int64(override), nil
 }

@@ -35,7 +35,7 @@ type DecideRequest struct {
 	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// The attributes its rules are keyed by.
 	Attributes map[string]string `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The cost; absent means 1, and 0 or less is INVALID_ARGUMENT.
+	// The cost, 1 to 2^53; absent means 1; outside that range INVALID_ARGUMENT.
 	Cost          *int64 `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,7 +305,7 @@ type ReserveRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Schedule   string                 `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
 	Attributes map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// The cost in intervals; absent means 1.
+	// The cost in intervals, 1 to 2^53; absent means 1.
 	Cost          *int64 `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -661,7 +661,7 @@ func (x *LeaseRequest) GetLease() string {
 type SettleRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Lease string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
-	// The real cost, at least 0.
+	// The real cost, 0 to 2^53.
 	Cost          int64 `protobuf:"varint,2,opt,name=cost,proto3" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
