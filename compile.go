@@ -68,7 +68,7 @@ func compile(p *Policy) (*compiled, error) {
 			return nil, err // not reached: overridden fails only with an override
 		}
 		c.plain[i] = store.Check{Rule: r.Name, Limit: f.limit, Window: f.window, MinGap: f.minGap,
-			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst}
+			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
 	}
 	return c, nil
 }
@@ -146,7 +146,7 @@ func samePolicy(a, b *Policy) bool {
 func sameRule(a, b *Rule) bool {
 	if a.Limit != b.Limit || a.Window != b.Window || a.MinGap != b.MinGap ||
 		a.Algorithm != b.Algorithm || a.Burst != b.Burst || a.Optional != b.Optional || a.Shadow != b.Shadow ||
-		a.Spread != b.Spread || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
+		a.Spread != b.Spread || a.Budget != b.Budget || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
 		!same(a.Name, b.Name) || !same(a.SpreadBy, b.SpreadBy) ||
 		!sameStrings(a.By, b.By) || !sameStrings(a.Unless, b.Unless) || !sameMatch(a.Match, b.Match) ||
 		len(a.Overrides) != len(b.Overrides) {

@@ -123,7 +123,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 			s.spread = append(s.spread, sp)
 		}
 		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: f.limit, Window: f.window, MinGap: f.minGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst}
+			Limit: f.limit, Window: f.window, MinGap: f.minGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
 		if r.concurrent() {
 			c.Algorithm, c.Cost = store.Concurrency, 1 // its window is its lease time (overridden)
 		}
