@@ -36,8 +36,9 @@ type compiled struct {
 	shared       int
 	sharedPrefix bool
 
-	// concurrent reports that a rule is a concurrency rule.
-	concurrent bool
+	// concurrent reports that a rule is a concurrency rule, budgeted
+	// that a rule has a Budget.
+	concurrent, budgeted bool
 
 	// plain holds, per rule, its check as resolve makes it, but for its
 	// values and cost, when it does not depend on the request: a rule that
@@ -57,6 +58,7 @@ func compile(p *Policy) (*compiled, error) {
 	c.shared = len(shared)
 	c.sharedPrefix = slices.Equal(shared, p.Rules[0].By[:len(shared)])
 	c.concurrent = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.concurrent() })
+	c.budgeted = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Budget > 0 })
 	c.plain = make([]store.Check, len(p.Rules))
 	for i := range c.snap.Rules {
 		r := &c.snap.Rules[i]

@@ -32,6 +32,11 @@ type scratch struct {
 	// record lets a cost exceed a rule's limit: Limiter.Record adds an
 	// event whether or not it fits, and one larger than the limit cannot.
 	record bool
+
+	// budgeted reports a request decided by decideBudget, and budget is
+	// its working memory (budget.go).
+	budgeted bool
+	budget   budgetWork
 }
 
 // spreading is where a request stands on a spread rule: the sub-window
@@ -60,7 +65,8 @@ func putScratch(s *scratch) {
 		s.values[i] = ""
 	}
 	s.req.Checks, s.req.Shared, s.req.Results, s.spread = s.req.Checks[:0], nil, s.req.Results[:0], s.spread[:0]
-	s.record = false
+	s.record, s.budgeted = false, false
+	clear(s.budget.slices)
 	scratches.Put(s)
 }
 
