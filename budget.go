@@ -326,15 +326,16 @@ func (sl *slice) retire(b *budgets, now time.Time) {
 	sl.granted, sl.used = 0, 0
 }
 
-// install takes a grant of a call sent at sent for c.
-func (sl *slice) install(b *budgets, c *store.Check, g *store.Grant, id string, sent time.Time) {
+// install takes a grant of a call sent at sent for c; the store wrote
+// none when the request was denied.
+func (sl *slice) install(b *budgets, c *store.Check, g *store.Grant, id string, sent time.Time, admitted bool) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.leasing = false
-	sl.known, sl.remaining = true, g.Result.Remaining
-	if g.Granted <= 0 {
+	if !admitted || g.Granted <= 0 {
 		return
 	}
+	sl.known, sl.remaining = true, g.Result.Remaining
 	values := sl.check.Values
 	sl.check = *c
 	sl.check.Values = values
@@ -455,7 +456,7 @@ func (l *Limiter) decideBudget(ctx context.Context, s *scratch, d *Decision) err
 		allowed = allowed && (results[i].Fits || req.Checks[i].Shadow)
 	}
 	for a, i := range w.asked {
-		w.slices[i].install(bs, &req.Checks[i], &w.b.Grants[a], w.b.Asks[a].ID, now)
+		w.slices[i].install(bs, &req.Checks[i], &w.b.Grants[a], w.b.Asks[a].ID, now, allowed)
 	}
 	if !allowed {
 		l.untakeAll(s)
