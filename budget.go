@@ -105,9 +105,10 @@ type BudgetStats struct {
 	// unit), UnitsLeased their units.
 	SlicesLeased, UnitsLeased int64
 
-	// UnitsReturned counts the unused units given back to the store by a
-	// return it answered (Limiter.Close), and UnitsStranded the unused
-	// units of slices that reached their end, or whose return failed: the
+	// UnitsReturned counts the unused units of slices given back before
+	// their end, by Limiter.Close or with the call that leases the next
+	// slice, in a call the store answered; UnitsStranded the unused units
+	// of slices that reached their end first, or whose return failed: the
 	// store counts them as spent (see docs/budgets.md).
 	UnitsReturned, UnitsStranded int64
 
@@ -259,32 +260,44 @@ func sameFigures(a, b *store.Check) bool {
 
 // ask returns the size of the slice to ask for with a request of c at
 // now, 0 for none, and marks the slice leasing when it asks: none while
-// another call asks, while the lease has units left, and near the limit
+// another call asks, while the lease can answer c, and near the limit
 // (the store's last Remaining at most nearLimit), where requests are
 // decided one by one so that the last units are not stranded in slices.
 // The size follows demand, shrinks as the window fills (at most an
-// eighth of the store's last Remaining), and is at least c.Cost.
-func (sl *slice) ask(b *budgets, c *store.Check, now time.Time) int64 {
+// eighth of the store's last Remaining), and is at least c.Cost. When it
+// asks, the lease it held, if any, is ended and given back in the same
+// call: ret, with live set when it had not reached its end (its unused
+// units are returned, not stranded).
+func (sl *slice) ask(b *budgets, c *store.Check, now time.Time) (want int64, ret store.SliceReturn, has, live bool) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	switch {
 	case sl.leasing || sl.closed:
-		return 0
-	case sl.granted > sl.used && now.Before(sl.deadline) && sameFigures(&sl.check, c):
-		return 0
+		return 0, ret, false, false
+	case sl.granted-sl.used >= c.Cost && now.Before(sl.deadline) && sameFigures(&sl.check, c):
+		return 0, ret, false, false // another goroutine's request took the units c found missing
 	case sl.known && sl.remaining <= nearLimit(c):
-		return 0
+		return 0, ret, false, false
 	}
-	sl.retire(b, now)
-	want := max(c.Cost, int64(sl.want))
+	want = max(c.Cost, int64(sl.want))
 	if sl.known {
 		want = min(want, sl.remaining/8)
 	}
 	if want < c.Cost {
-		return 0
+		return 0, ret, false, false
 	}
+	if sl.granted > 0 {
+		ret, has, live = sl.returnOf(), true, now.Before(sl.deadline)
+	}
+	sl.retire(b, now)
 	sl.leasing = true
-	return want
+	return want, ret, has, live
+}
+
+// returnOf returns the return of the slice's lease as it stands. sl.mu
+// is held.
+func (sl *slice) returnOf() store.SliceReturn {
+	return store.SliceReturn{Check: sl.check, Shared: sl.shared, ID: sl.id, Start: sl.start, End: sl.end, Granted: sl.granted, Used: sl.used}
 }
 
 // nearLimit is the store's Remaining at and below which no slice of c is
@@ -379,6 +392,7 @@ type budgetWork struct {
 	slices []*slice // per check of the request: its slice, or nil
 	local  []bool   // per check: answered from its slice
 	asked  []int    // per ask: the request's check
+	live   []bool   // per return: its lease had not reached its end
 	index  []int    // per check of sub: the request's check
 	sub    store.Request
 	b      store.BudgetRequest
@@ -419,22 +433,38 @@ func (l *Limiter) decideBudget(ctx context.Context, s *scratch, d *Decision) err
 
 	sub := &w.sub
 	sub.Policy, sub.Shared, sub.Mode, sub.DryRun = req.Policy, req.Shared, store.ModeAllow, false
-	sub.Checks, w.index, w.asked = sub.Checks[:0], w.index[:0], w.asked[:0]
+	sub.Checks, w.index, w.asked, w.live = sub.Checks[:0], w.index[:0], w.asked[:0], w.live[:0]
 	w.b.Asks, w.b.Returns = w.b.Asks[:0], w.b.Returns[:0]
 	for i := range req.Checks {
 		if w.local[i] {
 			continue
 		}
 		if sl := w.slices[i]; sl != nil {
-			if want := sl.ask(bs, &req.Checks[i], now); want > 0 {
+			if want, ret, has, live := sl.ask(bs, &req.Checks[i], now); want > 0 {
 				w.b.Asks = append(w.b.Asks, store.SliceAsk{Check: len(sub.Checks), Want: want, ID: newSliceID()})
 				w.asked = append(w.asked, i)
+				if has {
+					w.b.Returns = append(w.b.Returns, ret)
+					w.live = append(w.live, live)
+				}
 			}
 		}
 		sub.Checks = append(sub.Checks, req.Checks[i])
 		w.index = append(w.index, i)
 	}
 	err := l.budgetCall(ctx, sub, &w.b)
+	for k := range w.b.Returns {
+		// A lease given back before its end: its unused units are
+		// returned, or stranded when the call failed.
+		if r := &w.b.Returns[k]; w.live[k] {
+			if err == nil {
+				bs.returned.Add(r.Granted - r.Used)
+			} else {
+				bs.stranded.Add(r.Granted - r.Used)
+			}
+		}
+		w.b.Returns[k] = store.SliceReturn{}
+	}
 	for k, i := range w.index {
 		if sl := w.slices[i]; sl != nil && err == nil {
 			sl.observe(&sub.Results[k], false)
@@ -515,7 +545,7 @@ func (l *Limiter) Close() error {
 		var ret store.SliceReturn
 		live := sl.granted > sl.used && now.Before(sl.deadline)
 		if live {
-			ret = store.SliceReturn{Check: sl.check, Shared: sl.shared, ID: sl.id, Start: sl.start, End: sl.end, Granted: sl.granted, Used: sl.used}
+			ret = sl.returnOf()
 			sl.used = sl.granted // nothing more is taken from it
 		}
 		sl.retire(bs, now)

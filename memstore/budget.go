@@ -150,16 +150,12 @@ func giveBack(w *window, r *store.SliceReturn, now int64) {
 		if i < 0 {
 			return // it left the window
 		}
-		if r.Used > 0 {
-			e := w.at(i)
-			w.used -= e.cost - r.Used
-			e.cost = r.Used
-			if i == 0 {
-				w.first = r.Used
-			}
-			return
-		}
 		w.ringRemove(i)
+		if r.Used > 0 {
+			// Every event of the slice came before its return: it counts
+			// from then, or from its end when that came first.
+			w.ringInsert(min(r.End, now), r.Used, r.Check.Limit)
+		}
 		if w.n > 0 {
 			w.newest = w.at(w.n - 1).ts
 		}

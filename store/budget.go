@@ -40,10 +40,11 @@ import (
 //     including decisions at times before End; an event decided per
 //     request in a budgeted window is stamped at T, among the slices'
 //     future entries in time order (not after them). A return at any time
-//     before the entry leaves sets its cost to Used, or removes it when
-//     Used is 0; nothing once it has left (T >= End + Window). A holder
-//     that never returns leaves the entry of Granted units: it counts as
-//     Granted events at End.
+//     before the entry leaves sets its cost to Used and its stamp to
+//     min(End, T) (every event of the slice came before the return was
+//     sent), or removes it when Used is 0; nothing once it has left
+//     (T >= End + Window). A holder that never returns leaves the entry
+//     of Granted units: it counts as Granted events at End.
 //   - GCRA. Room is what the burst has left, Remaining. The window keeps,
 //     beside its arrival time TAT, the slices held in it (redisstore: a
 //     sorted set or hash beside the TAT, each slice's ID with its End and

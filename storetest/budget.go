@@ -179,7 +179,7 @@ var budgetCases = []testCase{
 		e.at(time.Minute + 2*time.Second)
 		e.expect("the slice still counts", e.perRequest(p, 1), denied("global", 0, 8*time.Second))
 	}},
-	{"LogReturnShrinksOrRemovesTheEntry", func(e *env) {
+	{"LogReturnShrinksAndRestampsOrRemovesTheEntry", func(e *env) {
 		p := budgetPolicy("blogr", sluice.Log, 10, time.Minute, 10*time.Second)
 		g1 := e.lease(p, 1, 4, "s1")
 		g2 := e.lease(p, 1, 3, "s2")
@@ -188,9 +188,12 @@ var budgetCases = []testCase{
 		e.giveBack(p, g1, "s1", 1)
 		e.expectStatus("s1 shrunk to 1", e.status(p), status{false, 6, 4, 69 * time.Second, 69 * time.Second})
 		e.giveBack(p, g2, "s2", 0)
-		e.expectStatus("s2 gone", e.status(p), status{false, 3, 7, 69 * time.Second, 69 * time.Second})
+		// s1's unit is stamped at its return, T0+1s, before its end.
+		e.expectStatus("s2 gone", e.status(p), status{false, 3, 7, time.Minute, time.Minute})
 		e.at(time.Minute)
-		e.expectStatus("the requests left, s1's unit counts", e.status(p), status{false, 1, 9, 10 * time.Second, 10 * time.Second})
+		e.expectStatus("the requests left, s1's unit counts", e.status(p), status{false, 1, 9, time.Second, time.Second})
+		e.at(time.Minute + time.Second)
+		e.expectStatus("s1's unit left", e.status(p), status{true, 10, 0, 0, time.Minute})
 	}},
 	{"GrantIsCappedByRoomAndZeroWhenDenied", func(e *env) {
 		for _, alg := range []sluice.Algorithm{sluice.Log, sluice.GCRA, sluice.SlidingCounter} {
