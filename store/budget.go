@@ -32,23 +32,33 @@ import (
 //
 //   - Log. Room is Limit - Used, Used counting every entry of the window,
 //     entries stamped in the future included. A slice is one entry of the
-//     window's log, named ID (redisstore: the member ID of the window's
-//     sorted set, its score End, its cost Granted, written as any entry's
-//     cost is), stamped at End = T + Budget, its end, not at T: it stays in
-//     the window until End + Window, at least as long as any event
-//     admitted from it. Every decision of the window counts it until then,
-//     including decisions at times before End; an event decided per
-//     request in a budgeted window is stamped at T, among the slices'
-//     future entries in time order (not after them). A return at any time
-//     before the entry leaves sets its cost to Used and its stamp to
-//     min(End, T) (every event of the slice came before the return was
-//     sent), or removes it when Used is 0; nothing once it has left
-//     (T >= End + Window). A holder that never returns leaves the entry
-//     of Granted units: it counts as Granted events at End.
+//     window, named ID, of cost Granted, stamped at End = T + Budget, its
+//     end, not at T: it stays in the window until End + Window, at least
+//     as long as any event admitted from it. Every figure of the window
+//     counts it until then, including those at times before End: Used;
+//     RetryAfter, with the slices' entries taken in time order among the
+//     others (freed when enough of the oldest of all have left); ResetAfter
+//     until the last of all leaves. An event decided per request in a
+//     budgeted window is stamped at its own time as in any window, not
+//     after the slices' future entries. A return at any time before the
+//     entry leaves sets its cost to Used and its stamp to min(End, T)
+//     (every event of the slice came before the return was sent), or
+//     removes it when Used is 0; nothing once it has left (T >= End +
+//     Window). A holder that never returns leaves the entry of Granted
+//     units: it counts as Granted events at End. redisstore: the log's
+//     sorted set holds running totals in time order, which an entry in the
+//     future or one that shrinks would renumber, so a budgeted window
+//     keeps its slices in a small sorted set of its own beside the log,
+//     in the log's hash tag: member ID (with the cost, as the log encodes
+//     a cost), score the stamp; Used is the log's count plus the costs of
+//     the slices stamped after T - Window, the waits merge the two in time
+//     order, and the slices' key expires when the last slice leaves the
+//     window (End + Window).
 //   - GCRA. Room is what the burst has left, Remaining. The window keeps,
 //     beside its arrival time TAT, the slices held in it (redisstore: a
-//     sorted set or hash beside the TAT, each slice's ID with its End and
-//     Granted) and H, the sum of their Granted. Held tokens count against
+//     sorted set beside the TAT's key, in its hash tag, member the ID with
+//     Granted, score End, kept until the last End plus H intervals) and H,
+//     the sum of their Granted. Held tokens count against
 //     the burst: every step at time t first settles the holds that ended
 //     (End <= t), in order of End, each by TAT = max(TAT, End + H*I) (H
 //     counting the holds up to then, I the interval) and then H -= its
@@ -68,7 +78,7 @@ import (
 //     the bucket that counts it. A return takes Granted - Used from the
 //     bucket Start falls in, never below 0, while that bucket is the
 //     current or the previous one; nothing after. The store keeps nothing
-//     per slice.
+//     per slice (redisstore: the counter's string as it is).
 //
 // Each grant reports the window's figures after the step (Result: Used,
 // Remaining, ResetAfter, with the slice counted), for the holder's sizing
