@@ -283,6 +283,28 @@ var budgetCases = []testCase{
 			}
 		}
 	}},
+	{"DroppedLimiterSliceIsFreeAsAnEventAtItsEnd", func(e *env) {
+		// A process leases a slice of 5 with a request of 5 and dies
+		// without Close: its slice counts as 5 events at its end (T0+10s)
+		// and is free again exactly when they leave the window.
+		p := budgetPolicy("bdrop", sluice.Log, 10, time.Minute, 10*time.Second)
+		dead := e.process()
+		if d := e.decide(dead, p, nil, 5); !d.Allowed || d.Local {
+			e.t.Fatalf("the first request: %+v, want admitted by the store", d)
+		}
+		if st := dead.BudgetStats(); st.SlicesLeased != 1 || st.UnitsLeased != 5 {
+			e.t.Fatalf("stats %+v, want one slice of 5", st)
+		}
+		e.at(time.Second)
+		e.expect("full", e.perRequest(p, 1), denied("global", 0, 59*time.Second))
+		e.at(time.Minute)
+		e.expect("the request left, not the slice", e.perRequest(p, 6), denied("global", 5, 10*time.Second))
+		e.expect("the rest", e.perRequest(p, 5), allowed(0))
+		e.at(70*time.Second - time.Microsecond)
+		e.expect("1µs before the slice leaves", e.perRequest(p, 1), denied("global", 0, time.Microsecond))
+		e.at(70 * time.Second)
+		e.expect("the slice left", e.perRequest(p, 5), allowed(0))
+	}},
 	{"OneProcessAnswersLocally", func(e *env) {
 		p := budgetPolicy("blocal", sluice.Log, 1000, time.Minute, 10*time.Second)
 		lim := e.process()
@@ -503,6 +525,10 @@ func runBudgetProperty(e *env, seed uint64) bool {
 			budget = min(budget, sluice.MaxBudget(alg, limit, p.Rules[0].Burst, window))
 			p.Rules[0].Budget = max(budget, sluice.MinBudget)
 		}
+		top := limit // the most a request may cost
+		if alg == sluice.GCRA {
+			top = p.Rules[0].Burst
+		}
 		k := 2 + rng.IntN(4)
 		procs := make([]*sluice.Limiter, k)
 		for i := range procs {
@@ -530,7 +556,7 @@ func runBudgetProperty(e *env, seed uint64) bool {
 				// A process dies (dropped without Close) and another starts.
 				procs[i] = e.process()
 			}
-			cost := 1 + rng.Int64N(3)
+			cost := 1 + rng.Int64N(min(3, top))
 			d := e.decide(procs[i], p, nil, cost)
 			if d.Allowed {
 				events = append(events, budgetEvent{e.clock.Now().UnixMicro(), cost})
