@@ -36,8 +36,9 @@ type compiled struct {
 	shared       int
 	sharedPrefix bool
 
-	// concurrent reports that a rule is a concurrency rule.
-	concurrent bool
+	// concurrent reports that a rule is a concurrency rule, budgeted
+	// that a rule has a Budget.
+	concurrent, budgeted bool
 
 	// plain holds, per rule, its check as resolve makes it, but for its
 	// values and cost, when it does not depend on the request: a rule that
@@ -57,6 +58,7 @@ func compile(p *Policy) (*compiled, error) {
 	c.shared = len(shared)
 	c.sharedPrefix = slices.Equal(shared, p.Rules[0].By[:len(shared)])
 	c.concurrent = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.concurrent() })
+	c.budgeted = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Budget > 0 })
 	c.plain = make([]store.Check, len(p.Rules))
 	for i := range c.snap.Rules {
 		r := &c.snap.Rules[i]
@@ -68,7 +70,7 @@ func compile(p *Policy) (*compiled, error) {
 			return nil, err // not reached: overridden fails only with an override
 		}
 		c.plain[i] = store.Check{Rule: r.Name, Limit: f.limit, Window: f.window, MinGap: f.minGap,
-			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst}
+			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
 	}
 	return c, nil
 }
@@ -146,7 +148,7 @@ func samePolicy(a, b *Policy) bool {
 func sameRule(a, b *Rule) bool {
 	if a.Limit != b.Limit || a.Window != b.Window || a.MinGap != b.MinGap ||
 		a.Algorithm != b.Algorithm || a.Burst != b.Burst || a.Optional != b.Optional || a.Shadow != b.Shadow ||
-		a.Spread != b.Spread || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
+		a.Spread != b.Spread || a.Budget != b.Budget || a.Concurrency != b.Concurrency || a.Lease != b.Lease ||
 		!same(a.Name, b.Name) || !same(a.SpreadBy, b.SpreadBy) ||
 		!sameStrings(a.By, b.By) || !sameStrings(a.Unless, b.Unless) || !sameMatch(a.Match, b.Match) ||
 		len(a.Overrides) != len(b.Overrides) {

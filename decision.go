@@ -103,6 +103,16 @@ type Decision struct {
 	// that fit may have taken other requests since.
 	Cached bool
 
+	// Local reports a decision whose budgeted rules (Rule.Budget) were
+	// answered from this Limiter's slices, in memory, without asking the
+	// store for them (the policy's other rules, if any, were decided by the
+	// store). A local decision is always allowed: a request the slices
+	// cannot answer goes to the store. Its budgeted rules' Remaining is
+	// what this Limiter's slice has left, units the store has already
+	// counted (so never more than the store would grant), Used the limit
+	// less that, and ResetAfter the store's at the lease counted down since.
+	Local bool
+
 	// Limits holds one status per rule that applied to the request, in
 	// policy order, whoever answered (the store, the deny cache or a
 	// fallback store); it is empty only for an Unlimited decision and one

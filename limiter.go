@@ -128,7 +128,9 @@ type Limiter struct {
 	breakers *breakers
 	denials  *denyCache // nil: none
 	policies policyCache
-	abandons abandons // leases of failed acquires to abandon (abandon.go)
+	abandons abandons       // leases of failed acquires to abandon (abandon.go)
+	budgeter store.Budgeter // store, when it leases slices (budget.go)
+	budgets  budgets        // the slices of budgeted rules (budget.go)
 }
 
 // NewLimiter returns a Limiter over s: memstore.New(...) for one process,
@@ -136,7 +138,8 @@ type Limiter struct {
 func NewLimiter(s store.Store, cfg Config) *Limiter {
 	_, local := s.(store.Local)
 	sharded, _ := s.(store.Sharded)
-	l := &Limiter{store: s, local: local, sharded: sharded, cfg: cfg, breakers: newBreakers(cfg.Breaker)}
+	budgeter, _ := s.(store.Budgeter)
+	l := &Limiter{store: s, local: local, sharded: sharded, budgeter: budgeter, cfg: cfg, breakers: newBreakers(cfg.Breaker)}
 	switch {
 	case cfg.DenyCache == 0:
 		l.denials = newDenyCache(DefaultDenyCache)
@@ -287,9 +290,13 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 		}
 	}
 	s.req.Mode, s.req.DryRun = mode, dry
-	if p.CacheDenials || len(s.spread) > 0 {
+	s.budgeted = cp.budgeted && l.budgeter != nil && mode == store.ModeAllow && !dry && !record
+	switch {
+	case p.CacheDenials || len(s.spread) > 0:
 		err = l.decideCached(ctx, p, s, d)
-	} else {
+	case s.budgeted:
+		err = l.decideBudget(ctx, s, d)
+	default:
 		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
 	}
 	if record && err == nil && !d.Degraded && l.cfg.OnOverLimit != nil {
@@ -321,7 +328,12 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *De
 			return nil
 		}
 	}
-	err := l.decide(ctx, &s.req, &s.statuses, d)
+	var err error
+	if s.budgeted {
+		err = l.decideBudget(ctx, s, d)
+	} else {
+		err = l.decide(ctx, &s.req, &s.statuses, d)
+	}
 	if len(s.spread) > 0 && err == nil && !d.Allowed && s.req.Mode == store.ModeAllow {
 		for s.fallOver() {
 			if cache {

@@ -67,6 +67,9 @@ func (p *Policy) Validate() error {
 		if err := r.validate(); err != nil {
 			return fmt.Errorf("policy %q: %w", p.Name, err)
 		}
+		if err := p.validateBudget(r); err != nil {
+			return err
+		}
 		for j := range i {
 			if p.Rules[j].Name == r.Name {
 				return fmt.Errorf("%w: policy %q has two rules named %q", ErrInvalidPolicy, p.Name, r.Name)

@@ -32,6 +32,11 @@ type scratch struct {
 	// record lets a cost exceed a rule's limit: Limiter.Record adds an
 	// event whether or not it fits, and one larger than the limit cannot.
 	record bool
+
+	// budgeted reports a request decided by decideBudget, and budget is
+	// its working memory (budget.go).
+	budgeted bool
+	budget   budgetWork
 }
 
 // spreading is where a request stands on a spread rule: the sub-window
@@ -60,7 +65,8 @@ func putScratch(s *scratch) {
 		s.values[i] = ""
 	}
 	s.req.Checks, s.req.Shared, s.req.Results, s.spread = s.req.Checks[:0], nil, s.req.Results[:0], s.spread[:0]
-	s.record = false
+	s.record, s.budgeted = false, false
+	clear(s.budget.slices)
 	scratches.Put(s)
 }
 
@@ -123,7 +129,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 			s.spread = append(s.spread, sp)
 		}
 		c := store.Check{Rule: r.Name, Values: s.values[from:len(s.values):len(s.values)],
-			Limit: f.limit, Window: f.window, MinGap: f.minGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst}
+			Limit: f.limit, Window: f.window, MinGap: f.minGap, Cost: cost, Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
 		if r.concurrent() {
 			c.Algorithm, c.Cost = store.Concurrency, 1 // its window is its lease time (overridden)
 		}

@@ -118,7 +118,20 @@ type Rule struct {
 	// released or extended. Required with Concurrency, at least 1ms; the
 	// concurrency rules of one policy share one Lease.
 	Lease time.Duration
+
+	// Budget, when above 0, lets each Limiter lease slices of the rule's
+	// capacity from the store and admit from them in memory: the longest
+	// it holds a slice before it renews it or gives it back (see
+	// docs/budgets.md). What is leased is counted in the store at once, so
+	// the rule never admits more than its limit; the price is bounded
+	// under-admission. At least MinBudget and at most MaxBudget of the
+	// rule's figures; not with MinGap, Spread, Shadow, a concurrency rule,
+	// or in a Penalize policy.
+	Budget time.Duration
 }
+
+// MinBudget is the shortest Rule.Budget.
+const MinBudget = time.Millisecond
 
 // MinLease is the shortest Rule.Lease.
 const MinLease = time.Millisecond
@@ -188,6 +201,11 @@ func (r *Rule) validate() error {
 	case r.SpreadBy != "" && r.Spread < 2:
 		return invalid("spread_by %q without a spread of 2 or more", r.SpreadBy)
 	}
+	if r.Budget != 0 {
+		if err := r.validateBudget(); err != nil {
+			return invalid("%v", err)
+		}
+	}
 	return r.validateConditions(invalid)
 }
 
@@ -209,6 +227,8 @@ func (r *Rule) validateConcurrency() error {
 		return fmt.Errorf("a concurrency rule takes no min gap, algorithm or burst")
 	case r.Spread != 0 || r.SpreadBy != "":
 		return fmt.Errorf("a concurrency rule cannot be spread")
+	case r.Budget != 0:
+		return fmt.Errorf("a concurrency rule cannot be budgeted: a slot is held by one lease, not shared out in slices; leave budget out")
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ func gcraWait(c *store.Check, w *window, pending bool, now int64) int64 {
 func gcraAdd(w *window, c *store.Check, now int64) {
 	w.newest = gcraAfter(c, gcraTAT(w, now), now)
 	w.expires = w.newest
+	if w.n > 0 { // slices held (budget.go): kept until they are settled
+		w.expires = max(w.expires, w.at(w.n-1).ts+w.used*gcraInterval(c))
+	}
 }
 
 // gcraReport sets res's figures for a bucket whose TAT is tat at now: what

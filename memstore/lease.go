@@ -53,7 +53,7 @@ type receipt struct {
 func receiptOf(c *store.Check, w *window, now int64) receipt {
 	switch c.Algorithm {
 	case store.Log:
-		return receipt{at: w.newest}
+		return receipt{at: logAt(c, w, now)}
 	case store.SlidingCounter:
 		return receipt{at: now}
 	case store.GCRA:

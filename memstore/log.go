@@ -44,7 +44,7 @@ func logWaits(c *store.Check, w *window, pending bool, now int64) (limit, gap in
 	var used, p int64
 	if w != nil {
 		used = w.used
-		at = max(now, w.newest)
+		at = logAt(c, w, now)
 	}
 	if pending {
 		p = min(c.Cost, store.MaxCost-used) // what the window takes of it
@@ -56,6 +56,9 @@ func logWaits(c *store.Check, w *window, pending bool, now int64) (limit, gap in
 		}
 		if freed < 0 {
 			freed = at + window // only the pending entry's leaving makes room
+			if w != nil && w.n > 0 {
+				freed = max(at, w.newest) + window // and a slice's future entry's
+			}
 		}
 		limit = freed - now
 	}
@@ -95,9 +98,19 @@ func logPretend(res *store.Result, c *store.Check, w *window, now int64) {
 	}
 	at := now
 	if w != nil {
-		at = max(now, w.newest)
+		at = logAt(c, w, now)
 	}
 	res.Used = min(res.Used+c.Cost, store.MaxCost)
 	res.Remaining = max(0, c.Limit-res.Used)
-	res.ResetAfter = time.Duration(at+c.Window.Microseconds()-now) * time.Microsecond
+	res.ResetAfter = max(res.ResetAfter, time.Duration(at+c.Window.Microseconds()-now)*time.Microsecond)
+}
+
+// logAt returns the time an event of c decided at now is recorded at in
+// w: never before the newest entry, but in a budgeted window at now, among
+// its slices' future entries (see budget.go).
+func logAt(c *store.Check, w *window, now int64) int64 {
+	if c.Budget > 0 {
+		return now
+	}
+	return max(now, w.newest)
 }

@@ -302,6 +302,10 @@ func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, remov
 		}
 	case store.SlidingCounter:
 		counterRoll(w, c, now)
+	case store.GCRA:
+		if w.n > 0 { // slices held (budget.go)
+			gcraSettle(w, c, now)
+		}
 	case store.Concurrency:
 		concPrune(w, now)
 	}
@@ -368,6 +372,12 @@ func add(w *window, c *store.Check, now, token int64) {
 	case store.Concurrency:
 		concAdd(w, c, now, token)
 	default:
+		if c.Budget > 0 && now < w.newest {
+			// Before a slice's future entry: in time order (budget.go).
+			w.ringInsert(now, c.Cost, c.Limit)
+			w.expires = max(w.expires, now+c.TTL().Microseconds())
+			return
+		}
 		w.add(now, c.Cost, c.TTL().Microseconds(), c.Limit)
 	}
 }

@@ -97,3 +97,8 @@ func TestCanceledContext(t *testing.T) {
 		t.Fatalf("a canceled decision left %d windows", s.Len())
 	}
 }
+
+// TestConformanceBudget runs the budget cases: slices of budgeted rules.
+func TestConformanceBudget(t *testing.T) {
+	storetest.RunBudget(t, openConformance)
+}

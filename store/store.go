@@ -195,6 +195,12 @@ type Check struct {
 	// (0 to Parts-1) of a spread rule's window (its last value is Part): a
 	// store that shards keys may place the parts apart.
 	Part, Parts int
+
+	// Budget, when above 0, marks a budgeted rule's window (see
+	// Budgeter): slices of it are leased for at most this long, and a
+	// store stamps the events it decides per request at their own time,
+	// among the slices' future-stamped entries (the log).
+	Budget time.Duration
 }
 
 // TTL is how long after its newest event a window of c can matter: its

@@ -94,6 +94,7 @@ type ruleYAML struct {
 	Burst     node[int64]                `yaml:"burst" eg:"10"`                        // gcra's
 	Spread    node[int64]                `yaml:"spread" eg:"6"`                        // sub-windows of a hot key
 	SpreadBy  node[string]               `yaml:"spread_by" eg:"client"`                // the attribute that picks one
+	Budget    node[time.Duration]        `yaml:"budget" eg:"1s"`                       // slices leased per process (docs/budgets.md)
 	// A concurrency rule: at most this many leases alive at once, each
 	// living lease unless released; it takes no limit or window.
 	Concurrency node[int64]         `yaml:"concurrency" bound:"concurrency" eg:"4"`

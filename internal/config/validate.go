@@ -79,7 +79,7 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 	f := n.V
 	r := sluice.Rule{Name: f.Name.V, Limit: f.Limit.V, Window: f.Window.V, MinGap: f.MinGap.V, Burst: f.Burst.V,
 		By: d.attributes(f.By), Optional: f.Optional.V, Unless: d.attributes(f.Unless), Match: f.Match.V,
-		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V, Concurrency: f.Concurrency.V, Lease: f.Lease.V}
+		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V, Concurrency: f.Concurrency.V, Lease: f.Lease.V, Budget: f.Budget.V}
 	r.Algorithm, _ = sluice.ParseAlgorithm(f.Algorithm.V)
 	if n.ok && f.Concurrency.Node == nil && f.Lease.Node == nil {
 		// A rate rule: its limit and window are required.
