@@ -4,9 +4,11 @@
 -- its expiry. The key expires with the newest lease written to it. A
 -- concurrency rule's w is the lease time and its cost is 1.
 
--- concurrency returns the steps of concurrency rules (see decision.lua),
--- made when a rule first needs them. Their states are records of key and
--- n, the leases alive.
+-- concurrency returns the steps of concurrency rules (see decision.lua)
+-- and their codec, the one place such a window is read (load, wait,
+-- figures, alive), written (write) and changed (extend, release); made when
+-- a rule first needs them. Their states are records of key and n, the
+-- leases alive.
 local function concurrency()
   -- load drops the leases that expired by now and returns the state and
   -- how r stands on it: 0 it fits, 3 its leases are all alive.
@@ -57,7 +59,7 @@ local function concurrency()
     local exp = now + r.w
     call('ZADD', s.key, format('%d', exp), r.member)
     s.n = s.n + 1
-    if r.own then
+    if r.own then -- expireAt's, inline: a call costs Redis hundreds of instructions per decision
       call('PEXPIRE', s.key, format('%d', max(1, ceil(r.w / 1000))))
     else
       call('PEXPIREAT', s.key, format('%d', ceil(exp / 1000)))
@@ -65,5 +67,35 @@ local function concurrency()
     return now, s.n, r.w
   end
 
-  return {load = load, wait = wait, write = write, figures = figures}
+  -- extend moves the expiry of the lease whose token is token, when key
+  -- holds it, to exp (absolute µs), and the key's with it.
+  local function extend(key, token, exp, now, own)
+    if call('ZADD', key, 'XX', 'CH', format('%d', exp), token) == 1 then
+      expireAt(key, exp, now, own)
+    end
+  end
+
+  -- release drops the lease whose token is token.
+  local function release(key, token)
+    call('ZREM', key, token)
+  end
+
+  -- alive returns the leases of key alive at now, soonest to expire first:
+  -- their tokens and expiries (absolute µs). A member that is no token (32
+  -- hex digits) is an error.
+  local function alive(key, now)
+    local list = call('ZRANGEBYSCORE', key, format('(%d', now), '+inf', 'WITHSCORES')
+    local tokens, exps = {}, {}
+    for k = 1, #list, 2 do
+      local token, exp = unpack(list, k, k + 1)
+      if #token ~= 32 or find(token, '[^0-9a-f]') then
+        error('key ' .. key .. ' is not a concurrency rule\'s window (its member "' .. token ..
+          '" is not a lease token): remove it or use another prefix', 0)
+      end
+      tokens[#tokens + 1], exps[#exps + 1] = token, tonumber(exp)
+    end
+    return tokens, exps
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures, extend = extend, release = release, alive = alive}
 end

@@ -9,11 +9,26 @@
 -- and held: whether the key holds bucket idx (its expiry is then that
 -- bucket's).
 
--- counter returns the sliding counter's steps (see decision.lua). A script makes them only
--- when one of its rules needs them, so that rules of the log alone do not
--- pay for what they do not use.
+-- counter returns the sliding counter's steps (see decision.lua) and its
+-- codec, the one place a counter is read (decode, load), written (write)
+-- and adjusted (add). A script makes them only when one of its rules needs
+-- them, so that rules of the log alone do not pay for what they do not use.
 local function counter()
   local match = string.match
+
+  -- A counter's value is written with VALUE's format and read with
+  -- PATTERN. decode returns the bucket, previous and current counts of
+  -- value v, nothing when v is not a counter's. load and write, the hot
+  -- steps, apply PATTERN and VALUE themselves: a call costs Redis hundreds
+  -- of instructions per decision.
+  local VALUE, PATTERN = '%d:%d:%d', '^(%d+):(%d+):(%d+)$'
+
+  local function decode(v)
+    local idx, prev, curr = match(v, PATTERN)
+    if idx then
+      return idx + 0, prev + 0, curr + 0
+    end
+  end
 
   -- estimate returns the estimated count at t of s, with pending more
   -- units in the current bucket of now.
@@ -42,7 +57,7 @@ local function counter()
     end
     local v = call('GET', key)
     if v then
-      local b, prev, curr = match(v, '^(%d+):(%d+):(%d+)$')
+      local b, prev, curr = match(v, PATTERN)
       b = b + 0
       if b == idx then
         s.prev, s.curr, s.held = prev + 0, curr + 0, true
@@ -123,7 +138,7 @@ local function counter()
   -- ends. It returns now, then figures'.
   local function write(s, r, now)
     s.curr = s.curr + r.cost
-    local v = format('%d:%d:%d', s.idx, s.prev, s.curr)
+    local v = format(VALUE, s.idx, s.prev, s.curr)
     if s.held then
       call('SET', s.key, v, 'KEEPTTL')
       return now, figures(s, r, now, 0)
@@ -139,5 +154,27 @@ local function counter()
     return now, figures(s, r, now, 0)
   end
 
-  return {load = load, wait = wait, write = write, figures = figures}
+  -- add adds delta to the count of the bucket that at (absolute µs) fell
+  -- in, when key holds it as its current or previous bucket, keeping the
+  -- key's expiry, and reports whether it did: never below 0, which whole
+  -- refuses (the count left as it is) and otherwise clamps to.
+  local function add(key, w, at, delta, whole)
+    local v = call('GET', key)
+    if not v then
+      return false
+    end
+    local idx, prev, curr = decode(v)
+    local b = idiv(at, w)
+    if b == idx and not (whole and curr + delta < 0) then
+      curr = max(0, curr + delta)
+    elseif b == idx - 1 and not (whole and prev + delta < 0) then
+      prev = max(0, prev + delta)
+    else
+      return false
+    end
+    call('SET', key, format(VALUE, idx, prev, curr), 'KEEPTTL')
+    return true
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures, decode = decode, add = add}
 end

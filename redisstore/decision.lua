@@ -1,7 +1,7 @@
 -- decision.lua: the decision of one request over the windows of its rules:
--- every rule is checked by its algorithm (window.lua's log, gcra.lua,
--- counter.lua), then the request is recorded in all of them or in none,
--- and the reply says what the decision leaves.
+-- every rule is checked by its algorithm (log.lua's steps over window.lua,
+-- gcra.lua, counter.lua, concurrency.lua), then the request is recorded in
+-- all of them or in none, and the reply says what the decision leaves.
 
 -- An algorithm is a table of four steps: load(key, r, now), the key's
 -- state and how r stands on it (0 it fits, 1 no room for its cost, 2 too
@@ -10,8 +10,8 @@
 -- now), which records r's cost and returns the time it recorded at, then
 -- used and reset-after µs as it leaves them; and figures(s, r, now,
 -- pending), used and reset-after µs with pending more units. The log's
--- steps are window.lua's; GCRA's and the sliding counter's are made when a
--- rule first needs them. A rule's kind (see shape) names its algorithm.
+-- steps are log.lua's and window.lua's; the others' are made when a rule
+-- first needs them. A rule's kind (see shape) names its algorithm.
 local log = {load = logLoad, wait = logWait, write = logWrite, figures = logFigures}
 local gcraSteps, counterSteps, concurrencySteps
 

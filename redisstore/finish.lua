@@ -29,22 +29,13 @@ local list, n = sh.rules, sh.n
 local rec = KEYS[n + 1]
 local op, token = tonumber(ARGV[2]), ARGV[6]
 
--- expireAt makes key expire at exp (absolute µs).
-local function expireAt(key, exp)
-  if sh.own then
-    call('PEXPIRE', key, format('%d', max(1, ceil((exp - now) / 1000))))
-  else
-    call('PEXPIREAT', key, format('%d', ceil(exp / 1000)))
-  end
-end
-
 local v = call('HMGET', rec, 'id', 'cost', 'exp', 'r')
 if v[1] ~= ARGV[5] or not v[3] or tonumber(v[3]) <= now then
   local ttl = tonumber(ARGV[4])
   if op == 3 and ttl > 0 and (not v[3] or tonumber(v[3]) <= now) then
     call('DEL', rec)
     call('HSET', rec, 'id', ARGV[5], 'dead', format('%d', now + ttl))
-    expireAt(rec, now + ttl)
+    expireAt(rec, now + ttl, now, sh.own)
   end
   return {0, 0}
 end
@@ -55,99 +46,14 @@ end
 
 if op == 2 then
   local exp = now + tonumber(ARGV[4])
-  local e = format('%d', exp)
-  call('HSET', rec, 'exp', e)
-  expireAt(rec, exp)
+  call('HSET', rec, 'exp', format('%d', exp))
+  expireAt(rec, exp, now, sh.own)
   for i = 1, n do
-    if list[i].alg == concurrencySteps and call('ZADD', KEYS[i], 'XX', 'CH', e, token) == 1 then
-      expireAt(KEYS[i], exp)
+    if list[i].alg == concurrencySteps then
+      concurrencySteps.extend(KEYS[i], token, exp, now, sh.own)
     end
   end
   return {1, exp}
-end
-
--- settleLog adds delta to the cost of the log entry of key recorded at at
--- (absolute µs), which holds the lease's estimate, when it still counts
--- in the window of w µs: its end and the ends of the entries after it
--- move by delta (window.lua's layout). An entry whose cost falls to 0
--- stays, as memstore's does: its request happened at its time, so a
--- minimum gap still counts from it, and the window holds it until it
--- leaves (window.lua's zero member).
-local function settleLog(key, w, at, delta)
-  if at <= now - w then
-    return
-  end
-  local epoch = newest(key)
-  if not epoch or at < epoch then
-    return
-  end
-  local score = format('%d', at - epoch)
-  local m = call('ZRANGEBYSCORE', key, score, score)[1]
-  if not m then
-    return
-  end
-  local later = call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES')
-  local e, c = parse(m)
-  if c + delta < 0 then
-    delta = -c
-  end
-  if delta == 0 then
-    return
-  end
-  local old, new = {m}, {score, zero(e + delta, at)}
-  if c + delta > 0 then
-    new[2] = member(e + delta, c + delta)
-  end
-  for k = 1, #later, 2 do
-    local j = #new
-    old[#old + 1] = later[k]
-    new[j + 1], new[j + 2] = later[k + 1], reend(later[k], parse(later[k]) + delta)
-  end
-  -- Every old member goes before any new one is written, since a new end
-  -- may equal an old one; in commands of at most 2,000 arguments.
-  for k = 1, #old, 2000 do
-    call('ZREM', key, unpack(old, k, min(k + 1999, #old)))
-  end
-  for k = 1, #new, 2000 do
-    call('ZADD', key, unpack(new, k, min(k + 1999, #new)))
-  end
-end
-
--- settleGCRA moves key's arrival time by delta intervals of iv from
--- max(TAT, now), never before now (a full bucket is no key).
-local function settleGCRA(key, iv, delta)
-  local tat = tonumber(call('GET', key) or '0')
-  if tat < now then
-    tat = now
-  end
-  tat = tat + delta * iv
-  if tat <= now then
-    call('DEL', key)
-    return
-  end
-  call('SET', key, format('%d', tat))
-  expireAt(key, tat)
-end
-
--- settleCounter adds delta to the count of the bucket of w µs that at
--- (absolute µs) fell in, when key holds it as its current or previous
--- bucket, never below 0.
-local function settleCounter(key, w, at, delta)
-  local v = call('GET', key)
-  if not v then
-    return
-  end
-  local b, prev, curr = string.match(v, '^(%d+):(%d+):(%d+)$')
-  b, prev, curr = b + 0, prev + 0, curr + 0
-  local ab = idiv(at, w)
-  if ab == b then
-    curr = max(0, curr + delta)
-  elseif ab == b - 1 then
-    prev = max(0, prev + delta)
-  else
-    return
-  end
-  call('SET', key, format('%d:%d:%d', b, prev, curr), 'KEEPTTL')
 end
 
 local receipts, i = {}, 0
@@ -163,14 +69,17 @@ local delta = cost - tonumber(v[2])
 for k = 1, n do
   local r, key = list[k], KEYS[k]
   if r.alg == concurrencySteps then
-    call('ZREM', key, token)
+    concurrencySteps.release(key, token)
   elseif op == 1 and delta ~= 0 then
+    -- Settling moves what the lease recorded by delta units: the log's
+    -- entry (window.lua), GCRA's TAT by delta intervals (r.iv, the
+    -- receipt), the counter's bucket of the receipt's time.
     if r.alg == log then
-      settleLog(key, r.w, receipts[k], delta)
+      logResize(key, r.w, receipts[k], delta, now)
     elseif r.alg == gcraSteps then
-      settleGCRA(key, receipts[k], delta)
+      gcraSteps.move(key, delta * receipts[k], now, sh.own)
     else
-      settleCounter(key, r.w, receipts[k], delta)
+      counterSteps.add(key, r.w, receipts[k], delta, false)
     end
   end
 end

@@ -54,7 +54,7 @@ type part struct{ name, main string }
 // windows' state a call caches (window.lua's cache), since the helpers'
 // tables outlive a call; finish.lua reads none of it.
 var (
-	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"),
+	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"),
 		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua})
 	decideFunction, leaseFunction, finishFunction = sluiceFunctions[0], sluiceFunctions[1], sluiceFunctions[2]
 )

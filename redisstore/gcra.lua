@@ -8,14 +8,31 @@
 -- for), held (whether the key holds that tat: it was not behind) and old
 -- (when not, the TAT the key holds, 0 for none).
 
--- gcra returns GCRA's steps (see decision.lua). A script makes them only
--- when one of its rules needs them, so that rules of the log alone do not
--- pay for what they do not use.
+-- gcra returns GCRA's steps (see decision.lua) and its codec, the one place
+-- a bucket is read (tatOf), written (write, expireAt's) and moved (move,
+-- rewind). A script makes them only when one of its rules needs them, so
+-- that rules of the log alone do not pay for what they do not use.
 local function gcra()
+  -- decode returns the TAT value v holds, nil when it holds none; tatOf
+  -- the TAT key holds, nil for no key, and raises an error when key holds
+  -- something else. A TAT is written with format's %d.
+  local function decode(v)
+    return tonumber(v)
+  end
+
+  local function tatOf(key)
+    local v = call('GET', key)
+    local tat = v and decode(v)
+    if v and not tat then
+      error('key ' .. key .. ' is not a GCRA bucket (it holds "' .. v .. '"): remove it or use another prefix', 0)
+    end
+    return tat
+  end
+
   -- load returns key's state at now and how r stands on it: 0 it fits, 1
   -- no room.
   local function load(key, r, now)
-    local tat = call('GET', key)
+    local tat = call('GET', key) -- tatOf's read, inline: a call costs Redis hundreds of instructions
     if tat then
       tat = tat + 0
     end
@@ -81,7 +98,7 @@ local function gcra()
       s.held = true
     end
     s.tat = s.tat + add
-    if r.own then
+    if r.own then -- expireAt's, inline as load's read is
       call('PEXPIRE', s.key, format('%d', max(1, ceil((s.tat - now) / 1000))))
     else
       call('PEXPIREAT', s.key, format('%d', ceil(s.tat / 1000)))
@@ -89,5 +106,30 @@ local function gcra()
     return now, figures(s, r, now, 0)
   end
 
-  return {load = load, wait = wait, write = write, figures = figures}
+  -- move moves key's TAT by d µs (forward when d > 0) from max(TAT, now),
+  -- never before now: a bucket full again is no key.
+  local function move(key, d, now, own)
+    local tat = max(tatOf(key) or 0, now) + d
+    if tat <= now then
+      call('DEL', key)
+      return
+    end
+    call('SET', key, format('%d', tat))
+    expireAt(key, tat, now, own)
+  end
+
+  -- rewind moves the TAT key holds back by d µs, and its expiry with it
+  -- (a rollback knows neither the time nor the clock), and reports whether
+  -- the key held one.
+  local function rewind(key, d)
+    local tat = tatOf(key)
+    if not tat then
+      return false
+    end
+    local pttl = call('PTTL', key)
+    call('SET', key, format('%d', tat - d), 'PX', format('%d', max(1, pttl - ceil(d / 1000))))
+    return true
+  end
+
+  return {load = load, wait = wait, write = write, figures = figures, decode = decode, tatOf = tatOf, move = move, rewind = rewind}
 end

@@ -233,9 +233,15 @@ func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm
 	}
 	kinds := make([]byte, len(ks))
 	for i, a := range algs {
-		kinds[i] = '-'
-		if a == store.Concurrency {
+		switch a {
+		case store.Concurrency:
 			kinds[i] = 'n'
+		case store.GCRA:
+			kinds[i] = 'g'
+		case store.SlidingCounter:
+			kinds[i] = 'c'
+		default:
+			kinds[i] = '-'
 		}
 	}
 	reply, err := run(ctx, s.ev, inspectScript, ks, []string{s.nowArg(), string(kinds)})

@@ -4,8 +4,13 @@
 --
 -- KEYS     the windows, one per rule.
 -- ARGV     the time in µs, or "" for Redis's TIME (as decide.lua's); then a
---          string of one letter per key, 'n' for a concurrency rule's
---          window (concurrency.lua), any other for a rate rule's.
+--          string of one letter per key, its rule's algorithm: 'n' a
+--          concurrency rule (concurrency.lua), 'g' GCRA, 'c' the sliding
+--          counter, any other the log or not known (a key of layout 1,
+--          whose string value is then read as a counter's, else GCRA's).
+--
+-- Each algorithm's codec reads its keys: window.lua's logEntries,
+-- gcra.lua's and counter.lua's decode, concurrency.lua's alive.
 --
 -- Reply: {now µs, then per key: PTTL in ms (-2 no key, -1 no
 -- expiry), then
@@ -21,47 +26,43 @@
 
 local now = clock(tonumber(ARGV[1]))
 local kinds = ARGV[2] or ''
+local gcraCodec, counterCodec, concurrencyCodec -- made when a key needs them
 local out = {now}
+
 for i, key in ipairs(KEYS) do
+  local kind = sub(kinds, i, i)
   out[#out + 1] = call('PTTL', key)
-  if sub(kinds, i, i) == 'n' then
-    local leases = call('ZRANGEBYSCORE', key, format('(%d', now), '+inf', 'WITHSCORES')
-    out[#out + 1] = #leases / 2
-    for j = 1, #leases, 2 do
-      local token, exp = leases[j], leases[j + 1]
-      if #token ~= 32 or find(token, '[^0-9a-f]') then
-        error('key ' .. key .. ' is not a concurrency rule\'s window (its member "' .. token ..
-          '" is not a lease token): remove it or use another prefix', 0)
-      end
-      out[#out + 1] = tonumber(exp)
+  if kind == 'n' then
+    concurrencyCodec = concurrencyCodec or concurrency()
+    local tokens, exps = concurrencyCodec.alive(key, now)
+    out[#out + 1] = #tokens
+    for j, token in ipairs(tokens) do
+      out[#out + 1] = exps[j]
       for k = 1, 32, 8 do
         out[#out + 1] = tonumber(sub(token, k, k + 7), 16)
       end
     end
+  elseif call('TYPE', key).ok == 'string' then
+    -- GCRA's TAT or a counter's bucket, previous and current counts: -k,
+    -- then the k numbers.
+    gcraCodec, counterCodec = gcraCodec or gcra(), counterCodec or counter()
+    local v = call('GET', key)
+    local state = {}
+    if kind ~= 'g' then
+      state = {counterCodec.decode(v)}
+    end
+    if #state == 0 then
+      state = {gcraCodec.decode(v)}
+    end
+    out[#out + 1] = -#state
+    for _, x in ipairs(state) do
+      out[#out + 1] = x
+    end
   else
-    local v = call('TYPE', key).ok == 'string' and call('GET', key)
-    if v then
-      local state = {}
-      for n in string.gmatch(v, '[^:]+') do
-        state[#state + 1] = tonumber(n)
-      end
-      out[#out + 1] = -#state
-      for _, n in ipairs(state) do
-        out[#out + 1] = n
-      end
-    else
-      local epoch = newest(key)
-      local entries = {}
-      if epoch then
-        entries = call('ZRANGE', key, '0', '-2', 'WITHSCORES')
-      end
-      out[#out + 1] = #entries / 2
-      for j = 1, #entries, 2 do
-        local m, score = unpack(entries, j, j + 1)
-        local _, c = parse(m)
-        out[#out + 1] = epoch + tonumber(score)
-        out[#out + 1] = c
-      end
+    local times, costs = logEntries(key)
+    out[#out + 1] = #times
+    for j = 1, #times do
+      out[#out + 1], out[#out + 2] = times[j], costs[j]
     end
   end
 end

@@ -39,6 +39,18 @@ local function clock(t)
   return r[1] * 1000000 + r[2]
 end
 
+-- expireAt makes key expire at at (absolute µs): on Redis's clock at that
+-- time (PEXPIREAT, which needs no conversion on the server), on a store's
+-- own clock (own) after at - now, at least 1 ms. The steps of a decision
+-- (gcra.lua's and concurrency.lua's write) apply the same rule inline.
+local function expireAt(key, at, now, own)
+  if own then
+    call('PEXPIRE', key, format('%d', max(1, ceil((at - now) / 1000))))
+  else
+    call('PEXPIREAT', key, format('%d', ceil(at / 1000)))
+  end
+end
+
 -- idiv returns floor(a / b) for integers a >= 0 and b > 0, exactly: the
 -- division of two doubles can round up to the next integer.
 local function idiv(a, b)

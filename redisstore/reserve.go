@@ -129,6 +129,21 @@ func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, err
 	return reply[0] == 1, nil
 }
 
+// ReservationLength returns how long the reservation whose ID (its member
+// in a queue, see QueueKey) is id holds its slot: the µs after its '.'. It
+// reports false when id carries no length.
+func ReservationLength(id string) (time.Duration, bool) {
+	_, length, ok := strings.Cut(id, ".")
+	if !ok {
+		return 0, false
+	}
+	us, err := strconv.ParseInt(length, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(us) * time.Microsecond, true
+}
+
 // validID reports whether id has the form of the IDs Reserve gives: 16 hex
 // digits, '.', and a positive length in µs.
 func validID(id string) bool {

@@ -71,3 +71,23 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+func TestReservationLength(t *testing.T) {
+	tests := []struct {
+		id   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0123456789abcdef.250000", 250 * time.Millisecond, true},
+		{"0123456789abcdef.1", time.Microsecond, true},
+		{"0123456789abcdef", 0, false},
+		{"0123456789abcdef.", 0, false},
+		{"0123456789abcdef.x", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := ReservationLength(tt.id)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ReservationLength(%q) = %v, %v; want %v, %v", tt.id, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -23,72 +23,31 @@
 -- they leave the window: the count errs high, toward denying, never low.
 -- A GCRA key's arrival time moves back by the cost's intervals (exact, or
 -- high when it had fallen behind the time of the write); a counter's bucket
--- of the write loses the cost, if the key still holds that bucket.
+-- of the write loses the cost, if the key still holds that bucket. Each
+-- algorithm's codec does it: window.lua's logRemove, gcra.lua's rewind,
+-- counter.lua's add.
 --
 -- Reply: {number of entries changed}.
 
 local arg = reader(ARGV)
 local cost = tonumber(arg())
 local changed = 0
-
--- undoLog takes cost out of the log entry of time at.
-local function undoLog(key, at)
-  local epoch = newest(key)
-  local rel = epoch and int(at - epoch)
-  local m = rel and call('ZRANGEBYSCORE', key, rel, rel)[1]
-  if not m then
-    return
-  end
-  local e, c = parse(m)
-  if c >= cost then
-    changed = changed + 1
-    call('ZREM', key, m)
-    if c > cost then
-      call('ZADD', key, rel, member(e - cost, c - cost))
-    elseif call('ZCARD', key) == 1 then
-      call('DEL', key) -- the epoch alone is left
-    end
-  end
-end
-
--- undoGCRA moves a GCRA key's arrival time back by cost intervals.
-local function undoGCRA(key, iv)
-  local tat = tonumber(call('GET', key))
-  if tat then
-    changed = changed + 1
-    local pttl = call('PTTL', key)
-    call('SET', key, int(tat - cost * iv), 'PX', int(max(1, pttl - ceil(cost * iv / 1000))))
-  end
-end
-
--- undoCounter takes cost out of the bucket of time at, if the key holds it.
-local function undoCounter(key, at, w)
-  local v = call('GET', key)
-  if not v then
-    return
-  end
-  local i, j = find(v, ':', 1, true), find(v, ':', find(v, ':', 1, true) + 1, true)
-  local idx, prev, curr = tonumber(sub(v, 1, i - 1)), tonumber(sub(v, i + 1, j - 1)), tonumber(sub(v, j + 1))
-  local b = idiv(at, w)
-  if b == idx and curr >= cost then
-    curr = curr - cost
-  elseif b == idx - 1 and prev >= cost then
-    prev = prev - cost
-  else
-    return
-  end
-  changed = changed + 1
-  call('SET', key, int(idx) .. ':' .. int(prev) .. ':' .. int(curr), 'KEEPTTL')
-end
+local gcraCodec, counterCodec -- made when a key needs them
 
 for _, key in ipairs(KEYS) do
   local at, flag, param = tonumber(arg()), arg(), tonumber(arg())
+  local done
   if flag == 'g' or flag == 'G' then
-    undoGCRA(key, param)
+    gcraCodec = gcraCodec or gcra()
+    done = gcraCodec.rewind(key, cost * param)
   elseif flag == 'c' or flag == 'C' then
-    undoCounter(key, at, param)
+    counterCodec = counterCodec or counter()
+    done = counterCodec.add(key, param, at, -cost, true)
   else
-    undoLog(key, at)
+    done = logRemove(key, at, cost)
+  end
+  if done then
+    changed = changed + 1
   end
 end
 return {changed}

@@ -7,9 +7,11 @@ import (
 
 // The package's Lua scripts. Each is prelude.lua (the clock and shared
 // helpers), then, for those that read or write rule windows, the
-// algorithms (window.lua, the exact log's layout, reads and writes;
-// gcra.lua; counter.lua) and decision.lua (a request decided over its
-// rules' windows), then its own main part.
+// algorithms, then (for those that decide) decision.lua (a request decided
+// over its rules' windows), then its own main part. Each algorithm's
+// state is read, written and adjusted by its codec alone: window.lua the
+// exact log's (log.lua holds its checks), gcra.lua, counter.lua and
+// concurrency.lua the others'.
 
 //go:embed prelude.lua
 var preludeLua string
@@ -19,6 +21,9 @@ var argsLua string
 
 //go:embed window.lua
 var windowLua string
+
+//go:embed log.lua
+var logLua string
 
 //go:embed gcra.lua
 var gcraLua string
@@ -57,8 +62,7 @@ var (
 	// decideScripts decide, peek and record one request or a batch of
 	// them (see batch.go).
 	decideScripts = windowScripts("decide.lua", decideLua)
-	// rollbackScript undoes a slot group's write (see crossslot.go). It
-	// reads every algorithm's keys itself.
+	// rollbackScript undoes a slot group's write (see crossslot.go).
 	rollbackScript = readerScript("rollback.lua", rollbackLua)
 	// inspectScript reads windows for Inspect.
 	inspectScript = readerScript("inspect.lua", inspectLua)
@@ -96,12 +100,12 @@ var (
 type scriptPair struct{ log, all *script }
 
 // windowScripts returns the script named name in its two builds: the
-// prelude, the algorithms (window.lua, the log; then gcra.lua and
-// counter.lua, or in the log's build a declaration that they are absent),
-// decision.lua, then main.
+// prelude, the algorithms (window.lua and log.lua, the log; then gcra.lua,
+// counter.lua and concurrency.lua, or in the log's build a declaration
+// that they are absent), decision.lua, then main.
 func windowScripts(name, main string) scriptPair {
 	build := func(algorithms ...string) *script {
-		parts := append(append([]string{preludeLua, windowLua}, algorithms...), decisionLua, "-- "+name+"\n\n"+main)
+		parts := append(append([]string{preludeLua, windowLua, logLua}, algorithms...), decisionLua, "-- "+name+"\n\n"+main)
 		return newScript(name, strings.Join(parts, "\n"))
 	}
 	return scriptPair{
@@ -110,11 +114,12 @@ func windowScripts(name, main string) scriptPair {
 	}
 }
 
-// readerScript returns the script named name that reads windows of the
-// log's layout with window.lua's helpers: the prelude, args.lua,
-// window.lua, then main.
+// readerScript returns the script named name that reads or adjusts
+// windows with the algorithms' codecs, deciding nothing: the prelude,
+// args.lua, the codecs (window.lua, gcra.lua, counter.lua,
+// concurrency.lua), then main.
 func readerScript(name, main string) *script {
-	return newScript(name, strings.Join([]string{preludeLua, argsLua, windowLua, "-- " + name + "\n\n" + main}, "\n"))
+	return newScript(name, strings.Join([]string{preludeLua, argsLua, windowLua, gcraLua, counterLua, concurrencyLua, "-- " + name + "\n\n" + main}, "\n"))
 }
 
 // forShape returns the build for a request of shape sh (appendShape): the

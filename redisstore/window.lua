@@ -1,9 +1,6 @@
--- window.lua: a rule's window, the exact log, and how one is read, checked
--- and written. decide.lua, rollback.lua and inspect.lua are prelude.lua,
--- this file, then (for decide.lua) the other algorithms and decision.lua,
--- then their own part (scripts.go).
---
--- A window is a sorted set holding
+-- window.lua: the exact log's codec, the one place a window is read
+-- (logRead, logFreed, logEntries), written (logWrite) and adjusted
+-- (logResize, logRemove). A window is a sorted set holding
 --   * one entry per instant the key recorded something at: score, the
 --     instant in µs after the key's epoch; member, the key's running total of
 --     cost up to and including that instant (its end), then ":<cost>" when
@@ -16,9 +13,8 @@
 --   * the epoch entry, "@<epoch µs>" scored +inf: always last, so ZRANGE -2
 --     -1 reads the newest entry and the epoch at once.
 -- Ends and epoch restart when nothing counts any more, and a key that never
--- empties is rebased before its scores pass 2^30 µs: both stay small.
---
--- At time T the window is (T-W, T]; it counts the newest entries: used =
+-- empties is rebased before its scores pass 2^30 µs: both stay small. At
+-- time T the window is (T-W, T]; it counts the newest entries: used =
 -- end(newest) - end(oldest counted) + cost(oldest counted), or end(newest)
 -- while the epoch is in the window (nothing has left it). The newest entry
 -- stays until the key expires, W + gap after it, for the minimum gap.
@@ -26,17 +22,9 @@
 local TRIM = 8             -- units of cost recorded between two trims of what left the window
 local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a key gets a new epoch
 
--- A rule, one window of a request, is a record made once per script call
--- (decision.lua's rules): w (the window, µs), limit, gap (the minimum gap,
--- µs), cost (what the request counts there), shadow (its denial does not
--- deny), and the key's lifetime after a write: ttl (ms, as a string) on a
--- store's own clock, or life (µs) on Redis's, which expire reads as an
--- absolute time.
-
 -- member returns the member of an entry of end e and cost c; parse reads
--- one. The members of cost 1 with small ends, most of them, are kept in
--- ends and their ends in numbers: as a function (function.go) a script
--- formats and parses each once, not once per call.
+-- one. Members of cost 1 with small ends, most of them, are kept in ends and
+-- numbers: a function (function.go) formats and parses each once.
 local ends, numbers = {}, {}
 
 local function member(e, c)
@@ -44,9 +32,7 @@ local function member(e, c)
     local m = ends[e]
     if not m then
       m = format('%d', e)
-      if e <= 4096 then
-        ends[e], numbers[m] = m, e
-      end
+      if e <= 4096 then ends[e], numbers[m] = m, e end
     end
     return m
   end
@@ -60,12 +46,6 @@ local function parse(m)
   return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1)) or 0 -- "e:0:t" is no number
 end
 
--- zero returns the member of an entry of end e settled to cost 0, recorded
--- at (absolute µs): the time keeps it apart from other such entries.
-local function zero(e, at)
-  return format('%d:0:%d', e, at)
-end
-
 -- reend returns member m with its end replaced by e, its cost (and a zero
 -- entry's time) kept.
 local function reend(m, e)
@@ -75,8 +55,7 @@ local function reend(m, e)
 end
 
 -- newest returns a key's epoch, its newest entry's member and time (absolute
--- µs); all nil when the key does not exist. A key that is not a window is an
--- error.
+-- µs); nil when there is no key. A key that is not a window is an error.
 local function newest(key)
   local r = call('ZRANGE', key, '-2', '-1', 'WITHSCORES')
   local last = r[3] or r[1]
@@ -90,21 +69,28 @@ local function newest(key)
   return epoch, r[1], epoch + r[2]
 end
 
--- A window's state, as a decision reads and writes it:
---   key, w        the key and the window µs
---   epoch         the key's epoch (nil: the key does not exist)
---   m, at, e, c   the newest entry: member (as Redis holds it), time, end,
---                 cost (m, at nil: no entry)
---   used          the cost counted in the window at the state's time
---   om, oe, oc    the oldest counted entry's member, end and cost; oe = oc =
---                 0 (om false) while the epoch is in the window
---   dirty         the newest entry grew here and not yet in Redis
--- A key a script call wrote keeps its state in cache: a later request of the
--- call (a batch decides many) at the same time reads nothing, and one at
--- the same instant grows the state's newest entry alone, which flush writes
--- when the call ends or before Redis is read for that key again. Every
--- cached state holds for cacheNow, the time of the call's requests: a
--- request of another time (a store's own clock, in tests) flushes them all.
+-- rewrite moves list's entries (ZRANGE's member, score pairs) ds µs earlier,
+-- their ends by de: it removes them and gone, then (a new end may equal an
+-- old one) adds them and add's pairs, in commands of 2,000 arguments at most.
+local function rewrite(key, list, ds, de, gone, add)
+  for k = 1, #list, 2 do
+    local m, score = unpack(list, k, k + 1)
+    gone[#gone + 1] = m
+    add[#add + 1], add[#add + 2] = format('%d', score - ds), reend(m, parse(m) + de)
+  end
+  for k = 1, #gone, 2000 do call('ZREM', key, unpack(gone, k, min(k + 1999, #gone))) end
+  for k = 1, #add, 2000 do call('ZADD', key, unpack(add, k, min(k + 1999, #add))) end
+end
+
+-- A window's state: key, w (window µs), epoch (nil: no key); the newest
+-- entry's m (member), at (time), e (end), c (cost) (m, at nil: none); used,
+-- the cost counted at the state's time; the oldest counted entry's om, oe,
+-- oc (false, 0, 0 while the epoch is in the window); dirty, the newest
+-- entry grew and Redis does not hold it yet. A key a call wrote keeps its
+-- state in cache: a later request of the call at the same time reads
+-- nothing, one at the same instant grows the newest entry in the state
+-- alone (flush writes it at the call's end or before the key is read
+-- again). Cached states hold for cacheNow: a request of another time flushes them all.
 local cache, dirty, cacheNow = nil, {}, nil
 
 local function flush(s)
@@ -124,8 +110,8 @@ local function flushAll()
   end
 end
 
--- read returns key's state for a window of w µs at now, read from Redis.
-local function read(key, w, now)
+-- logRead returns key's state for a window of w µs at now, read from Redis.
+local function logRead(key, w, now)
   local epoch, m, at = newest(key)
   local e, c, used, om, oe, oc = 0, 0, 0, false, 0, 0
   if at then
@@ -141,96 +127,41 @@ local function read(key, w, now)
   end
   logTaken = logTaken + 1
   local s = logStates[logTaken]
-  if not s then
+  if s then
+    s.key, s.w, s.epoch, s.m, s.at, s.e, s.c, s.used, s.om, s.oe, s.oc, s.dirty = key, w, epoch, m, at, e, c, used, om, oe, oc, false
+  else
     s = {key = key, w = w, epoch = epoch, m = m, at = at, e = e, c = c, used = used, om = om, oe = oe, oc = oc, dirty = false}
     if logTaken <= POOLED then logStates[logTaken] = s end
-    return s
   end
-  s.key, s.w, s.epoch, s.m, s.at, s.e, s.c, s.used, s.om, s.oe, s.oc, s.dirty = key, w, epoch, m, at, e, c, used, om, oe, oc, false
   return s
 end
 
--- logWait returns how long from now until rule r fits s, once pending units
--- are recorded at now: the longer of the wait until it has room for its cost
--- and the wait until its gap has passed, then those two.
-local function logWait(s, r, pending, now)
-  -- freed returns when enough of s's oldest counted entries leave the
-  -- window to free need units of cost (need <= s.used).
-  local function freed(need)
-    if s.oc >= need then
-      if s.om == s.m then
-        return s.at + s.w -- the oldest counted entry is the newest
-      end
-      return s.epoch + call('ZSCORE', s.key, s.om) + s.w
+-- logFreed returns when enough of s's oldest counted entries leave to free
+-- need units (need <= s.used), walking them need at a time: one settled to
+-- 0 frees nothing.
+local function logFreed(s, need, now)
+  if s.oc >= need then
+    if s.om == s.m then return s.at + s.w end -- the oldest counted entry is the newest
+    return s.epoch + call('ZSCORE', s.key, s.om) + s.w
+  end
+  flush(s)
+  local from = format('(%d', now - s.w - s.epoch)
+  while true do
+    local list = call('ZRANGEBYSCORE', s.key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', format('%d', need))
+    for k = 1, #list, 2 do
+      local m, score = unpack(list, k, k + 1)
+      if parse(m) - s.oe + s.oc >= need then return s.epoch + score + s.w end
     end
-    -- Then walk the counted entries, oldest first, need at a time: each
-    -- frees at least 1 but one a lease settled to 0, which frees nothing.
-    flush(s)
-    local from = format('(%d', now - s.w - s.epoch)
-    while true do
-      local entries = call('ZRANGEBYSCORE', s.key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', format('%d', need))
-      for k = 1, #entries, 2 do
-        if parse(entries[k]) - s.oe + s.oc >= need then return s.epoch + entries[k + 1] + s.w end
-      end
-      if #entries < 2 * need then break end
-      from = '(' .. entries[#entries]
-    end
-    error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
+    if #list < 2 * need then break end
+    from = '(' .. list[#list]
   end
-
-  local room, gap = 0, 0
-  local at = s.at or now
-  if at < now then at = now end
-  local need = s.used + pending + r.cost - r.limit
-  if need > s.used then
-    room = at + s.w - now -- only the pending entry's leaving makes room
-  elseif need > 0 then
-    room = freed(need) - now
-  end
-  local last = (pending > 0 and at) or s.at
-  if r.gap > 0 and last and last + r.gap > now then gap = last + r.gap - now end
-  if gap > room then return gap, room, gap end
-  return room, room, gap
-end
-
--- logLoad returns key's state for rule r's window at now (the cached one
--- when this call wrote the key at now, else read from Redis) and how r
--- stands on it: 0 it fits, 1 no room for its cost, 2 too soon (its gap has
--- not passed); when both, the longer wait.
-local function logLoad(key, r, now)
-  local w = r.w
-  if cacheNow ~= now then
-    flushAll()
-    cache, cacheNow = {}, now
-  end
-  local s = cache[key]
-  if s and s.w ~= w then
-    flush(s)
-    cache[key], s = nil, nil
-  end
-  if not s then
-    s = read(key, w, now)
-  end
-  local full = s.used + r.cost > r.limit
-  local early = r.gap > 0 and s.at ~= nil and now - s.at < r.gap
-  if full and early then
-    local _, room, gap = logWait(s, r, 0, now)
-    if gap > room then return s, 2 end
-    return s, 1
-  end
-  if full then return s, 1 end
-  if early then return s, 2 end
-  return s, 0
+  error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
 end
 
 -- logWrite records rule r's cost in s's key at now (never before its newest
--- entry), caches s, and returns the time it recorded at, then used and
--- reset-after µs as the write leaves them. A write sets the
--- key to expire W + gap after it, except one into the newest entry's
--- instant, whose write did: on Redis's clock at an absolute time (PEXPIREAT,
--- which needs no conversion on the server), which rule r keeps formatted for
--- the instant it was made for (a call's requests share one), on a store's
--- own clock r.ttl ms from now.
+-- entry), caches s, and returns that time, used and reset-after µs. The key
+-- expires W + gap after a write (but one into the newest entry's instant):
+-- on Redis's clock at r.expiry, kept for r.at; on its own r.ttl ms on.
 local function logWrite(s, r, now)
   local cost, key, sat, w, e, oe = r.cost, s.key, s.at, s.w, s.e, s.oe
   local at = sat or now
@@ -240,88 +171,100 @@ local function logWrite(s, r, now)
   if cache[key] == s then -- this call's state at this instant: grown in the state alone
     if s.om == s.m then s.oe, s.oc = e + cost, s.c + cost end
     s.e, s.c = e + cost, s.c + cost
-    if not s.dirty then
-      s.dirty = true
-      dirty[#dirty + 1] = s
-    end
+    if not s.dirty then s.dirty, dirty[#dirty + 1] = true, s end
     return at, used, at + w - now
   end
   cache[key] = s
-  local epoch, m, renew = s.epoch, nil, true
+  local epoch, renew = s.epoch, at ~= sat -- a write into the newest entry's instant: its write set the expiry
   if not (sat and sat > now - w) then -- nothing counts: ends and epoch restart
-    if epoch then
-      call('DEL', key)
-    end
-    m = member(cost, cost)
+    if epoch then call('DEL', key) end
+    local m = member(cost, cost)
     s.e, s.c, s.oe, s.oc, s.epoch, s.m, s.om = cost, cost, cost, cost, at, m, m
     call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
   else
     if s.om and at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) then
-      -- Rebase: write the key anew, without expiry, from a new epoch (the
-      -- oldest counted entry's time), ends counted from the cost before
-      -- that entry.
+      -- Rebase: the key anew (every member goes, its expiry too), from a new
+      -- epoch (the oldest counted entry's time), ends counted from the cost
+      -- before that entry.
       local shift, before = tonumber(call('ZSCORE', key, s.om)), oe - s.oc
       call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
-      local all = call('ZRANGE', key, '0', '-2', 'WITHSCORES')
-      call('DEL', key)
-      local add = {'ZADD', key}
-      for k = 1, #all, 2 do
-        add[#add + 1] = format('%d', all[k + 1] - shift)
-        add[#add + 1] = reend(all[k], parse(all[k]) - before)
-        if #add >= 2002 or k + 1 == #all then
-          call(unpack(add))
-          add = {'ZADD', key}
-        end
-      end
+      local gone, add = {'@' .. format('%d', epoch)}, {'+inf', '@' .. format('%d', epoch + shift)}
+      rewrite(key, call('ZRANGE', key, '0', '-2', 'WITHSCORES'), shift, -before, gone, add)
       epoch, e, oe = epoch + shift, e - before, oe - before
-      s.epoch, s.e, s.oe = epoch, e, oe
-      s.m, s.om = reend(s.m, e), reend(s.om, oe)
-      call('ZADD', key, '+inf', '@' .. format('%d', epoch))
-      renew = true -- the key has no expiry now
-    else
-      renew = at ~= sat -- a write into the newest entry's instant: its write set the expiry
+      s.epoch, s.e, s.oe, s.m, s.om = epoch, e, oe, reend(s.m, e), reend(s.om, oe)
+      renew = true
     end
-    local c
-    local oldest = at == sat and s.om == s.m -- the entry written to is the oldest counted
+    local c, oldest = cost, at == sat and s.om == s.m -- oldest: the entry written to is the oldest counted
     if at == sat then
       call('ZREM', key, s.m)
       c = s.c + cost
-      if oldest then s.oe, s.oc = e + cost, c end
-    else
-      if epoch <= now - w and e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
-        call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
-      end
-      c = cost
+    elseif epoch <= now - w and e % TRIM + cost >= TRIM then -- a multiple of TRIM passed
+      call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
     end
     e = e + cost
-    m = member(e, c)
+    local m = member(e, c)
     s.e, s.c, s.m = e, c, m
-    if oldest then s.om = m end
+    if oldest then s.om, s.oe, s.oc = m, e, c end
     call('ZADD', key, format('%d', at - epoch), m)
   end
-  if not renew then
-    return at, used, at + w - now
-  end
-  if r.ttl then
+  if renew and r.ttl then
     call('PEXPIRE', key, r.ttl)
-  else
-    if r.at ~= at then
-      r.at, r.expiry = at, format('%d', ceil((at + r.life) / 1000))
-    end
+  elseif renew then
+    if r.at ~= at then r.at, r.expiry = at, format('%d', ceil((at + r.life) / 1000)) end
     call('PEXPIREAT', key, r.expiry)
   end
   return at, used, at + w - now
 end
 
--- logFigures returns used and reset-after µs (until the window is empty)
--- for s at now, with pending more units recorded at now.
-local function logFigures(s, r, now, pending)
-  if pending > 0 then
-    local at = s.at or now
-    if at < now then at = now end
-    return s.used + pending, at + s.w - now
-  elseif s.at and s.at > now - s.w then
-    return s.used, s.at + s.w - now
+-- entryAt returns the score and member of key's entry of time at (abs. µs).
+local function entryAt(key, at)
+  local epoch = newest(key)
+  if not epoch or at < epoch then return nil end
+  local score = format('%d', at - epoch)
+  return score, call('ZRANGEBYSCORE', key, score, score)[1]
+end
+
+-- logResize adds delta to the cost of key's entry recorded at at (absolute
+-- µs), never below 0, while it counts in the window of w µs at now; the
+-- ends from it on move by delta. An entry of cost 0 stays ("<end>:0:<time>"),
+-- as memstore's does: a minimum gap still counts from it.
+local function logResize(key, w, at, delta, now)
+  if at <= now - w then return end
+  local score, m = entryAt(key, at)
+  if not m then return end
+  local e, c = parse(m)
+  if c + delta < 0 then delta = -c end
+  if delta == 0 then return end
+  local gone, add = {m}, {score, format('%d:0:%d', e + delta, at)} -- settled to 0: its time keeps it apart
+  if c + delta > 0 then add[2] = member(e + delta, c + delta) end
+  rewrite(key, call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES'), 0, delta, gone, add)
+end
+
+-- logRemove takes cost out of key's entry of time at (absolute µs), and
+-- reports whether it did (not when it holds less); an entry left empty goes.
+-- Later ends still count the cost until they leave the window: it errs high.
+local function logRemove(key, at, cost)
+  local score, m = entryAt(key, at)
+  if not m then return false end
+  local e, c = parse(m)
+  if c < cost then return false end
+  call('ZREM', key, m)
+  if c > cost then
+    call('ZADD', key, score, member(e - cost, c - cost))
+  elseif call('ZCARD', key) == 1 then
+    call('DEL', key) -- the epoch alone is left
   end
-  return s.used, 0
+  return true
+end
+
+-- logEntries returns the times (absolute µs) and costs of key's entries.
+local function logEntries(key)
+  local epoch, times, costs = newest(key), {}, {}
+  local list = epoch and call('ZRANGE', key, '0', '-2', 'WITHSCORES') or {}
+  for k = 1, #list, 2 do
+    local m, score = unpack(list, k, k + 1)
+    local _, c = parse(m)
+    times[#times + 1], costs[#costs + 1] = epoch + tonumber(score), c
+  end
+  return times, costs
 end

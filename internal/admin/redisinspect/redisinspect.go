@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -52,8 +50,8 @@ func (i Inspector) Windows(ctx context.Context, req *store.Request) ([]admin.Win
 }
 
 // Queue reads a schedule's queue: its sorted set (score: the slot in µs;
-// member: the ID, ending in "." and the µs it holds, see redisstore's
-// reserve.go) and Redis's time.
+// member: the ID, whose length redisstore.ReservationLength reads) and
+// Redis's time.
 func (i Inspector) Queue(ctx context.Context, q store.Queue) ([]admin.QueuedSlot, time.Time, error) {
 	c := i.Client
 	if c == nil {
@@ -75,10 +73,8 @@ func (i Inspector) Queue(ctx context.Context, q store.Queue) ([]admin.QueuedSlot
 	out := make([]admin.QueuedSlot, 0, len(zs))
 	for _, z := range zs {
 		sl := admin.QueuedSlot{Slot: time.UnixMicro(int64(z.Score)), ID: z.Member}
-		if _, length, ok := strings.Cut(z.Member, "."); ok {
-			if us, err := strconv.ParseInt(length, 10, 64); err == nil {
-				sl.Length = time.Duration(us) * time.Microsecond
-			}
+		if length, ok := redisstore.ReservationLength(z.Member); ok {
+			sl.Length = length
 		}
 		out = append(out, sl)
 	}
