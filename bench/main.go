@@ -3,7 +3,7 @@
 // 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
 // (docs/benchmarks.md holds a run's output) and progress on stderr.
 //
-//	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,instructions]
+//	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets,instructions]
 //
 // The Redis contenders run round-robin, -rounds times each, on a flushed
 // server; the tables report the median round. On a machine shared with
@@ -29,7 +29,7 @@ func main() {
 		rounds     = flag.Int("rounds", 3, "rounds of the Redis comparison; the median is reported")
 		goroutines = flag.Int("goroutines", 64, "goroutines deciding at once")
 		keys       = flag.Int("keys", 10_000, "distinct keys")
-		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases", "sections to run, comma-separated")
+		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets", "sections to run, comma-separated")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this")
@@ -122,6 +122,9 @@ func main() {
 	}
 	if want["leases"] {
 		b.leasesTable(*rounds)
+	}
+	if want["budgets"] {
+		b.budgetsTable(*rounds)
 	}
 }
 

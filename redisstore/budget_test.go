@@ -1,21 +1,45 @@
 package redisstore_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/storetest"
 )
 
 // TestConformanceBudget runs the budget cases (slices of budgeted rules)
-// over the package's server; they skip while the store does not implement
-// store.Budgeter.
+// over each client on the package's server, on the suite's manual clock.
 func TestConformanceBudget(t *testing.T) {
-	storetest.RunBudget(t, standalone(backends[0], redisstore.Config{}))
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			storetest.RunBudget(t, standalone(b, redisstore.Config{}))
+		})
+	}
+}
+
+// TestConformanceBudgetPerRule runs the budget cases with a hash tag per
+// rule: a policy whose budgeted rule and per-key rules fall in different
+// slot groups leases in parts (budget.go).
+func TestConformanceBudgetPerRule(t *testing.T) {
+	storetest.RunBudget(t, standalone(backends[0], redisstore.Config{Slots: redisstore.SlotsPerRule}))
 }
 
 // TestClusterConformanceBudget runs the budget cases over the Cluster
-// store.
+// store, with each slot layout.
 func TestClusterConformanceBudget(t *testing.T) {
-	storetest.RunBudget(t, clusterOpener(sharedCluster(t)))
+	c := sharedCluster(t)
+	t.Run("shared", func(t *testing.T) {
+		storetest.RunBudget(t, clusterOpener(c))
+	})
+	t.Run("per-rule", func(t *testing.T) {
+		storetest.RunBudget(t, func(t *testing.T, now func() time.Time) storetest.Target {
+			prefix := newPrefix()
+			s := openCluster(t, redisstore.Config{Prefix: prefix, Clock: now, Slots: redisstore.SlotsPerRule})
+			return storetest.Target{Store: s, TTLs: func(context.Context) (map[string]time.Duration, error) {
+				return clusterTTLs(c, prefix)
+			}}
+		})
+	})
 }

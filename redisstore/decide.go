@@ -73,6 +73,10 @@ var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2,
 
 const kindShadow = 16
 
+// kindBudgeted turns the log's kind (0) into a budgeted log's (4) and
+// GCRA's (1) into a budgeted bucket's (5): windows whose slices count.
+const kindBudgeted = 4
+
 // Sizes in a shape: its head (rules, mode, time) and each rule's (kind,
 // window, limit, third, cost).
 const (
@@ -97,6 +101,9 @@ func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
 	for _, i := range checks {
 		c := &req.Checks[i]
 		kind := ruleKinds[c.Algorithm]
+		if c.Budget > 0 && (c.Algorithm == store.Log || c.Algorithm == store.GCRA) {
+			kind += kindBudgeted // its slices count (slices.lua)
+		}
 		if c.Shadow {
 			kind += kindShadow
 		}

@@ -13,14 +13,16 @@
 -- steps are log.lua's and window.lua's; the others' are made when a rule
 -- first needs them. A rule's kind (see shape) names its algorithm.
 local log = {load = logLoad, wait = logWait, write = logWrite, figures = logFigures}
-local gcraSteps, counterSteps, concurrencySteps
+local gcraSteps, counterSteps, concurrencySteps, sliceSteps
 
 -- shape reads a request shape (decide.lua), the rules a request is decided
 -- over: its number of rules n (i4), its mode (i4), its time in µs (i8), then
 -- per rule a kind and four numbers: the window µs, the limit, the minimum
 -- gap µs (a GCRA rule's burst instead) and the cost (i4, then i8 each). A
 -- kind is 0 the log, 1 GCRA, 2 the sliding counter, 3 a concurrency rule
--- (concurrency.lua; its window is the lease time), plus 16 in shadow mode.
+-- (concurrency.lua; its window is the lease time), 4 a budgeted log and 5 a
+-- budgeted GCRA bucket (slices.lua: their slices count), plus 16 in shadow
+-- mode.
 -- The mode's bits: 1 record whether the rules fit or not, 2 dry (a peek:
 -- nothing written, figures as a write would leave them), 4 group (one slot
 -- group of several, see crossslot.go: the reply says what rollback.lua
@@ -51,6 +53,17 @@ local function shape(blob)
     elseif kind == 3 then
       concurrencySteps = concurrencySteps or concurrency()
       r.alg = concurrencySteps
+    elseif kind == 4 or kind == 5 then -- a budgeted log or GCRA bucket: its slices count (slices.lua)
+      sliceSteps = sliceSteps or slices()
+      if kind == 4 then
+        r.alg, r.gap = sliceSteps.log, third
+        if own then r.ttl = format('%d', ceil(r.life / 1000)) end
+      else
+        gcraSteps = gcraSteps or gcra()
+        r.alg, r.burst, r.iv = sliceSteps.gcra, third, w
+        if limit > 0 then r.iv = idiv(w + limit - 1, limit) end
+        r.step = format('%d', cost * r.iv)
+      end
     else
       error('unknown rule kind ' .. kind, 0)
     end

@@ -54,9 +54,9 @@ type part struct{ name, main string }
 // windows' state a call caches (window.lua's cache), since the helpers'
 // tables outlive a call; finish.lua reads none of it.
 var (
-	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, decisionLua}, "\n"),
-		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua})
-	decideFunction, leaseFunction, finishFunction = sluiceFunctions[0], sluiceFunctions[1], sluiceFunctions[2]
+	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, decisionLua}, "\n"),
+		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua}, part{"budget", budgetLua})
+	decideFunction, leaseFunction, finishFunction, budgetFunction = sluiceFunctions[0], sluiceFunctions[1], sluiceFunctions[2], sluiceFunctions[3]
 )
 
 // newLibrary returns the library whose functions, each named after its

@@ -34,8 +34,14 @@ var counterLua string
 //go:embed concurrency.lua
 var concurrencyLua string
 
+//go:embed slices.lua
+var slicesLua string
+
 //go:embed decision.lua
 var decisionLua string
+
+//go:embed budget.lua
+var budgetLua string
 
 //go:embed lease.lua
 var leaseLua string
@@ -77,10 +83,14 @@ var (
 	leaseScript  = windowScripts("lease.lua", leaseLua).all
 	finishScript = windowScripts("finish.lua", finishLua).all
 
+	// budgetScript returns, decides and leases slices of budgeted windows
+	// (budget.go), as budgetFunction where the server has functions.
+	budgetScript = windowScripts("budget.lua", budgetLua).all
+
 	// allScripts are every script a Store runs, which Warm loads: the
 	// runtime overrides' two too (overrides.go), which every server polls
 	// from its start.
-	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript,
+	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript, budgetScript,
 		newScript("overrides_read.lua", overridesReadLua), newScript("overrides_write.lua", overridesWriteLua)}
 	// allSHAs are their SHA-1s, in the same order.
 	allSHAs = func() []string {
@@ -101,16 +111,17 @@ type scriptPair struct{ log, all *script }
 
 // windowScripts returns the script named name in its two builds: the
 // prelude, the algorithms (window.lua and log.lua, the log; then gcra.lua,
-// counter.lua and concurrency.lua, or in the log's build a declaration
-// that they are absent), decision.lua, then main.
+// counter.lua, concurrency.lua and slices.lua, a budgeted window's, or in
+// the log's build a declaration that they are absent: a budgeted window's
+// shape is never the log's), decision.lua, then main.
 func windowScripts(name, main string) scriptPair {
 	build := func(algorithms ...string) *script {
 		parts := append(append([]string{preludeLua, windowLua, logLua}, algorithms...), decisionLua, "-- "+name+"\n\n"+main)
 		return newScript(name, strings.Join(parts, "\n"))
 	}
 	return scriptPair{
-		log: build("local gcra, counter, concurrency -- absent: this build's rules all keep the log\n"),
-		all: build(gcraLua, counterLua, concurrencyLua),
+		log: build("local gcra, counter, concurrency, slices -- absent: this build's rules all keep the log\n"),
+		all: build(gcraLua, counterLua, concurrencyLua, slicesLua),
 	}
 }
 
