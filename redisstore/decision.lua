@@ -62,7 +62,8 @@ local function shape(blob)
         gcraSteps = gcraSteps or gcra()
         r.alg, r.burst, r.iv = sliceSteps.gcra, third, w
         if limit > 0 then r.iv = idiv(w + limit - 1, limit) end
-        r.step = format('%d', cost * r.iv)
+        r.add = min(cost * r.iv, MAXBUCKET)
+        r.step = format('%d', r.add)
       end
     else
       error('unknown rule kind ' .. kind, 0)
