@@ -85,6 +85,7 @@ type Front struct {
 	state    atomic.Pointer[State]
 	denials  denyTotals
 	abandons abandonTotals
+	budgets  budgetTotals
 }
 
 // New returns a Front over st. Publish its first State before serving.
@@ -110,6 +111,7 @@ func New(st store.Store, opts Options) *Front {
 	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
 	opts.Registry.MustRegister(f.abandonCollectors()...)
+	opts.Registry.MustRegister(f.budgetCollectors()...)
 	return f
 }
 
