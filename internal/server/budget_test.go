@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/httpapi"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
@@ -147,5 +150,22 @@ func TestBudgetReload(t *testing.T) {
 	}
 	if got := ts.metricInt(`sluice_budget_units_total{outcome="returned"}`); got == 0 {
 		t.Error("no units returned on the reload")
+	}
+}
+
+// TestBudgetPolicies: GET /v1/policies shows a rule's budget.
+func TestBudgetPolicies(t *testing.T) {
+	ts := newTestServer(t, budgetConfig+`      - {name: per-user, by: [user], limit: 10, window: 1m}
+`)
+	w := ts.do("GET", "/v1/policies", "")
+	var out httpapi.PoliciesJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &out); w.Code != 200 || err != nil {
+		t.Fatalf("policies = %d %s", w.Code, w.Body)
+	}
+	if l := out.Policies[0].Limits; len(l) != 2 || l[0].BudgetMS != 2000 || l[1].BudgetMS != 0 {
+		t.Errorf("limits = %+v, want global's budget_ms 2000 and none for per-user", l)
+	}
+	if strings.Count(w.Body.String(), `"budget_ms"`) != 1 {
+		t.Errorf("policies = %s, want budget_ms on the budgeted rule alone", w.Body)
 	}
 }
