@@ -141,7 +141,7 @@ func (f *Front) budgetCollectors() []prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return float64(v(f.BudgetStats())) })
 	}
-	const decisions = "Decisions of policies with a budgeted rule, by who answered: local (from slices this server leased, without a store call) or store."
+	const decisions = "Decisions of policies with a budgeted rule, by who answered: local (every rule from slices this server leased, without a store call) or store."
 	const units = "Units of the slices of budgeted rules, by what became of them: leased (granted by the store), returned (given back unused before the slice ended: on a new lease, a reload or shutdown), " +
 		"stranded (unused when the slice ended, or whose return failed: the store counts them as spent until the slice's end)."
 	return []prometheus.Collector{
