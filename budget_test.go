@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -177,3 +179,91 @@ func BenchmarkBudgetLocal(b *testing.B) {
 type budgetClock struct{ *storetest.Clock }
 
 func (budgetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// flakyBudgeter is a memory store whose calls fail while fail is set.
+type flakyBudgeter struct {
+	*memstore.Store
+	fail atomic.Bool
+}
+
+var errFlaky = errors.New("flaky: the store is down")
+
+func (f *flakyBudgeter) Decide(ctx context.Context, req *store.Request) error {
+	if f.fail.Load() {
+		return errFlaky
+	}
+	return f.Store.Decide(ctx, req)
+}
+
+func (f *flakyBudgeter) Budget(ctx context.Context, req *store.Request, b *store.BudgetRequest) error {
+	if f.fail.Load() {
+		return errFlaky
+	}
+	return f.Store.Budget(ctx, req, b)
+}
+
+// TestBudgetStoreFailure: a store failure denies (OnError Deny) and gives
+// back the units taken from slices; a lease call that failed does not
+// stop the slice from leasing again.
+func TestBudgetStoreFailure(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := &flakyBudgeter{Store: memstore.New(memstore.Config{Clock: clock.Now})}
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}})
+	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 1000, Window: time.Minute, Budget: 10 * time.Second},
+		{Name: "category", By: []string{"cat"}, Limit: 1000, Window: time.Minute},
+	}}
+	ctx := context.Background()
+	attrs := map[string]string{"cat": "a"}
+	admitted := 0
+	allow := func() sluice.Decision {
+		t.Helper()
+		d, err := lim.Allow(ctx, p, attrs)
+		if d.Allowed {
+			admitted++
+		}
+		if err != nil && !errors.Is(err, errFlaky) {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for range 20 {
+		allow()
+	}
+	down := func() {
+		t.Helper()
+		s.fail.Store(true)
+		for range 5 {
+			if d := allow(); d.Allowed || !d.Degraded {
+				t.Fatalf("with the store down: %+v, want a degraded denial", d)
+			}
+		}
+		s.fail.Store(false)
+	}
+	down() // the global rule answered from the slice, the category failing
+	// Past the slice's end: the failing calls ask for a new one.
+	clock.Advance(11 * time.Second)
+	down()
+	before := lim.BudgetStats()
+	for range 50 {
+		clock.Advance(10 * time.Millisecond)
+		if d := allow(); !d.Allowed {
+			t.Fatalf("after the store is back: %+v", d)
+		}
+	}
+	if st := lim.BudgetStats(); st.SlicesLeased <= before.SlicesLeased {
+		t.Errorf("no slice leased after the store came back: %+v", st)
+	}
+	if err := lim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := lim.Peek(ctx, p, attrs, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slice that ended before the failing calls is stranded: its
+	// return went with a call that failed.
+	if st := lim.BudgetStats(); d.Limits[0].Used != int64(admitted)+st.UnitsStranded {
+		t.Errorf("the global window counts %d after Close, %d admitted, stats %+v", d.Limits[0].Used, admitted, st)
+	}
+}
