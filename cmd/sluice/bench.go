@@ -35,6 +35,7 @@ type benchOptions struct {
 	rules      int
 	duration   time.Duration
 	timeout    time.Duration
+	budget     time.Duration // each rule's Budget: answered from leased slices
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -52,7 +53,10 @@ store call unless --timeout gives one, no circuit breaker. The defaults
 are make bench's workload. With --server, requests go to URL/v1/decide for the configured
 --policy, the key in attribute --attr. A progress bar goes to stderr; the
 decisions per second, a latency histogram of the decisions, and the calls
-that failed (errors, never counted as decisions) to stdout.
+that failed (errors, never counted as decisions) to stdout. With --budget,
+each rule is budgeted (leased in slices, answered in memory; see
+docs/budgets.md) and the run counts the decisions answered from slices, as
+it counts those a server marks "local" with --server.
 
 flags:`)
 		fs.PrintDefaults()
@@ -68,6 +72,7 @@ flags:`)
 	fs.DurationVar(&o.window, "window", time.Minute, "each rule's window")
 	fs.IntVar(&o.rules, "rules", 1, "rules in the policy (each by key)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
+	fs.DurationVar(&o.budget, "budget", 0, "budget each rule by this `duration` (rule budget: D), answering from leased slices (not with --server: the budget is the server's configuration)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "deadline of each store call (0: none, as make bench decides; sluice.Config's default is 50ms)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,6 +93,8 @@ flags:`)
 		return fail("--goroutines, --keys, --rules and --limit must be at least 1")
 	case o.duration <= 0 || o.window < time.Microsecond:
 		return fail("--duration must be positive and --window at least 1µs")
+	case o.budget != 0 && o.serverURL != "":
+		return fail("--budget and --server exclude each other: budget the policy in the server's configuration (budget: D), and the run counts its local answers")
 	}
 
 	decide, where, closeFn, err := o.target()
@@ -96,10 +103,14 @@ flags:`)
 		return exitUsage
 	}
 	defer closeFn()
-	fmt.Fprintf(stdout, "%s: %d goroutines, %d keys, %d rule(s) of %d per %v, %v\n",
-		where, o.goroutines, o.keys, o.rules, o.limit, o.window, o.duration)
+	budget := ""
+	if o.budget > 0 {
+		budget = fmt.Sprintf(", budget %v", o.budget)
+	}
+	fmt.Fprintf(stdout, "%s: %d goroutines, %d keys, %d rule(s) of %d per %v%s, %v\n",
+		where, o.goroutines, o.keys, o.rules, o.limit, o.window, budget, o.duration)
 	res := drive(ctx, o, decide, stderr)
-	res.print(stdout)
+	res.print(stdout, o.budget > 0 || o.serverURL != "")
 	if res.ops == 0 {
 		return exitUsage
 	}
@@ -107,7 +118,13 @@ flags:`)
 }
 
 // benchDecide decides one request for key number i.
-type benchDecide func(ctx context.Context, i int) (allowed bool, err error)
+type benchDecide func(ctx context.Context, i int) (benchAnswer, error)
+
+// benchAnswer is what one decision said.
+type benchAnswer struct {
+	allowed bool
+	local   bool // answered from slices of budgeted rules (Decision.Local)
+}
 
 // target opens what the workload drives and returns, per goroutine, a
 // decider.
@@ -121,7 +138,10 @@ func (o *benchOptions) target() (func() benchDecide, string, func(), error) {
 	}
 	p := &sluice.Policy{Name: "bench"}
 	for i := range o.rules {
-		p.Rules = append(p.Rules, sluice.Rule{Name: "r" + strconv.Itoa(i), Limit: o.limit, Window: o.window, By: []string{"key"}})
+		p.Rules = append(p.Rules, sluice.Rule{Name: "r" + strconv.Itoa(i), Limit: o.limit, Window: o.window, By: []string{"key"}, Budget: o.budget})
+	}
+	if err := p.Validate(); err != nil {
+		return nil, "", nil, err
 	}
 	var (
 		store store.Store
@@ -147,13 +167,13 @@ func (o *benchOptions) target() (func() benchDecide, string, func(), error) {
 	lim := sluice.NewLimiter(store, cfg)
 	newDecide := func() benchDecide {
 		attrs := map[string]string{"key": ""}
-		return func(ctx context.Context, i int) (bool, error) {
+		return func(ctx context.Context, i int) (benchAnswer, error) {
 			attrs["key"] = names[i]
 			d, err := lim.Allow(ctx, p, attrs)
-			return d.Allowed, err
+			return benchAnswer{allowed: d.Allowed, local: d.Local}, err
 		}
 	}
-	return newDecide, where, func() { store.Close() }, nil
+	return newDecide, where, func() { _ = lim.Close(); store.Close() }, nil
 }
 
 // serverTarget posts to the server's /v1/decide.
@@ -177,8 +197,9 @@ func (o *benchOptions) serverTarget(names []string) (func() benchDecide, string,
 		var body []byte
 		var reply struct {
 			Allowed bool `json:"allowed"`
+			Local   bool `json:"local"`
 		}
-		return func(ctx context.Context, i int) (bool, error) {
+		return func(ctx context.Context, i int) (benchAnswer, error) {
 			body = append(body[:0], `{"policy":`...)
 			body = append(body, policyJSON...)
 			body = append(body, `,"attributes":{`...)
@@ -188,23 +209,23 @@ func (o *benchOptions) serverTarget(names []string) (func() benchDecide, string,
 			body = append(body, `"},"cost":1}`...)
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 			if err != nil {
-				return false, err
+				return benchAnswer{}, err
 			}
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
-				return false, err
+				return benchAnswer{}, err
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-				return false, fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(msg))
+				return benchAnswer{}, fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(msg))
 			}
-			reply.Allowed = false
+			reply.Allowed, reply.Local = false, false
 			if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil {
-				return false, fmt.Errorf("%s: %w", url, err)
+				return benchAnswer{}, fmt.Errorf("%s: %w", url, err)
 			}
-			return reply.Allowed, nil
+			return benchAnswer{allowed: reply.Allowed, local: reply.Local}, nil
 		}
 	}
 	return newDecide, "the server at " + base, tr.CloseIdleConnections, nil
@@ -226,10 +247,10 @@ func redactURL(u string) string {
 // benchResult is what a run measured: ops decisions (allowed of them
 // admitted) and, apart, errors, calls that failed.
 type benchResult struct {
-	ops, allowed, errors int64
-	elapsed              time.Duration
-	firstErr             error
-	hist                 latencies // the decisions' latencies
+	ops, allowed, local, errors int64
+	elapsed                     time.Duration
+	firstErr                    error
+	hist                        latencies // the decisions' latencies
 }
 
 // drive runs the workload and draws a progress bar on stderr. Each
@@ -262,7 +283,7 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 				if !t0.Before(deadline) {
 					break
 				}
-				ok, err := decide(ctx, i)
+				a, err := decide(ctx, i)
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return // interrupted: the run ends
@@ -272,8 +293,11 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 				default:
 					h.add(time.Since(t0))
 					c.ops.Add(1)
-					if ok {
+					if a.allowed {
 						c.allowed.Add(1)
+					}
+					if a.local {
+						c.local.Add(1)
 					}
 				}
 				if i++; i == o.keys {
@@ -282,13 +306,14 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 			}
 		}()
 	}
-	sum := func() (ops, allowed, errs int64) {
+	sum := func() (ops, allowed, local, errs int64) {
 		for g := range counts {
 			ops += counts[g].ops.Load()
 			allowed += counts[g].allowed.Load()
+			local += counts[g].local.Load()
 			errs += counts[g].errors.Load()
 		}
-		return ops, allowed, errs
+		return ops, allowed, local, errs
 	}
 	done := make(chan struct{})
 	go func() {
@@ -303,7 +328,7 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 		case <-done:
 			running = false
 		case now := <-tick.C:
-			n, _, errs := sum()
+			n, _, _, errs := sum()
 			rate := float64(n-lastOps) / now.Sub(last).Seconds()
 			last, lastOps = now, n
 			drawProgress(stderr, float64(now.Sub(start))/float64(o.duration), n, rate, errs)
@@ -311,7 +336,7 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 	}
 	fmt.Fprint(stderr, "\r\033[K")
 	r := benchResult{elapsed: time.Since(start)}
-	r.ops, r.allowed, r.errors = sum()
+	r.ops, r.allowed, r.local, r.errors = sum()
 	if e, ok := firstErr.Load().(errBox); ok {
 		r.firstErr = e.err
 	}
@@ -324,8 +349,8 @@ func drive(ctx context.Context, o benchOptions, newDecide func() benchDecide, st
 // benchCounts are one goroutine's counts, on a cache line of their own so
 // that the goroutines do not contend for them.
 type benchCounts struct {
-	ops, allowed, errors atomic.Int64
-	_                    [40]byte
+	ops, allowed, local, errors atomic.Int64
+	_                           [32]byte
 }
 
 func drawProgress(w io.Writer, f float64, ops int64, rate float64, errs int64) {
@@ -335,10 +360,16 @@ func drawProgress(w io.Writer, f float64, ops int64, rate float64, errs int64) {
 	fmt.Fprintf(w, "\r[%s%s] %3.0f%%  %d decisions  %.0f/s  %d errors", strings.Repeat("#", n), strings.Repeat(".", width-n), f*100, ops, rate, errs)
 }
 
-func (r benchResult) print(w io.Writer) {
+// print writes the run's figures to w, with the decisions answered from
+// slices when local (a budgeted run, or one through a server).
+func (r benchResult) print(w io.Writer, local bool) {
 	secs := r.elapsed.Seconds()
 	fmt.Fprintf(w, "%d decisions in %v: %.0f decisions/s, %.1f%% allowed, %d errors (not counted as decisions)\n",
 		r.ops, r.elapsed.Round(time.Millisecond), float64(r.ops)/secs, 100*float64(r.allowed)/float64(max(r.ops, 1)), r.errors)
+	if local {
+		fmt.Fprintf(w, "%d decisions local (%.1f%%): answered from leased slices of budgeted rules\n",
+			r.local, 100*float64(r.local)/float64(max(r.ops, 1)))
+	}
 	if r.firstErr != nil {
 		fmt.Fprintf(w, "first error: %v\n", r.firstErr)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,7 +45,7 @@ func TestBenchServer(t *testing.T) {
 			return
 		}
 		n := calls.Add(1)
-		json.NewEncoder(w).Encode(map[string]any{"allowed": n%2 == 0})
+		json.NewEncoder(w).Encode(map[string]any{"allowed": n%2 == 0, "local": n%4 == 0})
 	}))
 	defer srv.Close()
 	var stdout, stderr bytes.Buffer
@@ -52,8 +53,42 @@ func TestBenchServer(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
-	if calls.Load() == 0 || !strings.Contains(stdout.String(), " 0 errors") {
+	if calls.Load() == 0 || !strings.Contains(stdout.String(), " 0 errors") || !strings.Contains(stdout.String(), " decisions local (") {
 		t.Errorf("%d calls; output:\n%s", calls.Load(), stdout.String())
+	}
+}
+
+// TestBenchBudget: --budget budgets each rule; the run counts the
+// decisions answered from slices, which must be most of them when one hot
+// key's limit is far above the demand, and a budget too long for the
+// window is refused with the rule's reason.
+func TestBenchBudget(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--duration", "300ms", "--goroutines", "4", "--keys", "1", "--limit", "100000000",
+		"--budget", "2s"}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	out := stdout.String()
+	var ops, local int64
+	var pct float64
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(line, " decisions in ") {
+			fmt.Sscanf(line, "%d decisions", &ops)
+		}
+		if strings.Contains(line, " decisions local (") {
+			fmt.Sscanf(line, "%d decisions local (%f%%)", &local, &pct)
+		}
+	}
+	if !strings.Contains(out, "1 rule(s) of 100000000 per 1m0s, budget 2s") || ops == 0 || local*2 < ops || local > ops {
+		t.Errorf("%d decisions, %d local; want most of them local:\n%s", ops, local, out)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"bench", "--duration", "100ms", "--budget", "30s"}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "budget 30s is longer than 15s") {
+		t.Errorf("a budget past a quarter of the window: exit %d, stderr %s", code, stderr.String())
 	}
 }
 
@@ -64,6 +99,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--duration", "-1s"},
 		{"bench", "--server", "y:80"},
 		{"bench", "extra"},
+		{"bench", "--server", "http://y", "--budget", "1s"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {
@@ -100,19 +136,19 @@ func TestBenchErrorsAreNotDecisions(t *testing.T) {
 	o := benchOptions{goroutines: 4, keys: 10, duration: 100 * time.Millisecond}
 	var calls, failed, deadlines atomic.Int64
 	newDecide := func() benchDecide {
-		return func(ctx context.Context, i int) (bool, error) {
+		return func(ctx context.Context, i int) (benchAnswer, error) {
 			if _, ok := ctx.Deadline(); ok {
 				deadlines.Add(1)
 			}
 			if err := ctx.Err(); err != nil {
-				return false, err
+				return benchAnswer{}, err
 			}
 			if calls.Add(1)%4 == 0 {
 				failed.Add(1)
-				return false, errors.New("store failed")
+				return benchAnswer{}, errors.New("store failed")
 			}
 			time.Sleep(100 * time.Microsecond)
-			return i%2 == 0, nil
+			return benchAnswer{allowed: i%2 == 0}, nil
 		}
 	}
 	var stderr bytes.Buffer

@@ -183,6 +183,9 @@ func summarizeRule(r *sluice.Rule) ruleSummary {
 	if r.Spread > 1 {
 		d = append(d, fmt.Sprintf("spread over %d", r.Spread))
 	}
+	if r.Budget > 0 {
+		d = append(d, "budget "+r.Budget.String())
+	}
 	if r.Shadow {
 		d = append(d, "shadow")
 	}

@@ -251,6 +251,7 @@ func (st *serving) shutdown(grace time.Duration) {
 	case <-sctx.Done():
 		st.gs.Stop()
 	}
+	st.srv.Close() // the slices of budgeted rules go back before the store closes
 }
 
 // close stops the watchers, flushes the traces and closes the listeners

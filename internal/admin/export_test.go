@@ -10,9 +10,11 @@ type (
 	ConfigJSON    = configJSON
 	HealthJSON    = healthJSON
 	LeasesJSON    = leasesJSON
+	BudgetsJSON   = budgetsJSON
 )
 
 const (
 	DeniedPerRule = deniedPerRule
 	DeniedStale   = deniedStale
+	SlicesShown   = slicesShown
 )

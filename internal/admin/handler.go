@@ -82,6 +82,7 @@ func (v *View) Handler(f *front.Front, opts Options) *Listener {
 	mux.HandleFunc("GET /api/v1/denied", a.handleDenied)
 	mux.HandleFunc("GET /api/v1/health", a.handleHealth)
 	mux.HandleFunc("GET /api/v1/leases", a.handleLeases)
+	mux.HandleFunc("GET /api/v1/budgets", a.handleBudgets)
 	mux.HandleFunc("POST /api/v1/inspect", a.handleInspect)
 	if opts.Routes != nil {
 		opts.Routes(mux)

@@ -86,6 +86,7 @@ type Front struct {
 	state    atomic.Pointer[State]
 	denials  denyTotals
 	abandons abandonTotals
+	budgets  budgetTotals
 }
 
 // New returns a Front over st. Publish its first State before serving.
@@ -112,6 +113,7 @@ func New(st store.Store, opts Options) *Front {
 	f.Over = NewOverLimit(opts.Registry, f.Log, opts.Now)
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
 	opts.Registry.MustRegister(f.abandonCollectors()...)
+	opts.Registry.MustRegister(f.budgetCollectors()...)
 	return f
 }
 

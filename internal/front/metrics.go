@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer, obs Observer) *Metrics {
 		}, []string{"policy", "outcome"}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_store_duration_seconds",
-			Help:    "Latency of store calls, by operation (decide, reserve, cancel, acquire, finish: a lease released, settled or extended, ping).",
+			Help:    "Latency of store calls, by operation (decide, reserve, cancel, acquire, finish: a lease released, settled or extended, abandon, budget: a decision that leases or gives back slices of budgeted rules, ping).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"op"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -53,7 +53,8 @@ func CacheDenials(cfg *config.Config, size int) int {
 // Publish makes st the state of every request that starts after it
 // returns, adding the deny cache counters of the one it replaces to the
 // totals, so that they never go back, and keeping its Limiter's abandons
-// counted while it still sends them.
+// counted while it still sends them, and its slices counted until
+// CloseRetired gives them back.
 func (f *Front) Publish(st *State) {
 	f.denials.mu.Lock()
 	defer f.denials.mu.Unlock()
@@ -63,6 +64,7 @@ func (f *Front) Publish(st *State) {
 		f.denials.base.Misses += o.Misses
 		f.denials.base.Evictions += o.Evictions
 		f.abandons.retire(old.Limiter)
+		f.budgets.retire(old.Limiter)
 	}
 	f.state.Store(st)
 }

@@ -96,12 +96,26 @@ func (s *Store) CacheHit(req *store.Request) {
 // store.Local without a deadline and a circuit breaker per call, which
 // cost more than a decision in memory; a store.Sharded (a Redis Cluster's)
 // with a circuit breaker per shard.
+//
+// A store.Budgeter is forwarded too (its Budget calls timed as op
+// "budget"), and only then: a Limiter leases slices of budgeted rules from
+// a store that is one, and decides them per request on any other.
 func (s *Store) ForLimiter() store.Store {
+	_, budgets := s.Store.(store.Budgeter)
 	switch st := s.Store.(type) {
 	case store.Local:
+		if budgets {
+			return localBudgetStore{localStore{s}}
+		}
 		return localStore{s}
 	case store.Sharded:
+		if budgets {
+			return shardedBudgetStore{shardedStore{s, st}}
+		}
 		return shardedStore{s, st}
+	}
+	if budgets {
+		return budgetStore{s}
 	}
 	return s
 }

@@ -137,6 +137,7 @@ func decisionOf(d sluice.Decision) *sluicev1.Decision {
 		DeniedBy:     d.DeniedBy,
 		Cause:        string(d.Cause),
 		Shadowed:     d.Shadowed,
+		Local:        d.Local,
 		Degraded:     d.Degraded,
 		Limits:       make([]*sluicev1.LimitStatus, len(d.Limits)),
 	}

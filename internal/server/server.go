@@ -143,6 +143,8 @@ type Server struct {
 
 	fallbackOnce sync.Once
 	fallback     store.Store // on_error: fallback's, made on first use
+
+	closing sync.WaitGroup // the Limiters a reload swapped out, giving their slices back
 }
 
 // New returns a Server over store with the configuration cfg. The server

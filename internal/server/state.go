@@ -37,8 +37,39 @@ func (s *Server) Swap(cfg *config.Config) error {
 		s.front.Log.Warn("the store section changed; restart sluice to use the new store (the other changes are applied)",
 			slog.String("file", cfg.File))
 	}
+	old := s.front.State()
 	s.front.Publish(st)
+	if old != nil {
+		s.closing.Add(1)
+		go func() {
+			defer s.closing.Done()
+			s.closeLimiter(old.Limiter, "a reload")
+		}()
+	}
 	return nil
+}
+
+// Close gives back the unused units of the slices of budgeted rules that
+// the server's Limiters hold, the current one's and those of the
+// configurations a reload swapped out, so that the store counts only what
+// was admitted from them. Later decisions of budgeted rules go to the store
+// one by one. Call it once the requests in flight are done, before the
+// store is closed: sluice serve does on a graceful shutdown. A slice whose
+// return fails is left to end in the store; the errors are logged.
+func (s *Server) Close() {
+	s.closing.Wait()
+	if st := s.front.State(); st != nil {
+		s.closeLimiter(st.Limiter, "shutdown")
+	}
+}
+
+// closeLimiter closes l, which a reload swapped out or the server is
+// shutting down (why), logging what it could not give back.
+func (s *Server) closeLimiter(l *sluice.Limiter, why string) {
+	if err := s.front.CloseLimiter(l); err != nil {
+		s.front.Log.Warn("giving back the slices of budgeted rules on "+why+"; the store counts their units until each slice ends",
+			slog.Any("err", err))
+	}
 }
 
 // newState builds the state of cfg: its Limiter over the instrumented

@@ -21,6 +21,7 @@ type DecisionJSON struct {
 	DeniedBy     string      `json:"denied_by"`
 	Cause        string      `json:"cause"`
 	Shadowed     bool        `json:"shadowed,omitempty"`
+	Local        bool        `json:"local,omitempty"` // answered from this server's slices of budgeted rules
 	Degraded     bool        `json:"degraded"`
 	Limits       []LimitJSON `json:"limits"`
 }
@@ -56,6 +57,7 @@ func NewDecisionJSON(d *sluice.Decision) DecisionJSON {
 		DeniedBy:     d.DeniedBy,
 		Cause:        string(d.Cause),
 		Shadowed:     d.Shadowed,
+		Local:        d.Local,
 		Degraded:     d.Degraded,
 		Limits:       make([]LimitJSON, len(d.Limits)),
 	}
@@ -133,6 +135,9 @@ func AppendDecision(b []byte, d *sluice.Decision) []byte {
 	b = appendString(b, string(d.Cause))
 	if d.Shadowed {
 		b = append(b, `,"shadowed":true`...)
+	}
+	if d.Local {
+		b = append(b, `,"local":true`...)
 	}
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)

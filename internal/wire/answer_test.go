@@ -20,11 +20,11 @@ var answerStrings = []string{"", "category", `a"b\c`, "<&>", "\x00\x01\b\f\n\r\t
 // json.Marshal(NewDecisionJSON(d)) does, byte for byte.
 func FuzzDecisionAnswer(f *testing.F) {
 	for i, s := range answerStrings {
-		f.Add(i%2 == 0, int64(i), int64(i)*1_000_001, int64(-i), s, answerStrings[(i+3)%len(answerStrings)], i%3 == 0, i%4 == 0, uint8(i%4), s+"x", int64(1)<<62)
+		f.Add(i%2 == 0, int64(i), int64(i)*1_000_001, int64(-i), s, answerStrings[(i+3)%len(answerStrings)], i%3 == 0, i%5 == 1, i%4 == 0, uint8(i%4), s+"x", int64(1)<<62)
 	}
-	f.Fuzz(func(t *testing.T, allowed bool, remaining, retry, reset int64, deniedBy, cause string, shadowed, degraded bool, n uint8, rule string, big int64) {
+	f.Fuzz(func(t *testing.T, allowed bool, remaining, retry, reset int64, deniedBy, cause string, shadowed, local, degraded bool, n uint8, rule string, big int64) {
 		d := sluice.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
-			DeniedBy: deniedBy, Cause: sluice.Cause(cause), Shadowed: shadowed, Degraded: degraded}
+			DeniedBy: deniedBy, Cause: sluice.Cause(cause), Shadowed: shadowed, Local: local, Degraded: degraded}
 		for i := range int(n % 4) {
 			d.Limits = append(d.Limits, sluice.LimitStatus{Rule: rule + strings.Repeat(deniedBy, i), Limit: big - int64(i), Used: remaining * int64(i),
 				Remaining: -remaining, Window: time.Duration(big), RetryAfter: time.Duration(retry * int64(i)), Cause: sluice.Cause(cause)})
@@ -79,6 +79,9 @@ func TestDecisionAnswer(t *testing.T) {
 	}
 	if got := string(AppendDecision(nil, &sluice.Decision{Allowed: true, Shadowed: true})); !strings.Contains(got, `"shadowed":true,"degraded":false,"limits":[]}`) {
 		t.Errorf("AppendDecision of a shadowed decision without limits: %s", got)
+	}
+	if got := string(AppendDecision(nil, &sluice.Decision{Allowed: true, Local: true})); !strings.Contains(got, `"cause":"","local":true,"degraded":false,`) {
+		t.Errorf("AppendDecision of a decision answered from slices: %s", got)
 	}
 }
 

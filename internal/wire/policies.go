@@ -17,6 +17,7 @@ type RuleJSON struct {
 	Algorithm string   `json:"algorithm"`
 	Burst     int64    `json:"burst,omitempty"`
 	Spread    int      `json:"spread,omitempty"`
+	BudgetMS  int64    `json:"budget_ms,omitempty"` // Rule.Budget: answered from slices each server leases
 	Optional  bool     `json:"optional"`
 	Shadow    bool     `json:"shadow"` // the rule's or its policy's
 
@@ -30,7 +31,7 @@ type RuleJSON struct {
 // show it.
 func NewRuleJSON(p *sluice.Policy, r *sluice.Rule) RuleJSON {
 	return RuleJSON{Name: r.Name, By: NonNil(r.By), Limit: r.Limit, WindowMS: Millis(r.Window), MinGapMS: Millis(r.MinGap),
-		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, Optional: r.Optional, Shadow: r.Shadow || p.Shadow,
+		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, BudgetMS: Millis(r.Budget), Optional: r.Optional, Shadow: r.Shadow || p.Shadow,
 		Concurrency: r.Concurrency, LeaseMS: Millis(r.Lease)}
 }
 

@@ -1,5 +1,5 @@
 // The sluice admin page: it polls the JSON API of the admin listener
-// (/api/v1/config, rates, leases, denied, health, inspect, overrides) and draws it,
+// (/api/v1/config, rates, leases, budgets, denied, health, inspect, overrides) and draws it,
 // and sets and removes runtime overrides. Every value
 // from the server is written as text, never as markup.
 "use strict";
@@ -127,8 +127,33 @@ function policyCard(p) {
     el("th", { class: "num" }, "min gap"), el("th", { class: "num" }, "denied (rate, total)"),
     el("th", { class: "num" }, "shadow-denied (rate, total)"))), el("tbody", {}, rows));
   const chart = el("div", { class: "chart", "data-chart": p.name });
+  // A budgeted rule's slices this server holds (GET api/v1/budgets).
+  const budgets = p.rules.filter(r => r.budget_ms).map(r => el("div", { class: "slices" },
+    el("h4", {}, r.name + ": slices held by this server (budget " + fmtMS(r.budget_ms) + ")"),
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "window"), el("th", { class: "num" }, "size"),
+      el("th", { class: "num" }, "used"), el("th", { class: "num" }, "time left"))),
+      el("tbody", { "data-slices": p.name + "|" + r.name }, el("tr", {}, el("td", { colSpan: 4, class: "note" }, "none"))))));
   return el("div", { class: "policy", "data-policy": p.name }, head, stats,
-    leases.length ? el("div", { class: "stats" }, leases) : null, el("div", { class: "row" }, table, chart));
+    leases.length ? el("div", { class: "stats" }, leases) : null, el("div", { class: "row" }, table, chart), budgets);
+}
+
+// renderBudgets writes each budgeted rule's slices held by this server
+// into its policy's card.
+function renderBudgets(b) {
+  const byRule = new Map();
+  for (const s of b.slices) {
+    const key = s.policy + "|" + s.rule;
+    if (!byRule.has(key)) byRule.set(key, []);
+    byRule.get(key).push(s);
+  }
+  for (const body of document.querySelectorAll("[data-slices]")) {
+    const held = byRule.get(body.dataset.slices) || [];
+    body.replaceChildren(...(held.length ? held.map(s => el("tr", { "data-slice": s.values.join(",") },
+      el("td", {}, s.values.length ? s.values.join(", ") : "(one window)"),
+      el("td", { class: "num" }, s.granted), el("td", { class: "num" }, s.used),
+      el("td", { class: "num" }, fmtMS(s.left_ms)))) :
+      [el("tr", {}, el("td", { colSpan: 4, class: "note" }, "none"))]));
+  }
 }
 
 // renderLeases writes each concurrency rule's leases in flight and expired
@@ -580,9 +605,11 @@ async function tick() {
       renderConfig(state.config);
       await renderEnvoy();
     }
-    const [rates, leases, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/leases"), api("api/v1/denied"), api("api/v1/health")]);
+    const [rates, leases, budgets, denied, health] = await Promise.all([api("api/v1/rates"), api("api/v1/leases"), api("api/v1/budgets"),
+      api("api/v1/denied"), api("api/v1/health")]);
     renderRates(rates);
     renderLeases(leases);
+    renderBudgets(budgets);
     renderDenied(denied);
     renderHealth(health);
     await refreshOverrides();

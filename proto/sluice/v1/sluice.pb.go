@@ -109,7 +109,11 @@ type Decision struct {
 	// Why denied_by's rule did not fit: "limit" (its window is full), "gap"
 	// (too soon after the last event) or "concurrency" (its leases are all
 	// held); empty when allowed.
-	Cause         string `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	Cause string `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Whether the server answered from the slices it leased of the policy's
+	// budgeted rules, without a store call: the figures are the slices' (the
+	// store's count already holds every slice's units).
+	Local         bool `protobuf:"varint,10,opt,name=local,proto3" json:"local,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +209,13 @@ func (x *Decision) GetCause() string {
 		return x.Cause
 	}
 	return ""
+}
+
+func (x *Decision) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
 }
 
 type LimitStatus struct {
@@ -780,7 +791,7 @@ const file_proto_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\xa9\x02\n" +
+	"\x05_cost\"\xbf\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12$\n" +
@@ -790,7 +801,9 @@ const file_proto_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bshadowed\x18\x06 \x01(\bR\bshadowed\x12\x1a\n" +
 	"\bdegraded\x18\a \x01(\bR\bdegraded\x12.\n" +
 	"\x06limits\x18\b \x03(\v2\x16.sluice.v1.LimitStatusR\x06limits\x12\x14\n" +
-	"\x05cause\x18\t \x01(\tR\x05cause\"\xc2\x01\n" +
+	"\x05cause\x18\t \x01(\tR\x05cause\x12\x14\n" +
+	"\x05local\x18\n" +
+	" \x01(\bR\x05local\"\xc2\x01\n" +
 	"\vLimitStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x12\n" +
