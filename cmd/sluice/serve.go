@@ -124,11 +124,8 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 	c.df = addDeployFlags(fs)
 	c.af = addAdminFlags(fs)
 	c.of = addOverrideFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK, false
-		}
-		return nil, exitUsage, false
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, code, false
 	}
 	fs.Visit(func(f *flag.Flag) { c.adminSet = c.adminSet || f.Name == "admin" })
 	if err := c.check(getenv); err != nil {
