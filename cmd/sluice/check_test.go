@@ -142,3 +142,36 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 		t.Errorf("check of a concurrency rule: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestCheckSummarisesEnvoy: the Envoy summary lists each limit's
+// descriptor as key=value entries (the limit's name apart, not as an
+// attribute), shadow_mode, and unlimited descriptors.
+func TestCheckSummarisesEnvoy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", `domain: rl
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10, name: per-user}
+    shadow_mode: true
+  - key: user
+    value: vip
+    rate_limit: {unlimited: true}
+  - key: path
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: second, requests_per_unit: 5}
+`)
+	code, out, errOut := runCLI(t, "check", "--envoy-config", dir)
+	squeezed := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		`user 10 per 1m0s, log, descriptor user, name "per-user", shadow_mode`,
+		"user_vip unlimited, descriptor user=vip",
+		"path.method_POST 5 per 1s, log, descriptor path, method=POST",
+	} {
+		if code != exitOK || !strings.Contains(squeezed, want) {
+			t.Errorf("check --envoy-config: exit %d, the summary lacks %q:\n%s%s", code, want, out, errOut)
+		}
+	}
+}

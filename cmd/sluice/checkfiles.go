@@ -56,6 +56,10 @@ type ruleSummary struct {
 	Limit     int64    `json:"limit"`
 	Window    string   `json:"window,omitempty"`
 	Algorithm string   `json:"algorithm,omitempty"`
+	// Descriptor is an Envoy limit's descriptor (key=value entries, a key
+	// alone for any value), and Unlimited one that has no limit.
+	Descriptor string `json:"descriptor,omitempty"`
+	Unlimited  bool   `json:"unlimited,omitempty"`
 	// Concurrency and Lease are a concurrency rule's, which has no limit,
 	// window or algorithm.
 	Concurrency int64    `json:"concurrency,omitempty"`
@@ -279,13 +283,19 @@ func count(n int, one, many string) string {
 }
 
 func printRule(w io.Writer, prefix string, r ruleSummary) {
-	if r.Concurrency > 0 {
+	switch {
+	case r.Unlimited:
+		fmt.Fprintf(w, "%s%-16s unlimited", prefix, r.Name)
+	case r.Concurrency > 0:
 		fmt.Fprintf(w, "%s%-16s %d at once, lease %s", prefix, r.Name, r.Concurrency, r.Lease)
-	} else {
+	default:
 		fmt.Fprintf(w, "%s%-16s %d per %s, %s", prefix, r.Name, r.Limit, r.Window, r.Algorithm)
 	}
 	if len(r.By) > 0 {
 		fmt.Fprintf(w, ", by %s", strings.Join(r.By, ", "))
+	}
+	if r.Descriptor != "" {
+		fmt.Fprintf(w, ", descriptor %s", r.Descriptor)
 	}
 	if r.Detail != "" {
 		fmt.Fprintf(w, ", %s", r.Detail)
@@ -298,15 +308,39 @@ func printRule(w io.Writer, prefix string, r ruleSummary) {
 
 func summarizeEnvoy(cfg *envoy.Config) *envoySummary {
 	s := &envoySummary{Dir: cfg.Dir, Files: len(cfg.Files), Domains: []envoyDomainSummary{}, Notes: cfg.Notes}
-	for _, r := range cfg.Rules() {
+	for _, r := range cfg.Descriptors() {
 		if n := len(s.Domains); n == 0 || s.Domains[n-1].Domain != r.Domain {
 			s.Domains = append(s.Domains, envoyDomainSummary{Domain: r.Domain})
 		}
 		d := &s.Domains[len(s.Domains)-1]
-		d.Limits = append(d.Limits, ruleSummary{Name: r.Name, By: r.Keys, Limit: int64(r.Limit.Requests),
-			Window: r.Limit.Window.Round(time.Second).String(), Algorithm: r.Limit.Algorithm.String(), Detail: r.Limit.Name})
+		d.Limits = append(d.Limits, summarizeDescriptor(r))
 	}
 	return s
+}
+
+// summarizeDescriptor is a limit of an Envoy domain, or an unlimited
+// descriptor: its descriptor as key=value entries, the limit's name and
+// its modes in the detail.
+func summarizeDescriptor(r envoy.Rule) ruleSummary {
+	var entries, d []string
+	for i, k := range r.Keys {
+		if v := r.Values[i]; v != "" {
+			k += "=" + v
+		}
+		entries = append(entries, k)
+	}
+	rs := ruleSummary{Name: r.Name, By: nonNil(nil), Descriptor: strings.Join(entries, ", "), Unlimited: r.Unlimited}
+	if !r.Unlimited {
+		rs.Limit, rs.Window, rs.Algorithm = int64(r.Limit.Requests), r.Limit.Window.Round(time.Second).String(), r.Limit.Algorithm.String()
+	}
+	if r.Limit.Name != "" {
+		d = append(d, fmt.Sprintf("name %q", r.Limit.Name))
+	}
+	if r.Shadow {
+		d = append(d, "shadow_mode")
+	}
+	rs.Detail = strings.Join(d, ", ")
+	return rs
 }
 
 func printEnvoy(w io.Writer, s *envoySummary) {

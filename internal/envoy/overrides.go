@@ -1,6 +1,8 @@
 package envoy
 
 import (
+	"slices"
+
 	"github.com/sluicerate/sluice"
 )
 
@@ -14,27 +16,42 @@ type Rule struct {
 	Domain string
 	Name   string   // the window's rule: the descriptor path, "#2" for a second limit
 	Keys   []string // the descriptor's keys, in order: what the values are of
+	Values []string // the descriptor's value of each key: "" any, one ending in '*' a prefix
 	Limit  Limit
+	Shadow bool // shadow_mode: reported, not enforced
+
+	// Unlimited is rate_limit: {unlimited: true}: the descriptor has no
+	// limit, and Limit is zero. Only Descriptors returns such a Rule.
+	Unlimited bool
 }
 
 // Rules returns every limit of c's domains, by domain then file order.
 func (c *Config) Rules() []Rule {
+	return slices.DeleteFunc(c.Descriptors(), func(r Rule) bool { return r.Unlimited })
+}
+
+// Descriptors returns every descriptor of c's domains that has a rate_limit
+// block, by domain then file order: a Rule per limit, or one Unlimited.
+func (c *Config) Descriptors() []Rule {
 	var out []Rule
-	var walk func(domain string, keys []string, n *node)
-	walk = func(domain string, keys []string, n *node) {
+	var walk func(domain string, keys, values []string, n *node)
+	walk = func(domain string, keys, values []string, n *node) {
 		for _, k := range n.order {
 			ch := n.children[k]
-			ks := append(keys[:len(keys):len(keys)], ch.key)
-			if ch.limited && !ch.unlimited {
+			ks, vs := append(keys[:len(keys):len(keys)], ch.key), append(values[:len(values):len(values)], ch.value)
+			switch {
+			case ch.limited && ch.unlimited:
+				out = append(out, Rule{Domain: domain, Name: ch.path, Keys: ks, Values: vs, Shadow: ch.shadow, Unlimited: true})
+			case ch.limited:
 				for j, name := range ch.rules() {
-					out = append(out, Rule{Domain: domain, Name: name, Keys: ks, Limit: ch.limits[j]})
+					out = append(out, Rule{Domain: domain, Name: name, Keys: ks, Values: vs, Limit: ch.limits[j], Shadow: ch.shadow})
 				}
 			}
-			walk(domain, ks, ch)
+			walk(domain, ks, vs, ch)
 		}
 	}
 	for _, d := range c.Domains() {
-		walk(d, nil, c.domains[d])
+		walk(d, nil, nil, c.domains[d])
 	}
 	return out
 }
