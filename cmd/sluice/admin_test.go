@@ -45,6 +45,11 @@ func TestServeAdmin(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
+	// sluice override without the token names the variable that holds it.
+	code, _, errOut := runCLIEnv(t, []string{"SLUICE_ADMIN_URL=http://" + admin}, "override", "list")
+	if code != exitUsage || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "set SLUICE_ADMIN_TOKEN") || strings.Contains(errOut, "browser") {
+		t.Errorf("sluice override list without the token: exit %d, %q; want 2 and SLUICE_ADMIN_TOKEN named", code, errOut)
+	}
 	for _, path := range []string{"/", "/api/v1/config", "/api/v1/rates", "/metrics", "/debug/pprof/"} {
 		if got := get("http://"+admin+path, ""); got != 401 {
 			t.Errorf("admin GET %s without the token = %d, want 401", path, got)

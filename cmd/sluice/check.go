@@ -48,8 +48,8 @@ flags:`)
 		fs.PrintDefaults()
 	}
 	var attrs attrFlag
-	file := fs.String("config", "", "the configuration `file` (required unless --envoy-config is given)")
-	policy := fs.String("policy", "", "the policy's `name` (required with --config)")
+	file := fs.String("config", "", "the configuration `file` to validate, or to decide a request against with --policy")
+	policy := fs.String("policy", "", "decide one request against the policy of this `name`, with --attr (without it, validate the files)")
 	fs.Var(&attrs, "attr", "an attribute `name=value`; repeat for several")
 	cost := fs.Int64("cost", 1, "the request's cost")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,5 +83,95 @@ schedules:
 	code, _, errOut = runCLI(t, "check", "--envoy-config", envoyDir)
 	if want := filepath.Join(envoyDir, "broken.yaml") + ":4:24:"; code != exitUsage || !strings.Contains(errOut, want) {
 		t.Errorf("check --envoy-config of a broken file: exit %d, %q; want 2 and %s", code, errOut, want)
+	}
+}
+
+// TestCheckReportsEveryProblem: a file with five problems across two
+// policies (testdata/five-problems.yaml) has all five reported in one run,
+// each at its own line and column, with a count, as text and as --json; a
+// file with one problem has its count too; a YAML syntax error is at its
+// own line and column; a concurrency rule is summarised as what it is.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join("testdata", "five-problems.yaml")
+	want := []problemJSON{
+		{file, 7, 9, `concurrency rules "calls" and "per-line" have leases of 30s and 1m0s`},
+		{file, 8, 63, "lease is 500µs; a lease lives at least 1ms"},
+		{file, 9, 9, `rule "per-carrier": a concurrency rule takes no min gap, algorithm or burst`},
+		{file, 13, 9, `policy "api" has two rules named "per-user" (first on line 12)`},
+		{file, 14, 45, "window is zero"},
+	}
+	code, out, errOut := runCLI(t, "check", "--config", file)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if code != exitUsage || out != "" || len(lines) != len(want)+1 || lines[len(want)] != file+": 5 problems" {
+		t.Fatalf("check: exit %d, stdout %q, stderr:\n%s\nwant 2, nothing, and 5 problems then their count", code, out, errOut)
+	}
+	for i, w := range want {
+		if prefix := fmt.Sprintf("%s:%d:%d: ", w.File, w.Line, w.Column); !strings.HasPrefix(lines[i], prefix) || !strings.Contains(lines[i], w.Message) {
+			t.Errorf("problem %d = %q, want %s...%s", i+1, lines[i], prefix, w.Message)
+		}
+	}
+
+	code, out, errOut = runCLI(t, "check", "--config", file, "--json")
+	var got fileSummary
+	if err := json.Unmarshal([]byte(out), &got); code != exitUsage || err != nil || errOut != "" || len(got.Problems) != len(want) || got.Config != nil {
+		t.Fatalf("check --json: exit %d, %v, stdout %q, stderr %q; want 2 and 5 problems on stdout", code, err, out, errOut)
+	}
+	for i, w := range want {
+		if g := got.Problems[i]; g.File != w.File || g.Line != w.Line || g.Column != w.Column || !strings.Contains(g.Message, w.Message) {
+			t.Errorf("--json problem %d = %+v, want %+v", i+1, g, w)
+		}
+	}
+
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, data, want string }{
+		{"one.yaml", "policies:\n  - name: api\n    limits:\n      - {name: g, limit: 1, window: 0s}\n", ":4:37: window is zero"},
+		{"syntax.yaml", "policies:\n  - name: api\n    limits:\n      - {name: g, limit: 1, window: 1s}\n     bad: 1\n", ":5:6: YAML syntax: did not find expected key"},
+	} {
+		f := writeFile(t, dir, tt.name, tt.data)
+		code, _, errOut := runCLI(t, "check", "--config", f)
+		if code != exitUsage || !strings.HasPrefix(errOut, f+tt.want) || !strings.HasSuffix(errOut, f+": 1 problem\n") {
+			t.Errorf("check %s: exit %d, %q; want 2, %s and 1 problem", tt.name, code, errOut, tt.want)
+		}
+	}
+
+	f := writeFile(t, dir, "lease.yaml", "policies:\n  - name: dialer\n    limits:\n      - {name: calls, concurrency: 4, lease: 30s}\n")
+	code, out, errOut = runCLI(t, "check", "--config", f)
+	if squeezed := strings.Join(strings.Fields(out), " "); code != exitOK || !strings.Contains(squeezed, "rule calls 4 at once, lease 30s") ||
+		!strings.Contains(squeezed, "1 rule (concurrency 1)") {
+		t.Errorf("check of a concurrency rule: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestCheckSummarisesEnvoy: the Envoy summary lists each limit's
+// descriptor as key=value entries (the limit's name apart, not as an
+// attribute), shadow_mode, and unlimited descriptors.
+func TestCheckSummarisesEnvoy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", `domain: rl
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10, name: per-user}
+    shadow_mode: true
+  - key: user
+    value: vip
+    rate_limit: {unlimited: true}
+  - key: path
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: second, requests_per_unit: 5}
+`)
+	code, out, errOut := runCLI(t, "check", "--envoy-config", dir)
+	squeezed := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		`user 10 per 1m0s, log, descriptor user, name "per-user", shadow_mode`,
+		"user_vip unlimited, descriptor user=vip",
+		"path.method_POST 5 per 1s, log, descriptor path, method=POST",
+	} {
+		if code != exitOK || !strings.Contains(squeezed, want) {
+			t.Errorf("check --envoy-config: exit %d, the summary lacks %q:\n%s%s", code, want, out, errOut)
+		}
 	}
 }

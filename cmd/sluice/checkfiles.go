@@ -18,10 +18,20 @@ import (
 // load the files, report every problem with its file, line and column, and
 // print a summary of what they configure.
 
-// fileSummary is what `sluice check --json` prints without a request.
+// fileSummary is what `sluice check --json` prints without a request: the
+// problems found, and the summary of each file that has none.
 type fileSummary struct {
-	Config *configSummary `json:"config,omitempty"`
-	Envoy  *envoySummary  `json:"envoy,omitempty"`
+	Problems []problemJSON  `json:"problems"`
+	Config   *configSummary `json:"config,omitempty"`
+	Envoy    *envoySummary  `json:"envoy,omitempty"`
+}
+
+// problemJSON is one problem of a file; Line and Column are 0 when unknown.
+type problemJSON struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
 }
 
 type configSummary struct {
@@ -44,10 +54,18 @@ type ruleSummary struct {
 	Name      string   `json:"name"`
 	By        []string `json:"by"`
 	Limit     int64    `json:"limit"`
-	Window    string   `json:"window"`
-	Algorithm string   `json:"algorithm"`
-	Detail    string   `json:"detail,omitempty"`
-	Overrides []string `json:"overrides,omitempty"`
+	Window    string   `json:"window,omitempty"`
+	Algorithm string   `json:"algorithm,omitempty"`
+	// Descriptor is an Envoy limit's descriptor (key=value entries, a key
+	// alone for any value), and Unlimited one that has no limit.
+	Descriptor string `json:"descriptor,omitempty"`
+	Unlimited  bool   `json:"unlimited,omitempty"`
+	// Concurrency and Lease are a concurrency rule's, which has no limit,
+	// window or algorithm.
+	Concurrency int64    `json:"concurrency,omitempty"`
+	Lease       string   `json:"lease,omitempty"`
+	Detail      string   `json:"detail,omitempty"`
+	Overrides   []string `json:"overrides,omitempty"`
 }
 
 type scheduleSummary struct {
@@ -69,34 +87,33 @@ type envoyDomainSummary struct {
 }
 
 // checkFiles loads the configuration file and the Envoy directory that are
-// given, prints every problem of each to stderr, and when both are valid a
-// summary to stdout: exit 0, else 2.
+// given, prints every problem of each and how many there are to stderr, and
+// when both are valid a summary to stdout: exit 0, else 2. With asJSON, it
+// prints the problems and the summaries as one JSON object to stdout.
 func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool, stdout, stderr io.Writer) int {
-	var out fileSummary
-	code := exitOK
+	out := fileSummary{Problems: []problemJSON{}}
 	if file != "" {
 		if cfg, err := config.Load(file); err != nil {
-			reportProblems(stderr, file, err)
-			code = exitUsage
+			out.Problems = append(out.Problems, reportProblems(stderr, file, err, asJSON)...)
 		} else {
 			out.Config = summarizeConfig(cfg)
 		}
 	}
 	if envoyDir != "" {
 		if cfg, err := envoy.Load(envoyDir, envoyOpts); err != nil {
-			reportProblems(stderr, envoyDir, err)
-			code = exitUsage
+			out.Problems = append(out.Problems, reportProblems(stderr, envoyDir, err, asJSON)...)
 		} else {
 			out.Envoy = summarizeEnvoy(cfg)
 		}
 	}
-	if code != exitOK {
-		return code
+	code := exitOK
+	if len(out.Problems) > 0 {
+		code = exitUsage
 	}
 	if asJSON {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(stdout, string(b))
-		return exitOK
+		return code
 	}
 	if out.Config != nil {
 		printConfig(stdout, out.Config)
@@ -104,20 +121,25 @@ func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool,
 	if out.Envoy != nil {
 		printEnvoy(stdout, out.Envoy)
 	}
-	return exitOK
+	return code
 }
 
-// reportProblems prints err, one problem a line, and how many there are.
-func reportProblems(w io.Writer, what string, err error) {
-	fmt.Fprintln(w, err)
-	n := 1
-	switch l := err.(type) {
-	case config.ErrorList:
-		n = len(l)
+// reportProblems returns the problems of err, the error of loading what,
+// after printing them one a line and how many there are, unless asJSON.
+func reportProblems(w io.Writer, what string, err error, asJSON bool) []problemJSON {
+	var problems []problemJSON
+	if l, ok := err.(config.ErrorList); ok {
+		for _, e := range l {
+			problems = append(problems, problemJSON{File: e.File, Line: e.Line, Column: e.Column, Message: e.Msg})
+		}
+	} else {
+		problems = append(problems, problemJSON{File: what, Message: err.Error()})
 	}
-	if n > 1 {
-		fmt.Fprintf(w, "%s: %d problems\n", what, n)
+	if !asJSON {
+		fmt.Fprintln(w, err)
+		fmt.Fprintf(w, "%s: %s\n", what, count(len(problems), "problem", "problems"))
 	}
+	return problems
 }
 
 func summarizeConfig(cfg *config.Config) *configSummary {
@@ -139,7 +161,11 @@ func summarizeConfig(cfg *config.Config) *configSummary {
 			r := &p.Rules[j]
 			ps.Rules = append(ps.Rules, summarizeRule(r))
 			s.Rules++
-			s.Algorithms[r.Algorithm.String()]++
+			if r.Concurrency > 0 {
+				s.Algorithms["concurrency"]++
+			} else {
+				s.Algorithms[r.Algorithm.String()]++
+			}
 			s.FileOverrides += len(r.Overrides)
 		}
 		s.Policies = append(s.Policies, ps)
@@ -173,6 +199,9 @@ func storeSummary(st *config.Store) string {
 
 func summarizeRule(r *sluice.Rule) ruleSummary {
 	rs := ruleSummary{Name: r.Name, By: nonNil(r.By), Limit: r.Limit, Window: r.Window.String(), Algorithm: r.Algorithm.String()}
+	if r.Concurrency > 0 {
+		rs = ruleSummary{Name: r.Name, By: nonNil(r.By), Concurrency: r.Concurrency, Lease: r.Lease.String()}
+	}
 	var d []string
 	if r.Burst > 0 {
 		d = append(d, fmt.Sprintf("burst %d", r.Burst))
@@ -257,9 +286,19 @@ func count(n int, one, many string) string {
 }
 
 func printRule(w io.Writer, prefix string, r ruleSummary) {
-	fmt.Fprintf(w, "%s%-16s %d per %s, %s", prefix, r.Name, r.Limit, r.Window, r.Algorithm)
+	switch {
+	case r.Unlimited:
+		fmt.Fprintf(w, "%s%-16s unlimited", prefix, r.Name)
+	case r.Concurrency > 0:
+		fmt.Fprintf(w, "%s%-16s %d at once, lease %s", prefix, r.Name, r.Concurrency, r.Lease)
+	default:
+		fmt.Fprintf(w, "%s%-16s %d per %s, %s", prefix, r.Name, r.Limit, r.Window, r.Algorithm)
+	}
 	if len(r.By) > 0 {
 		fmt.Fprintf(w, ", by %s", strings.Join(r.By, ", "))
+	}
+	if r.Descriptor != "" {
+		fmt.Fprintf(w, ", descriptor %s", r.Descriptor)
 	}
 	if r.Detail != "" {
 		fmt.Fprintf(w, ", %s", r.Detail)
@@ -272,15 +311,39 @@ func printRule(w io.Writer, prefix string, r ruleSummary) {
 
 func summarizeEnvoy(cfg *envoy.Config) *envoySummary {
 	s := &envoySummary{Dir: cfg.Dir, Files: len(cfg.Files), Domains: []envoyDomainSummary{}, Notes: cfg.Notes}
-	for _, r := range cfg.Rules() {
+	for _, r := range cfg.Descriptors() {
 		if n := len(s.Domains); n == 0 || s.Domains[n-1].Domain != r.Domain {
 			s.Domains = append(s.Domains, envoyDomainSummary{Domain: r.Domain})
 		}
 		d := &s.Domains[len(s.Domains)-1]
-		d.Limits = append(d.Limits, ruleSummary{Name: r.Name, By: r.Keys, Limit: int64(r.Limit.Requests),
-			Window: r.Limit.Window.Round(time.Second).String(), Algorithm: r.Limit.Algorithm.String(), Detail: r.Limit.Name})
+		d.Limits = append(d.Limits, summarizeDescriptor(r))
 	}
 	return s
+}
+
+// summarizeDescriptor is a limit of an Envoy domain, or an unlimited
+// descriptor: its descriptor as key=value entries, the limit's name and
+// its modes in the detail.
+func summarizeDescriptor(r envoy.Rule) ruleSummary {
+	var entries, d []string
+	for i, k := range r.Keys {
+		if v := r.Values[i]; v != "" {
+			k += "=" + v
+		}
+		entries = append(entries, k)
+	}
+	rs := ruleSummary{Name: r.Name, By: nonNil(nil), Descriptor: strings.Join(entries, ", "), Unlimited: r.Unlimited}
+	if !r.Unlimited {
+		rs.Limit, rs.Window, rs.Algorithm = int64(r.Limit.Requests), r.Limit.Window.Round(time.Second).String(), r.Limit.Algorithm.String()
+	}
+	if r.Limit.Name != "" {
+		d = append(d, fmt.Sprintf("name %q", r.Limit.Name))
+	}
+	if r.Shadow {
+		d = append(d, "shadow_mode")
+	}
+	rs.Detail = strings.Join(d, ", ")
+	return rs
 }
 
 func printEnvoy(w io.Writer, s *envoySummary) {

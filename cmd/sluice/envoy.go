@@ -36,9 +36,15 @@ type envoyFlags struct {
 
 // addEnvoyFlags defines the Envoy flags on fs; serve has them all, check
 // the directory and the counting.
+// envoyConfigHelp is --envoy-config's help for serve (true) and check.
+var envoyConfigHelp = map[bool]string{
+	true:  "serve this `directory` of envoyproxy/ratelimit configuration files (its *.yaml files, as they are) on Envoy's rate-limit service and /json",
+	false: "validate this `directory` of envoyproxy/ratelimit configuration files (its *.yaml files), or decide a request against it with --domain",
+}
+
 func addEnvoyFlags(fs *flag.FlagSet, serve bool) *envoyFlags {
 	f := &envoyFlags{
-		dir: fs.String("envoy-config", "", "serve this `directory` of envoyproxy/ratelimit configuration files (its *.yaml files, as they are) on Envoy's rate-limit service and /json"),
+		dir: fs.String("envoy-config", "", envoyConfigHelp[serve]),
 		counting: fs.String("envoy-counting", "all-or-nothing",
 			"what a request's hits count in: all-or-nothing (every matched limit or none) or per-descriptor (envoyproxy/ratelimit's: every matched limit, over or not)"),
 		merge: fs.Bool("envoy-merge-domains", false, "let several files configure one domain (MERGE_DOMAIN_CONFIG)"),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
 // newFlagSet returns the flag set of subcommand name, printing to stderr.
@@ -16,19 +18,65 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses a subcommand's args. It reports false, with the exit
-// code, when the command must stop: -h (exit 0), a bad flag or a stray
-// argument (exit 2, the message printed).
+// code, when the command must stop: -h (exit 0, the help printed), a bad
+// flag or a stray argument (exit 2, one line printed).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
+	if code, ok := parseArgs(fs, args); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
-		return usageError(fs.Output(), fs.Name(), "unexpected argument %q", fs.Arg(0)), false
+		return usageError(fs.Output(), fs.Name(), "unexpected argument %q; see sluice %s -h", fs.Arg(0), fs.Name()), false
 	}
 	return exitOK, true
+}
+
+// parseArgs parses args, leaving the arguments after the flags in fs.Args.
+// On -h it prints fs.Usage and reports exit 0; on a bad flag one line, the
+// closest flag for an unknown one and where the help is, not the whole
+// help, and exit 2.
+func parseArgs(fs *flag.FlagSet, args []string) (int, bool) {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, flag.ErrHelp):
+		if fs.Usage != nil {
+			fs.Usage()
+		} else {
+			fs.PrintDefaults()
+		}
+		return exitOK, false
+	}
+	msg := err.Error()
+	if name, unknown := strings.CutPrefix(msg, "flag provided but not defined: -"); unknown {
+		msg = "unknown flag --" + name
+		if c := closestFlag(fs, name); c != "" {
+			msg += "; did you mean --" + c + "?"
+		}
+	}
+	return usageError(out, fs.Name(), "%s (see sluice %s -h)", msg, fs.Name()), false
+}
+
+// closestFlag returns the flag of fs closest to name: within two edits, or
+// one that name begins (of three letters or more); else "".
+func closestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	name = strings.TrimLeft(strings.SplitN(name, "=", 2)[0], "-")
+	if c, ok := yamlfile.Closest(name, names); ok {
+		return c
+	}
+	for _, n := range names { // a prefix: --pol for --policy
+		if len(name) >= 3 && strings.HasPrefix(n, name) {
+			return n
+		}
+	}
+	return ""
 }
 
 // usageError prints "sluice NAME: message" and returns the usage exit code.

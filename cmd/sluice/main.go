@@ -51,7 +51,7 @@ func commands() []command {
 		{"check", "validate a configuration file, or decide one request against it without recording it", runCheck},
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
-		{"override", "set, list or delete runtime overrides of limits on a running sluice serve", runOverride},
+		{"override", "set, list, get or delete runtime overrides of limits on a running sluice serve", runOverride},
 		{"bench", "drive a store or a server with a workload; print throughput and a latency histogram", runBench},
 	}
 }

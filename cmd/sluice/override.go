@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,9 +43,7 @@ come before the rule. --for or --until ends it; --reason says why.
   sluice override set --domain rl --rule user --value bot_7 --blocked --for 1h
   sluice override delete api:per-user:acme
 
-Exit status: 0 done, 1 no such override (get, delete), 2 usage or failure.
-
-flags:`
+Exit status: 0 done, 1 no such override (get, delete), 2 usage or failure.`
 
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -57,7 +56,10 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	sub, args := args[0], args[1:]
 	c := &overrideClient{stdout: stdout, stderr: stderr}
 	fs := newFlagSet("override "+sub, stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, overrideUsage); fs.PrintDefaults() }
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "%s\n\nflags of sluice override %s:\n", overrideUsage, sub)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.admin, "admin", cmp.Or(os.Getenv("SLUICE_ADMIN_URL"), "http://127.0.0.1:9464"), "the admin listener's `URL` (default: $SLUICE_ADMIN_URL, else http://127.0.0.1:9464)")
 	fs.StringVar(&c.token, "token", os.Getenv(adminTokenEnv), "the admin `token` (default: $"+adminTokenEnv+")")
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON answer")
@@ -107,7 +109,8 @@ func (v *valuesFlag) Set(s string) error { *v = append(*v, s); return nil }
 
 func (c *overrideClient) set(ctx context.Context, fs *flag.FlagSet, args []string) int {
 	t := addTarget(fs)
-	limit := fs.Int64("limit", -1, "the window's new `limit`")
+	var limit optionalInt
+	fs.Var(&limit, "limit", "the window's new `limit`")
 	blocked := fs.Bool("blocked", false, "block the window: a limit of 0")
 	window := fs.Duration("window", 0, "the window's new `length` (default: the rule's)")
 	burst := fs.Int64("burst", 0, "the new `burst` of a gcra rule (default: the rule's)")
@@ -120,8 +123,8 @@ func (c *overrideClient) set(ctx context.Context, fs *flag.FlagSet, args []strin
 	}
 	o := overrides.Override{Policy: *t.policy, Domain: *t.domain, Rule: *t.rule, Values: []string(t.values), Blocked: *blocked,
 		Window: overrides.Duration(*window), Burst: *burst, MinGap: overrides.Duration(*minGap), For: overrides.Duration(*forD), Reason: *reason}
-	if *limit >= 0 {
-		o.Limit = limit
+	if limit.set {
+		o.Limit = &limit.n
 	}
 	if *until != "" {
 		u, err := time.Parse(time.RFC3339, *until)
@@ -214,11 +217,8 @@ func (c *overrideClient) one(ctx context.Context, sub string, fs *flag.FlagSet, 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseArgs(fs, args); !ok {
+		return code
 	}
 	switch rest := fs.Args(); {
 	case len(rest) == 1 && id == "":
@@ -276,6 +276,9 @@ func (c *overrideClient) call(ctx context.Context, method, path string, body []b
 		if json.Unmarshal(b, &p) != nil || p.Detail == "" {
 			p.Detail = strings.TrimSpace(string(b))
 		}
+		if res.StatusCode == http.StatusUnauthorized {
+			p.Detail = "the admin listener requires a token: set SLUICE_ADMIN_TOKEN (or --token) to one of its tokens"
+		}
 		fmt.Fprintf(c.stderr, "sluice override: %s: %s\n", res.Status, p.Detail)
 		if res.StatusCode == http.StatusNotFound {
 			return exitDenied
@@ -290,4 +293,26 @@ func (c *overrideClient) call(ctx context.Context, method, path string, body []b
 		return usageError(c.stderr, "override", "the server's answer: %v", err)
 	}
 	return exitOK
+}
+
+// optionalInt is a number flag that may be left out: no default to show.
+type optionalInt struct {
+	n   int64
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatInt(o.n, 10)
+}
+
+func (o *optionalInt) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("not a whole number")
+	}
+	o.n, o.set = n, true
+	return nil
 }

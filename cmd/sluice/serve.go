@@ -24,6 +24,9 @@ Serves the policies and schedules of FILE: the HTTP JSON API, forward-auth,
 interface), sluice's gRPC service and Envoy's rate-limit service on --grpc,
 and the admin view on --admin (default 127.0.0.1:9464, this machine only).
 The store is Redis at --redis, else the file's store section, else memory.
+A standalone Redis that does not answer at the start is waited for: sluice
+serve starts unready (/readyz 503, decisions by the store's on_error) and is
+ready once Redis answers; --require-store exits instead.
 The file is reloaded on SIGHUP and when it changes; an invalid file is
 logged and the previous one kept. SIGTERM or SIGINT stops the server after
 the requests in flight.
@@ -80,6 +83,7 @@ type serveCmd struct {
 	of                              *overrideFlags
 	outageEvery, watch, grace       *time.Duration
 	denyCache                       *int
+	requireStore                    *bool
 	ef                              *envoyFlags
 	df                              *deployFlags
 	adminSet                        bool
@@ -104,26 +108,24 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 		fs.PrintDefaults()
 	}
 	c := &serveCmd{fs: fs, stderr: stderr,
-		file:        fs.String("config", "", "the configuration `file` (required unless --envoy-config or --envoy-xds is given)"),
-		httpAddr:    fs.String("http", ":8080", "serve HTTP on this `address` (:PORT listens on every interface; 127.0.0.1:PORT on this machine only)"),
-		grpcAddr:    fs.String("grpc", "", "serve gRPC on this `address` (default: no gRPC)"),
-		redis:       fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store"),
-		logFormat:   fs.String("log-format", "text", "log `format`: text or json"),
-		logLevel:    fs.String("log-level", "info", "log `level`: debug, info, warn or error"),
-		outageEvery: fs.Duration("log-outage-interval", outage.DefaultInterval, "while the store fails, log one summary per `interval` (its first failure and its recovery are logged at once)"),
-		watch:       fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)"),
-		grace:       fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown"),
-		denyCache:   fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)"),
+		file:         fs.String("config", "", "the configuration `file` (required unless --envoy-config or --envoy-xds is given)"),
+		httpAddr:     fs.String("http", ":8080", "serve HTTP on this `address` (:PORT listens on every interface; 127.0.0.1:PORT on this machine only)"),
+		grpcAddr:     fs.String("grpc", "", "serve gRPC on this `address` (default: no gRPC)"),
+		redis:        fs.String("redis", "", "use Redis at this `URL` (redis://[user:password@]host:port[/db]) instead of the file's store"),
+		logFormat:    fs.String("log-format", "text", "log `format`: text or json"),
+		logLevel:     fs.String("log-level", "info", "log `level`: debug, info, warn or error"),
+		outageEvery:  fs.Duration("log-outage-interval", outage.DefaultInterval, "while the store fails, log one summary per `interval` (its first failure and its recovery are logged at once)"),
+		watch:        fs.Duration("watch", time.Second, "check the file for changes this often (0: only on SIGHUP)"),
+		grace:        fs.Duration("shutdown-timeout", 30*time.Second, "how long requests in flight may take to finish on shutdown"),
+		denyCache:    fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)"),
+		requireStore: fs.Bool("require-store", false, "exit at start when a standalone Redis does not answer, instead of serving unready (/readyz 503) until it does"),
 	}
 	c.ef = addEnvoyFlags(fs, true)
 	c.df = addDeployFlags(fs)
 	c.af = addAdminFlags(fs)
 	c.of = addOverrideFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK, false
-		}
-		return nil, exitUsage, false
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, code, false
 	}
 	fs.Visit(func(f *flag.Flag) { c.adminSet = c.adminSet || f.Name == "admin" })
 	if err := c.check(getenv); err != nil {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +223,75 @@ func TestServeStartsWarm(t *testing.T) {
 		if strings.Contains(info, "cmdstat_eval:") || strings.Contains(info, "errorstat_NOSCRIPT") {
 			t.Errorf("after the server's start and its first decisions, INFO %s:\n%s\nwant no EVAL and no NOSCRIPT", section, info)
 		}
+	}
+}
+
+// TestServeRedisLater starts sluice serve on a standalone Redis that is
+// down and starts it 5 s later: /readyz answers 503 until Redis answers,
+// then 200, and the first decision after that comes from Redis (not
+// degraded). The start unready and the end of it are logged once each.
+// With --require-store, serve exits at once instead.
+func TestServeRedisLater(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	rs := redistest.Start(t)
+	if err := rs.Shut(); err != nil {
+		t.Fatal(err)
+	}
+	if pong, err := rs.Do("PING"); err == nil {
+		t.Fatalf("Redis answers %q after Shut", pong)
+	}
+	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: later\n  timeout: 200ms\n  on_error: deny\n", rs.Addr())
+	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+
+	code, _, errOut := runCLI(t, "serve", "--config", file, "--http", "127.0.0.1:0", "--admin", "", "--require-store")
+	if code != exitUsage || !strings.Contains(errOut, "connecting to Redis") {
+		t.Errorf("serve --require-store on a Redis that is down: exit %d, %q; want 2 and connecting to Redis", code, errOut)
+	}
+
+	p := startServe(t, file, "--admin", "")
+	p.waitLog("sluice serving", 30*time.Second)
+	t.Logf("serving at %v", time.Since(t0))
+	body := `{"policy":"notify","attributes":{"category":"c"}}`
+	var d struct{ Allowed, Degraded bool }
+	p.post("/v1/decide", body, &d)
+	if d.Allowed || !d.Degraded {
+		t.Errorf("a decision before Redis starts: %+v, want degraded and denied (on_error: deny)", d)
+	}
+	var starting atomic.Bool // set before Redis starts: /readyz may answer 200 from then on
+	started := make(chan error, 1)
+	begin := time.Now()
+	time.AfterFunc(5*time.Second, func() { starting.Store(true); started <- rs.Restart() })
+	t.Cleanup(func() { <-started })
+	deadline := time.Now().Add(60 * time.Second)
+	for status := 0; status != 200; {
+		res, err := http.Get(p.HTTP + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if status = res.StatusCode; status != 503 && status != 200 || status == 200 && !starting.Load() {
+			t.Fatalf("/readyz = %d before Redis started, want 503", status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz did not answer 200 within 60s:\n%s", p.logText())
+		}
+		time.Sleep(20 * time.Millisecond) // the pace of a readiness probe
+	}
+	t.Logf("/readyz answers 200 %v after serve started, Redis started 5s after", time.Since(begin))
+	p.post("/v1/decide", body, &d)
+	if !d.Allowed || d.Degraded {
+		t.Errorf("the first decision once ready: %+v, want allowed from Redis", d)
+	}
+	if keys, err := rs.Do("KEYS", "later:*"); err != nil || keys == "" {
+		t.Errorf("Redis holds no key of the decision: %q, %v", keys, err)
+	}
+	p.waitLog("the store answers; ready", 10*time.Second)
+	logs := p.logText()
+	if n := strings.Count(logs, "the store does not answer; serving unready"); n != 1 {
+		t.Errorf("the start unready is logged %d times, want once:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "the store answers; ready"); n != 1 {
+		t.Errorf("the store answering is logged %d times, want once:\n%s", n, logs)
 	}
 }

@@ -260,9 +260,10 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // this process's) and returns its exit code, stdout and stderr.
 func runCLIEnv(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
+	bin := sluiceBinary(t) // built before the timeout starts
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = env

@@ -54,10 +54,17 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 			return nil, err
 		}
 	}
-	if st.store, err = openStore(cfg, *c.redis, ds.redisTLS); err != nil {
+	if st.store, err = openStore(cfg, *c.redis, ds.redisTLS, !*c.requireStore); err != nil {
 		return nil, err
 	}
 	st.store.keepWarm(5 * time.Second)
+	if err := st.store.Unreachable; err != nil {
+		log.Warn("the store does not answer; serving unready (/readyz 503, decisions by on_error) until it does",
+			slog.String("store", st.store.Where), slog.Any("err", err))
+		wctx, stop := context.WithCancel(context.Background())
+		st.stop = append(st.stop, stop)
+		go st.store.waitReady(wctx, log, time.Second)
+	}
 	opts := server.Options{Logger: log, DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, Ping: st.store.Ping,
 		Inspector: st.store.inspector(), MaxInFlight: ds.maxInFlight, RequestTimeout: ds.requestTimeout,
 		StoreTimeout: ds.storeTimeout, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -39,6 +41,11 @@ type openedStore struct {
 
 	// closeClient closes the Redis client after the store.
 	closeClient func()
+
+	// Unreachable is why the store did not answer when it was opened, for
+	// a store opened to be waited for (openStore's waitable); nil when it
+	// answered.
+	Unreachable error
 }
 
 // firstWarm bounds keepWarm's first warming, which sluice serve waits for
@@ -89,6 +96,28 @@ func (s *openedStore) keepWarm(every time.Duration) {
 	}()
 }
 
+// waitReady pings the store every interval until it answers, then logs so
+// once: the end of a start unready (Unreachable). The readiness checks ping
+// it too and become ready at the same time.
+func (s *openedStore) waitReady(ctx context.Context, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, every)
+		err := s.Ping(pctx)
+		cancel()
+		if err == nil {
+			log.Info("the store answers; ready", slog.String("store", s.Where))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Reserve implements store.Scheduler over the opened store, so that a
 // Limiter over an openedStore can reserve.
 func (s *openedStore) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
@@ -126,12 +155,15 @@ func (s *openedStore) Close() error {
 // the file's store section, else the in-memory store. The file's prefix
 // applies to both Redis cases.
 func openConfiguredStore(cfg *config.Config, url string) (*openedStore, error) {
-	return openStore(cfg, url, nil)
+	return openStore(cfg, url, nil, false)
 }
 
 // openStore is openConfiguredStore with TLS files for a rediss:// url
-// (--redis-tls), read again when they change.
-func openStore(cfg *config.Config, url string, urlTLS *tlsfiles.ClientFiles) (*openedStore, error) {
+// (--redis-tls), read again when they change. With waitable, a standalone
+// Redis that does not answer is opened all the same, its error in
+// Unreachable: its calls fail until it answers, and its client connects
+// then (sluice serve starts unready).
+func openStore(cfg *config.Config, url string, urlTLS *tlsfiles.ClientFiles, waitable bool) (*openedStore, error) {
 	prefix := "sluice"
 	if cfg != nil && cfg.Store != nil && cfg.Store.Prefix != "" {
 		prefix = cfg.Store.Prefix
@@ -180,9 +212,9 @@ func openStore(cfg *config.Config, url string, urlTLS *tlsfiles.ClientFiles) (*o
 	if files != nil {
 		useTLSFiles(&opt, files)
 	}
-	client, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", where, err)
+	client, unreachable := dialRedis(opt, rcfg.Mode, waitable)
+	if client == nil {
+		return nil, fmt.Errorf("connecting to %s: %w", where, unreachable)
 	}
 	rs, err := redisstore.NewFromClient(client, rcfg)
 	if err != nil {
@@ -196,7 +228,27 @@ func openStore(cfg *config.Config, url string, urlTLS *tlsfiles.ClientFiles) (*o
 		Where:       where,
 		ping:        rs.Warm,
 		closeClient: client.Close,
+		Unreachable: unreachable,
 	}, nil
+}
+
+// dialRedis returns a client of opt, or nil and why not. With waitable, a
+// standalone Redis that refuses the first connection still gets a client,
+// with the error: rueidis's single-node client connects on its next call.
+// Only a network error is waited for (a refused connection, a name not
+// resolved yet), not a refused password. Cluster and Sentinel clients need
+// their nodes to learn the topology.
+func dialRedis(opt rueidis.ClientOption, mode redisstore.Mode, waitable bool) (rueidis.Client, error) {
+	client, err := rueidis.NewClient(opt)
+	var netErr net.Error
+	if err == nil || !waitable || mode != redisstore.Standalone || !errors.As(err, &netErr) {
+		return client, err
+	}
+	opt.ForceSingleClient = true // a client even though its connection failed
+	if c, _ := rueidis.NewClient(opt); c != nil {
+		return c, err
+	}
+	return nil, err
 }
 
 // tlsConfig builds the TLS configuration of a Redis connection: its files,

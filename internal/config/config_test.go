@@ -331,7 +331,7 @@ func TestParseConditionalRules(t *testing.T) {
 		{"{name: r, limit: 1, window: 1s, overrides: [{match: {plan: paid}}]}", "3:58: override 1 of rule \"r\" of policy \"p\" needs limit: N (0 blocks) or unlimited: true"},
 		{"{name: r, limit: 1, window: 1s, overrides: [{limit: 2}]}", "3:58: override 1 of rule \"r\" of policy \"p\" has no match"},
 		{"{name: r, limit: 1, window: 1s, match: {}}", "3:53: match must map attribute names to values"},
-		{"{name: r, by: [u], unless: [u], limit: 1, window: 1s}", "2:5: policy \"p\": sluice: invalid policy: rule \"r\": it is keyed by \"u\" and applies unless \"u\" is present"},
+		{"{name: r, by: [u], unless: [u], limit: 1, window: 1s}", "3:14: policy \"p\": sluice: invalid policy: rule \"r\": it is keyed by \"u\" and applies unless \"u\" is present"},
 		{"{name: r, limit: 1, window: 1s, match: {p: /a/*/b}}", "a '*' before its end"},
 	} {
 		_, err := Parse("f.yaml", []byte("policies:\n  - name: p\n    limits: ["+tt.rule+"]\n"))

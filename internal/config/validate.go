@@ -57,20 +57,40 @@ func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 	f, nerr := n.V, len(d.Errs)
 	p := sluice.Policy{Name: f.Name.V, Penalize: f.Penalize.V, Shadow: f.Shadow.V, CacheDenials: f.DenyCache.Node == nil || f.DenyCache.V}
 	attrs, first := d.attributes(f.Attributes), map[string]int{}
+	var valid []sluice.Rule // the rules before this one that passed every check
 	for i, rn := range f.Limits.V {
 		if i == maxRules {
 			d.Errorf(rn.Node, "%s has more than %d limits; split it into several policies", n.what, maxRules)
 			break
 		}
+		rerr := len(d.Errs)
 		r := d.rule(rn, attrs, f.Attributes.ok)
-		if r.Name != "" && d.unique(first, r.Name, rn.Node, "%s has two rules named %q (first on line %d); rule names must differ within a policy", n.what) {
-			p.Rules = append(p.Rules, r)
+		if r.Name == "" || !d.unique(first, r.Name, rn.Node, "%s has two rules named %q (first on line %d); rule names must differ within a policy", n.what) {
+			continue
+		}
+		p.Rules = append(p.Rules, r)
+		if rn.ok && len(d.Errs) == rerr && d.ruleValid(cmp.Or(p.Name, "unnamed"), valid, r, rn.Node) {
+			valid = append(valid, r)
 		}
 	}
 	if f.Limits.ok && len(f.Limits.V) == 0 {
 		d.Errorf(f.Limits.Node, "%s has no limits; add at least one, such as {name: global, limit: 100, window: 30m}", n.what)
 	}
 	return p, d.valid(n.ok && len(d.Errs) == nerr, n.Node, p.Validate())
+}
+
+// ruleValid reports whether r passes sluice's own check of a policy of the
+// rules valid and r, reporting its problem at n, r's place in the file:
+// valid have passed it, so the problem is r's, alone (an algorithm on a
+// concurrency rule) or beside one of them (another lease). Each rule is so
+// reported where it is, and every rule of a policy is checked in one run.
+func (d *decoder) ruleValid(policy string, valid []sluice.Rule, r sluice.Rule, n *yaml.Node) bool {
+	q := sluice.Policy{Name: policy, Rules: append(valid[:len(valid):len(valid)], r)}
+	err := q.Validate()
+	if err != nil {
+		d.Errorf(n, "%v", err)
+	}
+	return err == nil
 }
 
 // rule converts one of a policy's limits; when the policy declares its

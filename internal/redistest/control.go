@@ -168,3 +168,17 @@ func waitFor(timeout time.Duration, what string, cond func() (bool, error)) erro
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Shut stops the server (SIGTERM) and keeps its address, arguments and
+// directory, so that Restart starts it again on the same address: a store
+// that refuses connections until then, as one that starts after its
+// clients.
+func (s *Server) Shut() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("redistest: no server process")
+	}
+	s.terminate()
+	return nil
+}

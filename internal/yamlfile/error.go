@@ -77,16 +77,22 @@ func (l ErrorList) Unwrap() []error {
 // Suggest returns `did you mean "x"?` when one of valid is close to got,
 // or the list of valid names otherwise: for messages about unknown names.
 func Suggest(got string, valid []string) string {
+	if best, ok := Closest(got, valid); ok {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return "valid: " + strings.Join(valid, ", ")
+}
+
+// Closest returns the one of valid closest to got, case aside, and whether
+// it is within two edits: a mistyped name's intended one.
+func Closest(got string, valid []string) (string, bool) {
 	best, bestDist := "", 3
 	for _, v := range valid {
 		if d := editDistance(strings.ToLower(got), v); d < bestDist {
 			best, bestDist = v, d
 		}
 	}
-	if best != "" {
-		return fmt.Sprintf("did you mean %q?", best)
-	}
-	return "valid: " + strings.Join(valid, ", ")
+	return best, best != ""
 }
 
 // editDistance is the Levenshtein distance between a and b, bytewise.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"regexp"
-	"strconv"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -50,12 +48,8 @@ func (f *File) Resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// syntaxRE splits the YAML library's syntax errors into the line, when
-// there is one, and the message.
-var syntaxRE = regexp.MustCompile(`(?s)^(?:yaml: (?:line (\d+): )?)?(.*)$`)
-
 // Document returns the root of data's one YAML document, or nil after
-// recording why there is none: a syntax error at its line, no document
+// recording why there is none: a syntax error at its line and column, no document
 // (reported with empty, which says what the format's file holds), or a
 // second document (reported at it with second, which says where the
 // format wants it instead).
@@ -74,9 +68,8 @@ func (f *File) Document(data []byte, empty, second string) *yaml.Node {
 		}
 		fallthrough
 	default:
-		m := syntaxRE.FindStringSubmatch(err.Error())
-		line, _ := strconv.Atoi(m[1])
-		f.Errorf(&yaml.Node{Line: line}, "YAML syntax: %s", m[2])
+		line, column, problem := syntaxAt(data, err)
+		f.Errorf(&yaml.Node{Line: line, Column: column}, "YAML syntax: %s", problem)
 	}
 	return nil
 }

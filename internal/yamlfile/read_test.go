@@ -78,14 +78,21 @@ func TestReadFileSize(t *testing.T) {
 	}
 }
 
-// TestDocument: one document, or why there is none, at its line.
+// TestDocument: one document, or why there is none, at its line and
+// column.
 func TestDocument(t *testing.T) {
 	tests := []struct{ name, data, want string }{
 		{"empty", "", "f.yaml: empty"},
 		{"comment only", "# nothing\n", "f.yaml: empty"},
 		{"second document", "a: 1\n---\nb: 2\n", "f.yaml:2:1: second"},
-		{"syntax", "a: [\n", "f.yaml:1: YAML syntax: did not find expected node content"},
-		{"syntax in the second document", "a: 1\n---\nb: [\n", "f.yaml:3: YAML syntax:"},
+		{"syntax", "a: [\n", "f.yaml:1:4: YAML syntax: did not find expected node content"},
+		{"syntax in the second document", "a: 1\n---\nb: [\n", "f.yaml:3:4: YAML syntax:"},
+		// The library itself says line 1 for these: the line its block began.
+		{"key indented less than its mapping", "p:\n  - name: a\n    limits:\n      - {name: g}\n     bad: 1\n", "f.yaml:5:6: YAML syntax: did not find expected key"},
+		{"key indented less than its item", "p:\n  - name: a\n    limits:\n      - name: g\n        limit: 1\n       window: 1s\n", "f.yaml:6:8: YAML syntax:"},
+		{"a second colon", "p:\n  - name: a\n    limits: x: y\n", "f.yaml:3:14: YAML syntax: mapping values are not allowed"},
+		{"a tab", "p:\n  - name: a\n\t- b\n", "f.yaml:3:1: YAML syntax: found a tab character"},
+		{"after a flow list over two lines", "p:\n  - [a,\n     b]\n  - name: b\n   x: 1\n", "f.yaml:5:4: YAML syntax:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
