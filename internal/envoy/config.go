@@ -1,15 +1,11 @@
-// Package envoy serves envoyproxy/ratelimit's model on sluice: it loads
-// that service's YAML configuration unchanged (domains, nested descriptors
-// with keys, values and wildcard values, rate limits with a unit and
-// requests per unit, unlimited, replaces, shadow_mode and the rest) from a
-// set of named documents (Parse), a directory's files (Load) or any other
-// source; it matches each descriptor of a rate-limit request against its
-// domain's tree as that service does, and decides all the matched limits of
-// a request in one call to sluice.Limiter.Decide: exact sliding windows,
-// recorded in all of them or in none. Decide is three steps, resolve
-// (resolve.go), decide (decide.go) and respond (respond.go), whose one
-// builder of Envoy's answers (Status, Respond) also answers a domain that
-// names a sluice policy (package rls).
+// Package envoy serves envoyproxy/ratelimit's model on sluice: it loads that service's YAML configuration
+// unchanged (domains, nested descriptors with keys, values and wildcard values, rate limits with a unit and
+// requests per unit, unlimited, replaces, shadow_mode and the rest) from a set of named documents (Parse),
+// a directory's files (Load) or any other source; it matches each descriptor of a rate-limit request
+// against its domain's tree as that service does, and decides all the matched limits of a request in one
+// call to sluice.Limiter.Decide: exact sliding windows, recorded in all of them or in none. Decide is three
+// steps, resolve (resolve.go), decide (decide.go) and respond (respond.go), whose one builder of Envoy's
+// answers (Status, Respond) also answers a domain that names a sluice policy (package rls).
 //
 // Beyond the upstream format a file may give a limit any length (window:
 // 90s, or unit_multiplier), several limits per descriptor (rate_limits: a

@@ -76,8 +76,8 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 	return p, nil
 }
 
-// resolveDescriptor makes the item of descriptor i, d, noting the limits
-// its matched limits replace; quota puts every descriptor in quota_mode.
+// resolveDescriptor makes the item of descriptor i, d, noting the limits its matched limits replace;
+// quota puts it in quota_mode.
 func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, quota bool, replaced map[string]bool) error {
 	if d.GetIsNegativeHits() {
 		return fmt.Errorf("%w: descriptor %d asks for negative hits, which sluice does not take back; send hits to add", ErrBadRequest, i+1)
@@ -187,9 +187,7 @@ func (p *plan) makeWindows() {
 			peek := it.hits == 0
 			id := strconv.FormatBool(peek) + "\x00" + it.rules[j] + "\x00" + strings.Join(it.values, "\x00")
 			if k, ok := index[id]; ok {
-				// Each is at most MaxCost: the sum saturates, as the
-				// window it is recorded in would.
-				c := &p.windows[k].check.Cost
+				c := &p.windows[k].check.Cost // each at most MaxCost: the sum saturates, as its window would
 				*c = min(*c+int64(it.hits), sluice.MaxCost)
 				it.checks[j] = k
 				continue

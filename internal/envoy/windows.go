@@ -9,10 +9,9 @@ import (
 	"github.com/sluicerate/sluice/store"
 )
 
-// Windows returns the store request of the windows that req's descriptors
-// match, every limit of each (replaces aside), with a cost of 1: what an
-// operator resets to give a key its whole limit back. A request that
-// matches no limit gives a request with no checks.
+// Windows returns the store request of the windows that req's descriptors match, every limit of
+// each (replaces aside), with a cost of 1: what an operator resets to give a key its whole limit
+// back. A request that matches no limit gives a request with no checks.
 func (c *Config) Windows(req *rlsv3.RateLimitRequest) (*store.Request, error) {
 	if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 {
 		return nil, fmt.Errorf("%w: name the domain and at least one descriptor", ErrBadRequest)
