@@ -149,6 +149,7 @@ type slice struct {
 	// the window is empty as the grant reported it, last when a unit was
 	// last taken; all on the Limiter's clock.
 	id                   string
+	gen                  uint64 // counts the leases held: what a take was taken from
 	granted, used        int64
 	start, end           int64
 	sent, deadline, last time.Time
@@ -224,14 +225,16 @@ func (b *budgets) dropIdle(now time.Time) {
 }
 
 // take takes c.Cost units of the slice for a request at now, setting r to
-// the local figures, and reports whether it could: the slice has a live
-// lease, leased with c's figures, with that many units left.
-func (sl *slice) take(c *store.Check, now time.Time, r *store.Result) bool {
+// the local figures, and reports whether it could (the slice has a live
+// lease, leased with c's figures, with that many units left) and the
+// lease's generation, for untake.
+func (sl *slice) take(c *store.Check, now time.Time, r *store.Result) (uint64, bool) {
 	sl.mu.Lock()
 	if sl.granted-sl.used < c.Cost || !now.Before(sl.deadline) || !sameFigures(&sl.check, c) {
 		sl.mu.Unlock()
-		return false
+		return 0, false
 	}
+	gen := sl.gen
 	sl.used += c.Cost
 	sl.last = now
 	left := sl.granted - sl.used
@@ -242,14 +245,19 @@ func (sl *slice) take(c *store.Check, now time.Time, r *store.Result) bool {
 		top = c.Burst
 	}
 	*r = store.Result{Fits: true, Used: max(0, top-left), Remaining: left, ResetAfter: reset}
-	return true
+	return gen, true
 }
 
-// untake gives back cost units taken from the slice for a request that
-// another rule denied.
-func (sl *slice) untake(cost int64) {
+// untake gives back cost units taken, from the lease of generation gen,
+// for a request that another rule denied. A lease ended since (retired
+// while the request was at the store) has been returned with those units
+// counted as used: they stay so, in the store, and nothing is given back
+// here; adding them to the next lease would admit units no lease covers.
+func (sl *slice) untake(cost int64, gen uint64) {
 	sl.mu.Lock()
-	sl.used -= cost
+	if sl.gen == gen && sl.granted > 0 {
+		sl.used = max(0, sl.used-cost)
+	}
 	sl.mu.Unlock()
 }
 
@@ -337,6 +345,7 @@ func (sl *slice) retire(b *budgets, now time.Time) {
 		b.stranded.Add(unused)
 	}
 	sl.granted, sl.used = 0, 0
+	sl.gen++
 }
 
 // install takes a grant of a call sent at sent for c; the store wrote
@@ -353,6 +362,7 @@ func (sl *slice) install(b *budgets, c *store.Check, g *store.Grant, id string, 
 	sl.check = *c
 	sl.check.Values = values
 	sl.id, sl.granted, sl.used, sl.start, sl.end = id, g.Granted, 0, g.Start, g.End
+	sl.gen++
 	sl.sent, sl.last = sent, sent
 	sl.deadline = sent.Add(g.Life - budgetMargin(g.Life))
 	sl.resetAt = sent.Add(g.Result.ResetAfter)
@@ -391,6 +401,7 @@ type budgetWork struct {
 	key    []byte
 	slices []*slice // per check of the request: its slice, or nil
 	local  []bool   // per check: answered from its slice
+	gens   []uint64 // per check answered from its slice: the lease's generation
 	asked  []int    // per ask: the request's check
 	live   []bool   // per return: its lease had not reached its end
 	index  []int    // per check of sub: the request's check
@@ -408,7 +419,7 @@ func (l *Limiter) decideBudget(ctx context.Context, s *scratch, d *Decision) err
 	now := l.clock().Now()
 	results := req.ResultsBuffer()
 	n := len(req.Checks)
-	w.slices, w.local = w.slices[:0], w.local[:0]
+	w.slices, w.local, w.gens = w.slices[:0], w.local[:0], w.gens[:0]
 	nlocal := 0
 	for i := range req.Checks {
 		c := &req.Checks[i]
@@ -417,8 +428,12 @@ func (l *Limiter) decideBudget(ctx context.Context, s *scratch, d *Decision) err
 			w.key = appendBudgetKey(w.key[:0], req.Policy, c)
 			sl = bs.get(w.key, req.Policy, req.Shared, c, now)
 		}
-		took := sl != nil && sl.take(c, now, &results[i])
-		w.slices, w.local = append(w.slices, sl), append(w.local, took)
+		var gen uint64
+		took := false
+		if sl != nil {
+			gen, took = sl.take(c, now, &results[i])
+		}
+		w.slices, w.local, w.gens = append(w.slices, sl), append(w.local, took), append(w.gens, gen)
 		if took {
 			nlocal++
 		}
@@ -500,7 +515,7 @@ func (l *Limiter) decideBudget(ctx context.Context, s *scratch, d *Decision) err
 func (l *Limiter) untakeAll(s *scratch) {
 	for i, took := range s.budget.local {
 		if took {
-			s.budget.slices[i].untake(s.req.Checks[i].Cost)
+			s.budget.slices[i].untake(s.req.Checks[i].Cost, s.budget.gens[i])
 			s.budget.local[i] = false
 		}
 	}
