@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // RuleJSON is a rule as GET /v1/policies and the admin view show it.
@@ -22,7 +23,8 @@ type RuleJSON struct {
 	Shadow    bool     `json:"shadow"` // the rule's or its policy's
 
 	// A concurrency rule's: the most leases alive at once, and the lease
-	// time (its limit and window are 0).
+	// time. Its algorithm is "concurrency", and its limit and window are
+	// these two, as its window in the store counts them.
 	Concurrency int64 `json:"concurrency,omitempty"`
 	LeaseMS     int64 `json:"lease_ms,omitempty"`
 }
@@ -30,9 +32,13 @@ type RuleJSON struct {
 // NewRuleJSON is the rule r of p as GET /v1/policies and the admin view
 // show it.
 func NewRuleJSON(p *sluice.Policy, r *sluice.Rule) RuleJSON {
-	return RuleJSON{Name: r.Name, By: NonNil(r.By), Limit: r.Limit, WindowMS: Millis(r.Window), MinGapMS: Millis(r.MinGap),
+	j := RuleJSON{Name: r.Name, By: NonNil(r.By), Limit: r.Limit, WindowMS: Millis(r.Window), MinGapMS: Millis(r.MinGap),
 		Algorithm: r.Algorithm.String(), Burst: r.Burst, Spread: r.Spread, BudgetMS: Millis(r.Budget), Optional: r.Optional, Shadow: r.Shadow || p.Shadow,
 		Concurrency: r.Concurrency, LeaseMS: Millis(r.Lease)}
+	if r.Concurrency > 0 {
+		j.Algorithm, j.Limit, j.WindowMS = store.Concurrency.String(), r.Concurrency, j.LeaseMS
+	}
+	return j
 }
 
 // NewScheduleJSON is sc as GET /v1/policies and the admin view show it.
