@@ -31,6 +31,9 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 	if err := store.CheckDecide(req); err != nil {
 		return err
 	}
+	if err := store.CheckBudget(req, b); err != nil {
+		return err
+	}
 	checks := req.Checks
 	n := len(checks) + len(b.Returns)
 	keys, hashes, shardIdx := make([]key, 0, n), make([]uint64, 0, n), make([]int, 0, n)

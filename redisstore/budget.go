@@ -59,7 +59,7 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 	if err := store.CheckDecide(req); err != nil {
 		return err
 	}
-	if err := checkBudget(req, b); err != nil {
+	if err := store.CheckBudget(req, b); err != nil {
 		return err
 	}
 	pl := s.names.plan(req)
@@ -76,27 +76,6 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 		return s.budgetCall(ctx, req, firstChecks(len(req.Checks)), pl.keys, 0, b.Returns, rkeys, b.Asks, b.Grants, now)
 	}
 	return s.budgetParts(ctx, req, b, pl, rkeys, now)
-}
-
-// checkBudget returns why b's asks and returns are not what Budget takes,
-// nil when they are.
-func checkBudget(req *store.Request, b *store.BudgetRequest) error {
-	for k, a := range b.Asks {
-		if a.Check < 0 || a.Check >= len(req.Checks) {
-			return fmt.Errorf("redisstore: ask %d names check %d of a request of %d checks", k, a.Check, len(req.Checks))
-		}
-		c := &req.Checks[a.Check]
-		if c.Budget <= 0 || c.Algorithm == store.Concurrency || a.Want < 1 || a.ID == "" {
-			return fmt.Errorf("redisstore: ask %d (rule %q, want %d) is not a slice of a budgeted rule: it needs a Budget above 0, an algorithm other than concurrency, a Want of at least 1 and an ID", k, c.Rule, a.Want)
-		}
-	}
-	for k := range b.Returns {
-		r := &b.Returns[k]
-		if r.Check.Algorithm == store.Concurrency || r.Used < 0 || r.Used > r.Granted || r.ID == "" {
-			return fmt.Errorf("redisstore: return %d (rule %q, used %d of %d) is not a slice's return: it needs a rule other than concurrency, 0 <= Used <= Granted and an ID", k, r.Check.Rule, r.Used, r.Granted)
-		}
-	}
-	return nil
 }
 
 // oneTag reports whether keys and more all share one hash tag.

@@ -51,12 +51,12 @@ func TestBudgetRefusesBadAsks(t *testing.T) {
 		{Asks: []store.SliceAsk{{Check: 0, Want: 1}}},
 		{Returns: []store.SliceReturn{{Check: r.Checks[0], ID: "a", Granted: 1, Used: 2}}},
 	} {
-		if err := checkBudget(r, &b); err == nil {
-			t.Errorf("checkBudget(%+v) = nil, want an error", b)
+		if err := store.CheckBudget(r, &b); err == nil {
+			t.Errorf("store.CheckBudget(%+v) = nil, want an error", b)
 		}
 	}
 	ok := store.BudgetRequest{Asks: []store.SliceAsk{{Check: 0, Want: 3, ID: "a"}}, Returns: []store.SliceReturn{{Check: r.Checks[0], ID: "b", Granted: 2, Used: 1}}}
-	if err := checkBudget(r, &ok); err != nil {
-		t.Errorf("checkBudget(%+v) = %v, want nil", ok, err)
+	if err := store.CheckBudget(r, &ok); err != nil {
+		t.Errorf("store.CheckBudget(%+v) = %v, want nil", ok, err)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -182,4 +183,25 @@ type SliceReturn struct {
 
 	// Used is how much of the slice was admitted, 0 to Granted.
 	Used int64
+}
+
+// CheckBudget returns why b's asks and returns are not what Budget takes,
+// nil when they are.
+func CheckBudget(req *Request, b *BudgetRequest) error {
+	for k, a := range b.Asks {
+		if a.Check < 0 || a.Check >= len(req.Checks) {
+			return fmt.Errorf("sluice: ask %d names check %d of a request of %d checks", k, a.Check, len(req.Checks))
+		}
+		c := &req.Checks[a.Check]
+		if c.Budget <= 0 || c.Algorithm == Concurrency || a.Want < 1 || a.ID == "" {
+			return fmt.Errorf("sluice: ask %d (rule %q, want %d) is not a slice of a budgeted rule: it needs a Budget above 0, an algorithm other than concurrency, a Want of at least 1 and an ID", k, c.Rule, a.Want)
+		}
+	}
+	for k := range b.Returns {
+		r := &b.Returns[k]
+		if r.Check.Algorithm == Concurrency || r.Used < 0 || r.Used > r.Granted || r.ID == "" {
+			return fmt.Errorf("sluice: return %d (rule %q, used %d of %d) is not a slice's return: it needs a rule other than concurrency, 0 <= Used <= Granted and an ID", k, r.Check.Rule, r.Used, r.Granted)
+		}
+	}
+	return nil
 }
