@@ -24,37 +24,54 @@ func Audit(lim *sluice.Limiter, mix *Mix, period time.Duration, stop <-chan stru
 			continue
 		}
 		wg.Go(func() {
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				sent := time.Now().UnixNano()
-				d, err := lim.Peek(context.Background(), tg.Policy, tg.Attrs, 1)
-				replied := time.Now().UnixNano()
-				if err != nil {
-					continue
-				}
+			peekEvery(lim, tg.Policy, tg.Attrs, period, stop, func(sent, replied int64, d *sluice.Decision) {
 				mu.Lock()
+				defer mu.Unlock()
 				for _, w := range tg.Wins {
-					for _, st := range d.Limits {
-						if st.Rule != mix.Wins[w].Rule {
-							continue
-						}
-						held := st.Used
-						if d.Allowed {
-							held--
-						}
+					if held, ok := heldBy(d, mix.Wins[w].Rule); ok {
 						looks[w] = append(looks[w], Look{Sent: sent, Replied: replied, Held: held})
 					}
 				}
-				mu.Unlock()
-			}
+			})
 		})
 	}
 	wg.Wait()
 	return looks
+}
+
+// peekEvery peeks, through lim, at policy for attrs every period until stop
+// is closed, and hands each peek that succeeded to look with the times it
+// was sent and answered (Unix ns).
+func peekEvery(lim *sluice.Limiter, policy *sluice.Policy, attrs map[string]string, period time.Duration,
+	stop <-chan struct{}, look func(sent, replied int64, d *sluice.Decision)) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		sent := time.Now().UnixNano()
+		d, err := lim.Peek(context.Background(), policy, attrs, 1)
+		replied := time.Now().UnixNano()
+		if err == nil {
+			look(sent, replied, &d)
+		}
+	}
+}
+
+// heldBy returns what a peek d says the window of rule holds: its Used,
+// less the peeked request when the peek would have admitted it; false
+// when d has no status of rule.
+func heldBy(d *sluice.Decision, rule string) (int64, bool) {
+	for _, st := range d.Limits {
+		if st.Rule == rule {
+			if d.Allowed {
+				return st.Used - 1, true
+			}
+			return st.Used, true
+		}
+	}
+	return 0, false
 }

@@ -278,31 +278,11 @@ func AuditLeases(lim *sluice.Limiter, targets []LeaseTarget, period time.Duratio
 			continue
 		}
 		wg.Go(func() {
-			tick := time.NewTicker(period)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				sent := time.Now().UnixNano()
-				d, err := lim.Peek(context.Background(), tg.Policy, tg.Attrs, 1)
-				replied := time.Now().UnixNano()
-				if err != nil {
-					continue
-				}
-				for _, st := range d.Limits {
-					if st.Rule != "cost" {
-						continue
-					}
-					held := st.Used
-					if d.Allowed {
-						held--
-					}
+			peekEvery(lim, tg.Policy, tg.Attrs, period, stop, func(sent, replied int64, d *sluice.Decision) {
+				if held, ok := heldBy(d, "cost"); ok {
 					looks[i] = append(looks[i], Look{Sent: sent, Replied: replied, Held: held})
 				}
-			}
+			})
 		})
 	}
 	wg.Wait()
