@@ -153,7 +153,8 @@ func (m *Manager) publish(edit func(*state)) {
 
 // Poll reads the set from the store when its version moved, and applies
 // it. When the store fails, the set held stays in use; the failure is
-// logged once, and its end.
+// logged once, and its end. A ctx cancelled by the caller is not a store
+// failure: Poll returns its error and logs nothing.
 func (m *Manager) Poll(ctx context.Context) error {
 	if m.store == nil {
 		return ErrNoStore
@@ -162,6 +163,11 @@ func (m *Manager) Poll(ctx context.Context) error {
 	defer m.mu.Unlock()
 	set, err := m.store.ReadOverrides(ctx, m.version)
 	now := m.now()
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up (a shutdown), not the store: nothing to
+		// report, and the store's state is as it was.
+		return err
+	}
 	if err != nil {
 		m.publish(func(st *state) {
 			if st.err == "" {

@@ -257,10 +257,32 @@ func (f *failingStore) ReadOverrides(ctx context.Context, known string) (store.O
 	f.mu.Lock()
 	down := f.down
 	f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return store.OverrideSet{}, err // as a network store's client does
+	}
 	if down {
 		return store.OverrideSet{}, errors.New("connection refused")
 	}
 	return f.OverrideStore.ReadOverrides(ctx, known)
+}
+
+// TestPollCancelled: a poll its caller cancels (a shutdown) is not a store
+// failure: nothing is logged and the listing is not marked stale.
+func TestPollCancelled(t *testing.T) {
+	t.Parallel()
+	c := storetest.NewClock(t0)
+	in := newInstance(t, &failingStore{OverrideStore: memstore.New(memstore.Config{Clock: c.Now})}, c, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := in.m.Poll(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled poll = %v, want context.Canceled", err)
+	}
+	if l := in.m.List(); l.Stale || l.Error != "" {
+		t.Errorf("after a cancelled poll: %+v, want a fresh listing", l)
+	}
+	if strings.Contains(in.log.String(), "did not answer") {
+		t.Errorf("a cancelled poll is logged as a store failure:\n%s", in.log)
+	}
 }
 
 // TestStoreDown: while the store fails, the last set read stays in use
