@@ -28,10 +28,15 @@ func writeReserveConfig(t *testing.T) string {
 	return path
 }
 
-func runReserveJSON(t *testing.T, args ...string) ([]reserveLine, int, string) {
+// runReserveJSON runs sluice reserve --json with args and returns its
+// lines, its exit code, its stderr, and how long it ran: the reservations
+// run on the system clock, so a delay is its slot less some of that time.
+func runReserveJSON(t *testing.T, args ...string) ([]reserveLine, int, string, int64) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
+	start := time.Now()
 	code := run(context.Background(), append([]string{"reserve", "--json"}, args...), &stdout, &stderr)
+	ran := time.Since(start).Milliseconds()
 	var lines []reserveLine
 	dec := json.NewDecoder(&stdout)
 	for dec.More() {
@@ -41,11 +46,11 @@ func runReserveJSON(t *testing.T, args ...string) ([]reserveLine, int, string) {
 		}
 		lines = append(lines, l)
 	}
-	return lines, code, stderr.String()
+	return lines, code, stderr.String(), ran
 }
 
 func TestReserveFromConfig(t *testing.T) {
-	lines, code, stderr := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "carrier", "--attr", "carrier=45", "--n", "7")
+	lines, code, stderr, ran := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "carrier", "--attr", "carrier=45", "--n", "7")
 	if code != exitDenied {
 		t.Errorf("exit %d, want %d (a reservation was rejected); stderr: %s", code, exitDenied, stderr)
 	}
@@ -53,12 +58,12 @@ func TestReserveFromConfig(t *testing.T) {
 		t.Fatalf("%d lines, want 7", len(lines))
 	}
 	// The reservations run on the system clock, a little apart: each delay
-	// is its slot (T0 + k*250ms) less the time already spent, taken here to
-	// be under 100ms.
+	// is its slot (T0 + k*250ms) less the time already spent, at most the
+	// time the command ran.
 	for i, l := range lines {
 		k := int64(min(i, 5))
 		wantOK := i < 5
-		if l.N != i+1 || l.OK != wantOK || l.DelayMS > k*250 || l.DelayMS < k*250-100 || (l.ID != "") != wantOK {
+		if l.N != i+1 || l.OK != wantOK || l.DelayMS > k*250 || l.DelayMS < k*250-ran-1 || (l.ID != "") != wantOK {
 			t.Errorf("line %d: %+v, want ok=%v delay about %dms", i+1, l, wantOK, k*250)
 		}
 		if want := map[bool]string{true: "", false: "delay"}[wantOK]; l.Reason != want {
@@ -71,7 +76,7 @@ func TestReserveFromConfig(t *testing.T) {
 }
 
 func TestReserveMaxQueue(t *testing.T) {
-	lines, code, _ := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "short", "--attr", "carrier=45", "--n", "4", "--cost", "2")
+	lines, code, _, _ := runReserveJSON(t, "--config", writeReserveConfig(t), "--schedule", "short", "--attr", "carrier=45", "--n", "4", "--cost", "2")
 	if code != exitDenied || len(lines) != 4 {
 		t.Fatalf("exit %d with %d lines, want %d with 4", code, len(lines), exitDenied)
 	}
@@ -91,11 +96,11 @@ func TestReserveMaxQueue(t *testing.T) {
 }
 
 func TestReserveWithoutConfig(t *testing.T) {
-	lines, code, stderr := runReserveJSON(t, "--rate", "20/s", "--max-delay", "1s", "--attr", "carrier=45", "--n", "3")
+	lines, code, stderr, ran := runReserveJSON(t, "--rate", "20/s", "--max-delay", "1s", "--attr", "carrier=45", "--n", "3")
 	if code != exitOK || len(lines) != 3 {
 		t.Fatalf("exit %d with %d lines, want 0 with 3; stderr: %s", code, len(lines), stderr)
 	}
-	if lines[2].DelayMS > 100 || lines[2].DelayMS < 50 {
+	if lines[2].DelayMS > 100 || lines[2].DelayMS < 100-ran-1 {
 		t.Errorf("third reservation at 20/s: delay %dms, want about 100ms", lines[2].DelayMS)
 	}
 
@@ -142,19 +147,21 @@ func TestReserveUsageErrors(t *testing.T) {
 func TestReserveOnRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	url := "redis://" + srv.Addr() + "/0"
-	args := []string{"--redis", url, "--rate", "4/s", "--max-delay", "1s", "--schedule", "shared", "--attr", "carrier=45"}
+	// Slots 1s apart and a longest delay of 4s: the sixth is rejected
+	// unless more than a second goes by between the two runs.
+	args := []string{"--redis", url, "--rate", "1/s", "--max-delay", "4s", "--schedule", "shared", "--attr", "carrier=45"}
 	// Two invocations, as two processes would: the second finds the first's
 	// reservations in Redis and queues behind them.
-	first, code, stderr := runReserveJSON(t, append(args, "--n", "3")...)
+	first, code, stderr, _ := runReserveJSON(t, append(args, "--n", "3")...)
 	if code != exitOK || len(first) != 3 {
 		t.Fatalf("first run: exit %d, %d lines; stderr: %s", code, len(first), stderr)
 	}
-	second, code, _ := runReserveJSON(t, append(args, "--n", "3")...)
+	second, code, _, _ := runReserveJSON(t, append(args, "--n", "3")...)
 	if code != exitDenied || len(second) != 3 {
 		t.Fatalf("second run: exit %d with %d lines, want %d with 3", code, len(second), exitDenied)
 	}
-	// The slots, on Redis's clock, follow each other 250ms apart across the
-	// two runs: T0 to T0+1s, and the sixth would wait more than 1s.
+	// The slots, on Redis's clock, follow each other 1s apart across the
+	// two runs: T0 to T0+4s, and the sixth would wait more than 4s.
 	all := append(first, second...)
 	t0, err := time.Parse(time.RFC3339Nano, all[0].Slot)
 	if err != nil {
@@ -162,11 +169,11 @@ func TestReserveOnRedis(t *testing.T) {
 	}
 	for i, l := range all[:5] {
 		slot, err := time.Parse(time.RFC3339Nano, l.Slot)
-		if err != nil || !l.OK || slot.Sub(t0) != time.Duration(i)*250*time.Millisecond {
-			t.Errorf("reservation %d: %+v, want OK at T0+%v", i+1, l, time.Duration(i)*250*time.Millisecond)
+		if err != nil || !l.OK || slot.Sub(t0) != time.Duration(i)*time.Second {
+			t.Errorf("reservation %d: %+v, want OK at T0+%v", i+1, l, time.Duration(i)*time.Second)
 		}
 	}
-	if l := all[5]; l.OK || l.Reason != "delay" || l.DelayMS <= 1000 {
-		t.Errorf("reservation 6: %+v, want rejected for a delay over 1s", l)
+	if l := all[5]; l.OK || l.Reason != "delay" || l.DelayMS <= 4000 {
+		t.Errorf("reservation 6: %+v, want rejected for a delay over 4s", l)
 	}
 }
