@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // lossyStore keeps leases in memory and fails as told: an Acquire that
@@ -95,8 +96,8 @@ func (s *lossyStore) Close() error { return s.m.Close() }
 
 // lossySetup returns a clock, a lossyStore on it and a Limiter over it
 // (OnError Deny, no breaker) on the same clock.
-func lossySetup() (*manualClock, *lossyStore, *sluice.Limiter) {
-	clock := &manualClock{now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+func lossySetup() (*storetest.Clock, *lossyStore, *sluice.Limiter) {
+	clock := storetest.NewClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
 	s := &lossyStore{m: memstore.New(memstore.Config{Clock: clock.Now})}
 	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock, OnError: sluice.Deny, Breaker: sluice.Breaker{Failures: -1}})
 	return clock, s, lim
@@ -213,7 +214,7 @@ func TestAbandonBeforeAcquire(t *testing.T) {
 		if tokens, leases := used(t, s.m); tokens != 0 || leases != 0 {
 			t.Errorf("after the late acquire the store counts %d tokens and %d leases, want none", tokens, leases)
 		}
-		clock.advance(time.Minute) // the tombstone's lease time
+		clock.Advance(time.Minute) // the tombstone's lease time
 		if _, exp := late(); exp.IsZero() {
 			t.Errorf("the acquire of the id a lease time after its abandon was denied; the tombstone should be gone")
 		}
@@ -229,10 +230,10 @@ func TestAbandonExpires(t *testing.T) {
 		s.set(func(s *lossyStore) { s.acquire, s.finish = errStoreDown, errStoreDown })
 		failAcquire(t, lim)
 		time.Sleep(time.Second)
-		clock.advance(time.Minute - time.Microsecond)
+		clock.Advance(time.Minute - time.Microsecond)
 		time.Sleep(time.Second)
 		expectAbandons(t, "1µs before the lease time", lim, sluice.AbandonStats{Pending: 1})
-		clock.advance(time.Microsecond)
+		clock.Advance(time.Microsecond)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		expectAbandons(t, "at the lease time", lim, sluice.AbandonStats{Expired: 1})
@@ -253,9 +254,9 @@ func TestAbandonDeadlineExtends(t *testing.T) {
 		clock, s, lim := lossySetup()
 		s.set(func(s *lossyStore) { s.acquire, s.hang = errStoreDown, true })
 		failAcquire(t, lim)
-		clock.advance(50 * time.Second)
+		clock.Advance(50 * time.Second)
 		time.Sleep(5 * time.Second) // a few abandons meet their deadline: kept until T+110s
-		clock.advance(30 * time.Second)
+		clock.Advance(30 * time.Second)
 		time.Sleep(5 * time.Second)
 		expectAbandons(t, "past the lease time from the acquire, within it from the last deadline", lim, sluice.AbandonStats{Pending: 1})
 		s.set(func(s *lossyStore) { s.hang = false })
@@ -278,7 +279,7 @@ func TestAbandonDeadlineKeepsAll(t *testing.T) {
 			failAcquire(t, lim)
 		}
 		for range 30 {
-			clock.advance(20 * time.Second)
+			clock.Advance(20 * time.Second)
 			time.Sleep(time.Second)
 		}
 		expectAbandons(t, "10 minutes of a store not answering", lim, sluice.AbandonStats{Pending: 10})
@@ -300,7 +301,7 @@ func TestAbandonBounded(t *testing.T) {
 		}
 		synctest.Wait()
 		expectAbandons(t, "10,001 failed acquires", lim, sluice.AbandonStats{Pending: 10_000, Dropped: 1})
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		expectAbandons(t, "a lease time later", lim, sluice.AbandonStats{Expired: 10_000, Dropped: 1})

@@ -62,7 +62,7 @@ func TestBudgetValidation(t *testing.T) {
 func TestBudgetConcurrent(t *testing.T) {
 	clock := storetest.NewClock(storetest.T0)
 	s := memstore.New(memstore.Config{Clock: clock.Now})
-	lim := sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}})
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock})
 	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{{Name: "global", Limit: 1000, Window: time.Minute, Budget: 10 * time.Second}}}
 	ctx := context.Background()
 	var (
@@ -175,11 +175,6 @@ func BenchmarkBudgetLocal(b *testing.B) {
 	})
 }
 
-// budgetClock is a manual clock for a Limiter, with real timers for Wait.
-type budgetClock struct{ *storetest.Clock }
-
-func (budgetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // flakyBudgeter is a memory store whose calls fail while fail is set.
 type flakyBudgeter struct {
 	*memstore.Store
@@ -208,7 +203,7 @@ func (f *flakyBudgeter) Budget(ctx context.Context, req *store.Request, b *store
 func TestBudgetStoreFailure(t *testing.T) {
 	clock := storetest.NewClock(storetest.T0)
 	s := &flakyBudgeter{Store: memstore.New(memstore.Config{Clock: clock.Now})}
-	lim := sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}})
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock})
 	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
 		{Name: "global", Limit: 1000, Window: time.Minute, Budget: 10 * time.Second},
 		{Name: "category", By: []string{"cat"}, Limit: 1000, Window: time.Minute},

@@ -17,7 +17,7 @@ import (
 func TestLimiterSlices(t *testing.T) {
 	clock := storetest.NewClock(storetest.T0)
 	s := memstore.New(memstore.Config{Clock: clock.Now})
-	lim := sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}})
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock})
 	p := &sluice.Policy{Name: "api", Rules: []sluice.Rule{{Name: "tenant", By: []string{"tenant"}, Limit: 1000, Window: time.Minute, Budget: 8 * time.Second}}}
 	ctx := context.Background()
 	if got := lim.Slices(); len(got) != 0 {

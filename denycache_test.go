@@ -13,6 +13,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // countingStore is a memory store that counts the decisions it is asked
@@ -44,7 +45,7 @@ func (s *countingStore) Decide(ctx context.Context, req *store.Request) error {
 // manual clock.
 type cacheEnv struct {
 	t     *testing.T
-	clock *manualClock
+	clock *storetest.Clock
 	store *countingStore
 	lim   *sluice.Limiter
 }
@@ -53,7 +54,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newCacheEnv(t *testing.T, size int) *cacheEnv {
 	t.Helper()
-	clock := &manualClock{now: t0}
+	clock := storetest.NewClock(t0)
 	s := &countingStore{Store: memstore.New(memstore.Config{Clock: clock.Now})}
 	t.Cleanup(func() { s.Close() })
 	return &cacheEnv{t: t, clock: clock, store: s,
@@ -61,9 +62,7 @@ func newCacheEnv(t *testing.T, size int) *cacheEnv {
 }
 
 func (e *cacheEnv) set(d time.Duration) {
-	e.clock.mu.Lock()
-	e.clock.now = t0.Add(d)
-	e.clock.mu.Unlock()
+	e.clock.Set(t0.Add(d))
 }
 
 // allow decides and reports the decision and whether the store was asked.

@@ -129,7 +129,7 @@ func Example_gcra() {
 func Example_denyCache() {
 	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}),
-		sluice.Config{Clock: exampleClock{clock}, DenyCache: 10_000})
+		sluice.Config{Clock: clock, DenyCache: 10_000})
 	api := &sluice.Policy{Name: "api", CacheDenials: true, Rules: []sluice.Rule{
 		{Name: "per-client", Limit: 2, Window: 10 * time.Second, By: []string{"client"}},
 	}}
@@ -152,8 +152,3 @@ func Example_denyCache() {
 	// allowed=true  cached=false retry_after=0s
 	// store asked 5 times, cache answered 2
 }
-
-// exampleClock is a sluice.Clock over the examples' manual clock.
-type exampleClock struct{ *storetest.Clock }
-
-func (exampleClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // fakeStore fails or answers as told, and counts its calls.
@@ -53,30 +54,6 @@ func (s *fakeStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
-}
-
-// manualClock is a sluice.Clock that moves only when told.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now().Add(d)
-	return ch
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 var one = &sluice.Policy{Name: "p", Rules: []sluice.Rule{{Name: "r", Limit: 8, Window: time.Minute}}}
@@ -186,7 +163,7 @@ func TestFallbackDividesLimits(t *testing.T) {
 
 func TestBreaker(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := &fakeStore{err: errStoreDown}
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
 
@@ -214,7 +191,7 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("store called %d times, want 3", got)
 	}
 	// A probe after the cool-down fails: open for another cool-down.
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	circuit("after the cool-down", "half_open")
 	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, errStoreDown) {
 		t.Fatalf("probe: err = %v, want the store's", err)
@@ -227,11 +204,11 @@ func TestBreaker(t *testing.T) {
 	}
 	// The store recovers: the next probe closes the circuit.
 	s.set(nil)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if _, err := l.Allow(ctx, one, nil); !errors.Is(err, sluice.ErrCircuitOpen) {
 		t.Fatalf("mid cool-down: err = %v, want ErrCircuitOpen", err)
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	for i := range 3 {
 		if d, err := l.Allow(ctx, one, nil); err != nil || !d.Allowed || d.Degraded {
 			t.Fatalf("call %d after recovery: %+v, %v", i+1, d, err)
@@ -248,7 +225,7 @@ func TestBreaker(t *testing.T) {
 // store is called again the moment it stands by its calls.
 func TestBreakerIgnoresRefusals(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	refused := fmt.Errorf("replicas missing: %w", store.ErrRefused)
 	s := &fakeStore{err: refused}
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
@@ -285,7 +262,7 @@ func (s *shardedStore) Decide(ctx context.Context, req *store.Request) error {
 // open its circuit alone; the other shard's requests still reach it.
 func TestBreakerPerShard(t *testing.T) {
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	down, up := &fakeStore{err: errStoreDown}, &fakeStore{}
 	s := &shardedStore{shards: map[string]*fakeStore{"a": down, "b": up}}
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 3, CoolDown: 2 * time.Second}})
@@ -308,7 +285,7 @@ func TestBreakerPerShard(t *testing.T) {
 	if got := l.Circuit(); got != "open" {
 		t.Errorf("circuit %s with one shard's open, want open", got)
 	}
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	down.set(nil)
 	if d, err := l.Allow(ctx, p, map[string]string{"user": "a"}); err != nil || d.Degraded {
 		t.Fatalf("the probe after the cool-down: %+v, %v; want the store's answer", d, err)
@@ -339,7 +316,7 @@ func (s *blockingStore) Decide(ctx context.Context, req *store.Request) error {
 func TestBreakerOneProbe(t *testing.T) {
 	// While the probe is in flight, every other call is answered at once.
 	ctx := context.Background()
-	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := &blockingStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	s.err = errStoreDown
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Timeout: -1, Breaker: sluice.Breaker{Failures: 1, CoolDown: time.Second}})
@@ -348,7 +325,7 @@ func TestBreakerOneProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-s.entered
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	s.release = make(chan struct{})
 	s.set(nil)
 	done := make(chan error, 1)
@@ -372,7 +349,7 @@ func TestBreakerOneProbe(t *testing.T) {
 }
 
 func TestCallerCancelIsNotAFailure(t *testing.T) {
-	clock := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := &fakeStore{err: context.Canceled}
 	l := sluice.NewLimiter(s, sluice.Config{Clock: clock, Breaker: sluice.Breaker{Failures: 1}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // leaseStore keeps leases in memory and fails every call while down,
@@ -28,7 +29,7 @@ type leaseStore struct {
 	acquires, finishes int // calls answered
 }
 
-func newLeaseStore(clock *manualClock) *leaseStore {
+func newLeaseStore(clock *storetest.Clock) *leaseStore {
 	return &leaseStore{m: memstore.New(memstore.Config{Clock: clock.Now}), down: true}
 }
 
@@ -107,9 +108,9 @@ func failed(err error) bool {
 
 // fallbackSetup returns a main store that is down, a memory fallback store
 // and a Limiter over them with FallbackShare 4, all on clock.
-func fallbackSetup(t *testing.T, cfg sluice.Config) (*manualClock, *leaseStore, *memstore.Store, *sluice.Limiter) {
+func fallbackSetup(t *testing.T, cfg sluice.Config) (*storetest.Clock, *leaseStore, *memstore.Store, *sluice.Limiter) {
 	t.Helper()
-	clock := &manualClock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	main := newLeaseStore(clock)
 	fb := memstore.New(memstore.Config{Clock: clock.Now})
 	t.Cleanup(func() { main.Close(); fb.Close() })
@@ -163,7 +164,7 @@ func TestFallbackLeases(t *testing.T) {
 	// The store comes back (the breaker's cool-down passes): new leases
 	// are the store's; those of the fallback end there.
 	main.setDown(false)
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	y, d, err := l.Acquire(ctx, llm, nil, 10)
 	if err != nil || !d.Allowed || d.Degraded || y.Degraded() || d.Limits[1].Limit != 8 {
 		t.Fatalf("acquire with the store back: %+v, %v; want allowed by the store", d, err)
@@ -209,11 +210,11 @@ func TestFallbackLeasesExpire(t *testing.T) {
 			first = x
 		}
 	}
-	clock.advance(time.Minute - time.Microsecond)
+	clock.Advance(time.Minute - time.Microsecond)
 	if _, d, _ := l.Acquire(ctx, llm, nil, 1); d.Allowed {
 		t.Fatalf("acquire just before the leases expire: %+v, want denied", d)
 	}
-	clock.advance(time.Microsecond)
+	clock.Advance(time.Microsecond)
 	if x, d, err := l.Acquire(ctx, llm, nil, 1); !failed(err) || !d.Allowed || !x.Degraded() {
 		t.Fatalf("acquire once the leases expired: %+v, %v; want allowed by the fallback", d, err)
 	}
@@ -317,7 +318,7 @@ func TestFallbackLeaseResume(t *testing.T) {
 	}
 
 	// A store lease's id with the fallback's version byte names nothing.
-	clock.advance(2 * time.Second) // past the breaker's cool-down
+	clock.Advance(2 * time.Second) // past the breaker's cool-down
 	z, d, err := l.Acquire(ctx, llm, nil, 1)
 	if err != nil || !d.Allowed || z.Degraded() {
 		t.Fatalf("acquire with the store up: %+v, %v", d, err)
@@ -361,7 +362,7 @@ func TestFallbackLeaseOnError(t *testing.T) {
 		{"cost over the divided limit", memstore.New(memstore.Config{}), context.Background(), 251},
 	} {
 		for _, onError := range []sluice.OnError{sluice.Deny, sluice.Allow} {
-			clock := &manualClock{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+			clock := storetest.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 			main := newLeaseStore(clock)
 			l := sluice.NewLimiter(main, sluice.Config{Fallback: tc.fallback, FallbackShare: 4, OnError: onError, Clock: clock})
 			x, d, err := l.Acquire(tc.ctx, llm, nil, tc.cost)

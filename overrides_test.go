@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // overrideMap is an Overrides of fixed windows: policy/rule/values joined
@@ -190,7 +191,7 @@ func TestRuntimeOverrideMissingAttribute(t *testing.T) {
 func TestRuntimeOverrideDenyCache(t *testing.T) {
 	t.Parallel()
 	ov := &overrideMap{}
-	clock := &manualClock{now: t0}
+	clock := storetest.NewClock(t0)
 	var hits []store.Request
 	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{Clock: clock, Overrides: ov,
 		OnCacheHit: func(req *store.Request) {

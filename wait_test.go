@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // Every test here runs in a synctest bubble: time.Now and timers are fake
@@ -189,32 +190,8 @@ func TestWaitContextAlreadyDone(t *testing.T) {
 	})
 }
 
-// fakeClock is an injected Clock whose timers fire when the test says.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	slept  []time.Duration
-	timers chan chan time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.slept = append(c.slept, d)
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers <- ch
-	return ch
-}
-
 func TestWaitUsesTheConfiguredClock(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: t0, timers: make(chan chan time.Time, 1)}
+	clock := storetest.NewClock(storetest.T0)
 	store := memstore.New(memstore.Config{Clock: clock.Now})
 	lim := sluice.NewLimiter(store, sluice.Config{Clock: clock})
 	s := fourPerSecond(2 * time.Second)
@@ -226,18 +203,19 @@ func TestWaitUsesTheConfiguredClock(t *testing.T) {
 		_, err := lim.Wait(context.Background(), s, c45, 1)
 		done <- err
 	}()
-	timer := <-clock.timers
+	clock.AwaitTimers(1)
+	if at := clock.Timers(); len(at) != 1 || !at[0].Equal(storetest.T0.Add(500*time.Millisecond)) {
+		t.Errorf("Wait sleeps until %v, want T0+500ms (cost 2 takes two intervals)", at)
+	}
+	clock.Advance(499 * time.Millisecond)
 	select {
 	case err := <-done:
 		t.Fatalf("Wait returned before its timer fired: %v", err)
 	default:
 	}
-	timer <- t0.Add(500 * time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	if want := []time.Duration{500 * time.Millisecond}; !slices.Equal(clock.slept, want) {
-		t.Errorf("slept %v, want %v (cost 2 takes two intervals)", clock.slept, want)
 	}
 }
 

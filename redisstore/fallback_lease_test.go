@@ -12,15 +12,6 @@ import (
 	"github.com/sluicerate/sluice/storetest"
 )
 
-// stepClock is a sluice.Clock that moves only when told: the breaker's.
-type stepClock struct{ *storetest.Clock }
-
-func (c stepClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now().Add(d)
-	return ch
-}
-
 // TestFallbackLeasesRedisDown freezes Redis (SIGSTOP): Acquire takes its
 // leases on the memory fallback store, at most the concurrency divided by
 // the share (8/4) in flight; released while Redis is down or after it is
@@ -30,7 +21,7 @@ func (c stepClock) After(d time.Duration) <-chan time.Time {
 // there, Redis then holds the lease granted before alone.
 func TestFallbackLeasesRedisDown(t *testing.T) {
 	srv, s := openOwn(t, redisstore.Config{Prefix: newPrefix()})
-	clock := stepClock{storetest.NewClock(storetest.T0)}
+	clock := storetest.NewClock(storetest.T0)
 	fb := memstore.New(memstore.Config{Clock: clock.Now})
 	defer fb.Close()
 	lim := sluice.NewLimiter(s, sluice.Config{Fallback: fb, FallbackShare: 4, Timeout: 100 * time.Millisecond,

@@ -470,7 +470,7 @@ var budgetCases = []testCase{
 // one process.
 func (e *env) process() *sluice.Limiter {
 	cfg := e.cfg
-	cfg.Clock = limiterClock{e.clock}
+	cfg.Clock = e.clock
 	return sluice.NewLimiter(e.target.Store, cfg)
 }
 

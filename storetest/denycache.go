@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicerate/sluice"
 )
@@ -40,12 +39,6 @@ func RunDenyCache(t *testing.T, opener Opener) {
 type cacheTally struct {
 	hits, exact atomic.Int64
 }
-
-// limiterClock is the Limiter's clock in a case with the deny cache: the
-// case's manual clock, with real timers for Wait, as the default clock has.
-type limiterClock struct{ *Clock }
-
-func (limiterClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // policy returns p as the case's Limiter decides it: caching its denials
 // when the deny cache is on.

@@ -63,7 +63,7 @@ func open(t *testing.T, opener Opener, cache *cacheTally) *env {
 	e := &env{t: t, ctx: context.Background(), clock: clock, target: target, cache: cache}
 	if cache != nil {
 		// The cache times its entries on the Limiter's clock: the store's.
-		cfg.Clock = limiterClock{clock}
+		cfg.Clock = clock
 		e.raw = sluice.NewLimiter(target.Store, cfg)
 		cfg.DenyCache = 0
 	}

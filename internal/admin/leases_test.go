@@ -66,10 +66,10 @@ func TestAdminInspectLeasesRedis(t *testing.T) {
 	bs := newBrowserServer(t, leaseConfig, 0)
 	t0 := bs.clock.Now()
 	ids := []string{acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"ann"},"cost":50}`)}
-	bs.clock.Add(2 * time.Second)
+	bs.clock.Advance(2 * time.Second)
 	ids = append(ids, acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"ann"},"cost":70}`))
 	acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"bob"}}`)
-	bs.clock.Add(time.Second) // t0 + 3s
+	bs.clock.Advance(time.Second) // t0 + 3s
 
 	inspect := func(what string, alive int64, taken ...int) admin.InspectJSON {
 		t.Helper()
@@ -116,7 +116,7 @@ func TestAdminInspectLeasesRedis(t *testing.T) {
 	inspect("the second released", 1, 0)
 	// At t0 + 30s the first lease expires: the window lists none, though
 	// its token stays in the key until the rule is next decided.
-	bs.clock.Add(27 * time.Second)
+	bs.clock.Advance(27 * time.Second)
 	inspect("the first expired", 0)
 	getAdmin(t, bs.admin.URL+"/api/v1/leases", &l)
 	if len(l.Rules) != 1 || l.Rules[0].InFlight != 1 || l.Rules[0].Expired != 1 { // bob's is alive until t0 + 32s
@@ -141,7 +141,7 @@ func TestAdminPageLeases(t *testing.T) {
 	chrome := browserPath(t)
 	bs := newBrowserServer(t, leaseConfig, 0)
 	a := acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"ann"}}`)
-	bs.clock.Add(time.Second)
+	bs.clock.Advance(time.Second)
 	b := acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"ann"}}`)
 	acquireOn(t, bs.public.URL, `{"policy":"llm","attributes":{"user":"bob"}}`)
 
@@ -172,7 +172,7 @@ func TestAdminPageLeases(t *testing.T) {
 	postJSON(t, bs.public.URL+"/v1/release", `{"lease":"`+b+`"}`, &rel)
 	p.eventually("ann's leases after a release", rows+`.map(e => e.dataset.lease).join(",")`, leaseToken(a))
 	p.eventually("leases in flight after a release", `document.querySelector('[data-in-flight="llm|in-flight"]').dataset.n`, "2")
-	bs.clock.Add(29 * time.Second)
+	bs.clock.Advance(29 * time.Second)
 	p.eventually("ann's leases once expired", `document.querySelector('#inspect-result [data-window="in-flight"]')?.dataset.alive + "/" + `+rows+`.length`, "0/0")
 	p.eventually("leases expired", `document.querySelector('[data-expired="llm|in-flight"]').dataset.n`, "1")
 	p.screenshot("SLUICE_ADMIN_LEASES_SCREENSHOT")

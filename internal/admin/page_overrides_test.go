@@ -101,7 +101,7 @@ func TestAdminOverridesInBrowser(t *testing.T) {
 	if got := limitOf("bob"); got != 0 {
 		t.Errorf("bob's limit %d, want 0", got)
 	}
-	clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	b.eventually("bob's row an hour later", bob+`?.dataset.state ?? "gone"`, "inactive")
 	if got := limitOf("bob"); got != 5 {
 		t.Errorf("an hour later bob's limit is %d, want the file's 5", got)

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/storetest"
 )
 
 // browserPath returns the Chromium to drive, skipping the test when there
@@ -91,10 +92,10 @@ func TestAdminPageInBrowser(t *testing.T) {
 	// the minimum gap; the shadow policy would deny its second request.
 	for range 4 {
 		decide(`{"policy":"notify","attributes":{"category":"alerts"}}`)
-		clock.Add(200 * time.Millisecond)
+		clock.Advance(200 * time.Millisecond)
 	}
 	decide(`{"policy":"notify","attributes":{"category":"billing"}}`)
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	decide(`{"policy":"notify","attributes":{"category":"billing"}}`)
 	decide(`{"policy":"push","attributes":{"user":"ann"}}`)
 	decide(`{"policy":"push","attributes":{"user":"ann"}}`)
@@ -138,7 +139,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if err != nil || first <= 0 || first > 60000 {
 		t.Fatalf("the wait shown for alerts is %d ms (%v), want within the 1 min window", first, err)
 	}
-	clock.Add(7 * time.Second)
+	clock.Advance(7 * time.Second)
 	eventually("the wait 7 s later", row+`?.dataset.waitMs`, strconv.FormatInt(first-7000, 10))
 	if got := text(row + `.querySelector("td.wait").textContent`); got != fmtSeconds(first-7000) {
 		t.Errorf("the wait reads %q, want %q", got, fmtSeconds(first-7000))
@@ -191,7 +192,7 @@ const browserToken = "browser-test-token"
 // (behind browserToken).
 type browserServer struct {
 	srv           *server.Server
-	clock         *stepClock
+	clock         *storetest.Clock
 	reg           *prometheus.Registry
 	public, admin *httptest.Server
 }
@@ -201,7 +202,7 @@ type browserServer struct {
 func newBrowserServer(t *testing.T, text string, denyCache int) *browserServer {
 	t.Helper()
 	rs := redistest.Start(t)
-	bs := &browserServer{clock: &stepClock{now: time.Now().Truncate(time.Second)}, reg: prometheus.NewRegistry()}
+	bs := &browserServer{clock: storetest.NewClock(time.Now().Truncate(time.Second)), reg: prometheus.NewRegistry()}
 	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "admin-browser", Clock: bs.clock.Now})
 	if err != nil {
 		t.Fatal(err)

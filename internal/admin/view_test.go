@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,31 +18,8 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/storetest"
 )
-
-// stepClock is a sluice.Clock that moves only when told.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now().Add(d)
-	return ch
-}
-
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // testConfig is the configuration of the admin tests' servers.
 const testConfig = `
@@ -74,7 +50,7 @@ type adminServer struct {
 	srv   *server.Server
 	reg   *prometheus.Registry
 	h     http.Handler
-	clock *stepClock
+	clock *storetest.Clock
 	admin http.Handler
 }
 
@@ -91,7 +67,7 @@ func newAdminServerWith(t *testing.T, file string, token string, opts server.Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := memstore.New(memstore.Config{Clock: clock.Now})
 	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
@@ -256,7 +232,7 @@ func TestAdminRatesMatchCounters(t *testing.T) {
 		as.do("POST", "/v1/decide", fmt.Sprintf(`{"policy":"notify","attributes":{"category":"c%d"}}`, i%3))
 		as.do("POST", "/v1/decide", `{"policy":"shadowed"}`)
 		if i%4 == 0 {
-			as.clock.Add(time.Second)
+			as.clock.Advance(time.Second)
 		}
 	}
 	as.do("POST", "/v1/peek", `{"policy":"notify","attributes":{"category":"c0"}}`) // not counted
@@ -321,15 +297,15 @@ func TestAdminDeniedWaitDecreases(t *testing.T) {
 	if k.Values[0] != "203.0.113.9" || k.Count != 1 || k.WaitMS != 60000 {
 		t.Errorf("denied key %+v, want 203.0.113.9 denied once, let through in 60 s", k)
 	}
-	as.clock.Add(1500 * time.Millisecond)
+	as.clock.Advance(1500 * time.Millisecond)
 	if k2 := find(); k2.WaitMS != k.WaitMS-1500 || !k2.LetThroughAt.Equal(k.LetThroughAt) {
 		t.Errorf("1.5 s later: wait %d ms, want %d", k2.WaitMS, k.WaitMS-1500)
 	}
-	as.clock.Add(time.Minute)
+	as.clock.Advance(time.Minute)
 	if k3 := find(); k3.WaitMS != 0 {
 		t.Errorf("a minute later: wait %d ms, want 0", k3.WaitMS)
 	}
-	as.clock.Add(admin.DeniedStale)
+	as.clock.Advance(admin.DeniedStale)
 	var d admin.DeniedJSON
 	as.getJSON("/api/v1/denied", &d)
 	for _, r := range d.Rules {
@@ -491,7 +467,7 @@ func TestAdminLeasesMemory(t *testing.T) {
 		t.Errorf("before any lease: %+v", l.Rules[0])
 	}
 	a := as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
-	as.clock.Add(time.Second)
+	as.clock.Advance(time.Second)
 	as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
 	as.acquire(`{"policy":"llm","attributes":{"user":"bob"},"cost":100}`)
 	if l := leases(); l.Rules[0].InFlight != 3 || l.Rules[0].Expired != 0 {
@@ -515,7 +491,7 @@ func TestAdminLeasesMemory(t *testing.T) {
 	// Ann's third fills her window: retry_after is until her earliest lease
 	// (taken at 1 s) expires.
 	as.acquire(`{"policy":"llm","attributes":{"user":"ann"},"cost":100}`)
-	as.clock.Add(10 * time.Second)
+	as.clock.Advance(10 * time.Second)
 	if w := as.inspect(`{"policy":"llm","attributes":{"user":"ann"}}`).Windows[1]; w.Alive == nil || *w.Alive != 2 {
 		t.Errorf("ann's window after a release and one more = %+v, want 2 alive", w)
 	}
@@ -526,7 +502,7 @@ func TestAdminLeasesMemory(t *testing.T) {
 		t.Errorf("ann's full window = %+v, want 3 alive, retry after 20 s (her lease taken at 1 s expires at 31 s), the last expiring in 30 s", w)
 	}
 	// 30 s after the last lease, every lease has expired unreleased.
-	as.clock.Add(30 * time.Second)
+	as.clock.Advance(30 * time.Second)
 	if l := leases(); l.Rules[0].InFlight != 0 || l.Rules[0].Expired != 4 {
 		t.Errorf("all expired: %+v, want 0 in flight, 4 expired", l.Rules[0])
 	}

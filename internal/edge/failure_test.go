@@ -74,11 +74,6 @@ func (s *switchStore) Decide(ctx context.Context, req *store.Request) error {
 
 func (s *switchStore) Close() error { return s.mem.Close() }
 
-// limiterClock is a manual clock for the Limiter's circuit breaker.
-type limiterClock struct{ *storetest.Clock }
-
-func (limiterClock) After(time.Duration) <-chan time.Time { return nil }
-
 // TestStoreOutageLogs: an outage of the store is logged as its first
 // failure, the circuit opening and the end, not a line per request; the
 // edge's outcomes are the same for every request.
@@ -87,7 +82,7 @@ func TestStoreOutageLogs(t *testing.T) {
 	clock := storetest.NewClock(storetest.T0)
 	s := &switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}
 	t.Cleanup(func() { _ = s.Close() })
-	lim := sluice.NewLimiter(s, sluice.Config{Clock: limiterClock{clock}})
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock})
 	var logs bytes.Buffer
 	log := PackageLog(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey && len(groups) == 0 {
@@ -173,7 +168,7 @@ func TestFallbackLeaseFinish(t *testing.T) {
 	s := &leaseSwitchStore{switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}}
 	fb := memstore.New(memstore.Config{Clock: clock.Now})
 	t.Cleanup(func() { _ = s.Close(); _ = fb.Close() })
-	lim := sluice.NewLimiter(s, sluice.Config{Clock: limiterClock{clock}, Fallback: fb, FallbackShare: 2})
+	lim := sluice.NewLimiter(s, sluice.Config{Clock: clock, Fallback: fb, FallbackShare: 2})
 	var logs bytes.Buffer
 	log := PackageLog(slog.New(slog.NewTextHandler(&logs, nil)), "test", "request")
 	log.Outage = outage.New(outage.Config{Logger: log.Logger, Now: clock.Now, Circuit: lim.Circuit, Prefix: log.Prefix})

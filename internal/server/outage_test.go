@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,31 +17,8 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
 )
-
-// stepClock is a sluice.Clock that moves only when told.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now().Add(d)
-	return ch
-}
-
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // switchStore is a memory store that fails while down is set, as a Redis
 // that stops and comes back. It is not a store.Local, so the Limiter
@@ -81,7 +57,7 @@ func (s *switchStore) Close() error { return s.mem.Close() }
 // (decisions, schedules, Envoy domains), then summarized, then its end,
 // whichever API failed; the metrics count every call.
 func TestStoreOutageLogs(t *testing.T) {
-	clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := &switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}
 	t.Cleanup(func() { _ = st.Close() })
 	cfg, err := config.Parse("f.yaml", []byte(testConfig))
@@ -126,18 +102,18 @@ func TestStoreOutageLogs(t *testing.T) {
 	st.down.Store(true)
 	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
 	st.down.Store(false)
-	clock.Add(300 * time.Millisecond)
+	clock.Advance(300 * time.Millisecond)
 	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
 	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
 
 	// A longer one, on every API.
 	st.down.Store(true)
-	clock.Add(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	post("/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
 	post("/v1/reserve", `{"schedule":"carrier","attributes":{"carrier":"1"}}`)
 	post("/v1/cancel", `{"schedule":"carrier","attributes":{"carrier":"1"},"id":"`+res.ID+`"}`)
 	envoy()
-	clock.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	post("/v1/decide", `{"policy":"notify","attributes":{"category":"b"}}`) // the fifth failure opens the circuit
 	for range 100 {
 		post("/v1/decide", `{"policy":"edge","attributes":{"ip":"1","user":"u"}}`)
