@@ -6,6 +6,26 @@ import (
 	"time"
 )
 
+// Breaker configures a Limiter's circuit breaker. The zero value is the
+// default. A store.Sharded (a Redis Cluster's store) has a breaker per
+// shard with these settings: a master that fails opens the circuit for
+// its own windows, and the others' are still decided.
+type Breaker struct {
+	// Failures is the number of consecutive store failures that open the
+	// circuit. Default 5; a negative value disables the breaker.
+	Failures int
+
+	// CoolDown is how long an open circuit answers without calling the
+	// store before one request probes it. Default 1s.
+	CoolDown time.Duration
+}
+
+// Defaults of Breaker's fields.
+const (
+	DefaultBreakerFailures = 5
+	DefaultBreakerCoolDown = time.Second
+)
+
 // breaker is a circuit breaker over a store: closed, it lets every call
 // through and counts consecutive failures; open, it lets none through until
 // its cool-down ends; then, half-open, it lets exactly one probe through,

@@ -89,26 +89,6 @@ type Config struct {
 // DefaultTimeout is Config.Timeout's default.
 const DefaultTimeout = 50 * time.Millisecond
 
-// Breaker configures a Limiter's circuit breaker. The zero value is the
-// default. A store.Sharded (a Redis Cluster's store) has a breaker per
-// shard with these settings: a master that fails opens the circuit for
-// its own windows, and the others' are still decided.
-type Breaker struct {
-	// Failures is the number of consecutive store failures that open the
-	// circuit. Default 5; a negative value disables the breaker.
-	Failures int
-
-	// CoolDown is how long an open circuit answers without calling the
-	// store before one request probes it. Default 1s.
-	CoolDown time.Duration
-}
-
-// Defaults of Breaker's fields.
-const (
-	DefaultBreakerFailures = 5
-	DefaultBreakerCoolDown = time.Second
-)
-
 // Limiter decides requests against policies over a store. It resolves a
 // policy and a request's attributes into the windows the request must fit
 // (the rules that apply, with their limits), validates the request before
