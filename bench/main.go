@@ -1,7 +1,8 @@
 // Command bench compares sluice with its peers in one run, on one
 // redis-server it starts itself, with one workload: 64 goroutines over
 // 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
-// (docs/benchmarks.md holds a run's output) and progress on stderr.
+// (docs/benchmarks.md holds the current figures, bench/results/ the runs) and
+// progress on stderr.
 //
 //	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets,instructions]
 //
