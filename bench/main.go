@@ -1,8 +1,8 @@
 // Command bench compares sluice with its peers in one run, on one
 // redis-server it starts itself, with one workload: 64 goroutines over
 // 10,000 keys at 100 decisions per key per minute. It prints Markdown tables
-// (docs/benchmarks.md holds the current figures, bench/results/ the runs) and
-// progress on stderr.
+// (docs/benchmarks.md holds the current figures) and progress on stderr, and
+// keeps each run's tables in a file of its own under results/ (-results).
 //
 //	go run . [-d 4s] [-rounds 3] [-sections redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets,instructions]
 //
@@ -30,7 +30,8 @@ func main() {
 		rounds     = flag.Int("rounds", 3, "rounds of the Redis comparison; the median is reported")
 		goroutines = flag.Int("goroutines", 64, "goroutines deciding at once")
 		keys       = flag.Int("keys", 10_000, "distinct keys")
-		sections   = flag.String("sections", "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets", "sections to run, comma-separated")
+		sections   = flag.String("sections", defaultSections, "sections to run, comma-separated")
+		results    = flag.String("results", "results", "also write the tables to a new file in this folder, named by the date, time and sections (empty: stdout only)")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
 		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this")
@@ -43,6 +44,17 @@ func main() {
 		irServer   = flag.String("ir-redis-server", "", "instructions section: the redis-server executable to count (default: from PATH)")
 	)
 	flag.Parse()
+	if *results != "" {
+		path, done, err := keepResults(*results, *sections, time.Now())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer func() {
+			done()
+			fmt.Fprintln(os.Stderr, "bench: the tables are in", path)
+		}()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -128,6 +140,9 @@ func main() {
 		b.budgetsTable(*rounds)
 	}
 }
+
+// defaultSections are the sections a run without -sections runs.
+const defaultSections = "redis,retry,memory,ceiling,rules,limits,algorithms,hotkey,cluster,keys,flood,service,http,leases,budgets"
 
 type bench struct {
 	addr     string
