@@ -1,0 +1,158 @@
+package soak
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// The budget checker, like the decision checker, knows nothing of sluice
+// or of slices: it sees each process's admissions of the budgeted rule as
+// send and reply times, and holds them to the rule's promise, at most
+// BudgetLimit in any window of BudgetWindow (SlidingOver). It also counts
+// what the rule admitted per window, to measure what slices cost: in
+// windows away from every fault (the steady state), and from a fault to
+// a slice's life and a window after it, when a slice a killed process
+// held is counted in the store and used by nobody.
+
+// BudgetAdmissions returns the admissions among calls, sorted by their
+// reply (SortAdmissions).
+func BudgetAdmissions(calls []BudgetCall) []Interval {
+	var adm []Interval
+	for _, c := range calls {
+		if c.Outcome == Allowed {
+			adm = append(adm, Interval{Sent: c.Sent, Replied: c.Replied})
+		}
+	}
+	SortAdmissions(adm)
+	return adm
+}
+
+// WindowCounts returns, for each instant t of ends (sorted), how many
+// admissions certainly lie in the window (t-window, t]: those sent after
+// t-window and answered by t, by the rule SlidingOver uses. It is a lower
+// bound on what the store admitted in that window. adm must be sorted by
+// Replied.
+func WindowCounts(adm []Interval, window time.Duration, ends []int64) []int64 {
+	out := make([]int64, len(ends))
+	left := 0
+	for k, t := range ends {
+		from := t - int64(window) + usMargin
+		for left < len(adm) && adm[left].Replied <= from {
+			left++ // answered by from, so sent by it: outside this window and later ones
+		}
+		var n int64
+		for i := left; i < len(adm) && adm[i].Replied <= t; i++ {
+			if adm[i].Sent > from {
+				n++
+			}
+		}
+		out[k] = n
+	}
+	return out
+}
+
+// Span is an interval of time [From, To], ns.
+type Span struct{ From, To int64 }
+
+// SteadyEnds returns the instants from + window, from + window + step, ...
+// up to to whose windows (t-window, t] overlap none of busy: the ends of
+// the windows that lie in [from, to] and away from every fault.
+func SteadyEnds(from, to int64, step, window time.Duration, busy []Span) []int64 {
+	var out []int64
+	for t := from + int64(window); t <= to; t += int64(step) {
+		if !slices.ContainsFunc(busy, func(s Span) bool { return s.From <= t && s.To > t-int64(window) }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// budgetStep is the step between the ends of the windows the budget
+// checker counts.
+const budgetStep = 100 * time.Millisecond
+
+// budgetAftermath is how long after a fault's end the windows the budget
+// checker counts are not steady: a slice's life and a window (a slice the
+// fault stranded is counted until then), and 2 s to recover.
+const budgetAftermath = BudgetTime + BudgetWindow + 2*time.Second
+
+// AnalyzeBudget adds the budget workload's figures to res (one per phase,
+// as Analyze returns them): calls are every budget process's decisions;
+// the steady windows start warmup after the first phase's start.
+func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time.Duration) {
+	if len(phases) == 0 {
+		return
+	}
+	phaseOf, blame := blamers(phases)
+	for _, c := range calls {
+		i := phaseOf(c.Sent)
+		if i < 0 {
+			continue
+		}
+		r := &res[i]
+		r.BudgetDecisions++
+		switch {
+		case c.Outcome == Allowed:
+			r.BudgetAdmitted++
+		case c.Outcome.Degraded():
+			r.BudgetDegraded++
+		}
+		if c.Local {
+			r.BudgetLocal++
+		}
+	}
+	adm := BudgetAdmissions(calls)
+	over := make([]int64, len(phases))
+	for _, o := range SlidingOver(adm, BudgetLimit, BudgetWindow) {
+		if i := blame(o.At); i >= 0 {
+			over[i] = max(over[i], o.Excess)
+		}
+	}
+	var busy []Span
+	for i, p := range phases {
+		res[i].BudgetOver = over[i]
+		res[i].BudgetLow = -1
+		if p.FaultStart != 0 {
+			busy = append(busy, Span{p.FaultStart, p.FaultEnd + int64(budgetAftermath)})
+		}
+	}
+	first, last := phases[0].Start+int64(warmup), phases[len(phases)-1].End
+	steady := SteadyEnds(first, last, budgetStep, BudgetWindow, busy)
+	for k, n := range WindowCounts(adm, BudgetWindow, steady) {
+		if i := phaseOf(steady[k]); i >= 0 {
+			res[i].BudgetSteady += n
+			res[i].BudgetSteadyWins++
+		}
+	}
+	// From the fault to a slice's life and a window after its end, at
+	// most to the phase's end.
+	for i, p := range phases {
+		if p.FaultStart == 0 {
+			continue
+		}
+		var ends []int64
+		for t := p.FaultStart; t <= min(p.End, p.FaultEnd+int64(BudgetTime+BudgetWindow)); t += int64(budgetStep) {
+			ends = append(ends, t)
+		}
+		if counts := WindowCounts(adm, BudgetWindow, ends); len(counts) > 0 {
+			res[i].BudgetLow = slices.Min(counts)
+		}
+	}
+}
+
+// SteadyShare returns the mean admitted per steady window over res as a
+// share of BudgetLimit, and the number of windows; NaN when there are
+// none.
+func SteadyShare(res []Result) (float64, int) {
+	var sum int64
+	var wins int
+	for _, r := range res {
+		sum += r.BudgetSteady
+		wins += r.BudgetSteadyWins
+	}
+	if wins == 0 {
+		return math.NaN(), 0
+	}
+	return float64(sum) / float64(wins) / BudgetLimit, wins
+}
