@@ -85,12 +85,13 @@ type Result struct {
 	// BudgetOver is the certain over-admissions of the budgeted rule, the
 	// largest excess blamed on the phase as Over is.
 	BudgetOver int64
-	// BudgetSteady is the admissions certainly in the phase's steady
-	// windows (away from every fault, SteadyEnds), summed, and
-	// BudgetSteadyWins their number.
-	BudgetSteady     int64
-	BudgetSteadyWins int
-	// BudgetLow is the fewest admissions certainly in a window that ends
+	// BudgetSteady is the admissions answered in the phase's steady
+	// windows (away from every fault, SteadyEnds), summed,
+	// BudgetSteadyCertain those certainly in them, and BudgetSteadyWins
+	// their number.
+	BudgetSteady, BudgetSteadyCertain int64
+	BudgetSteadyWins                  int
+	// BudgetLow is the fewest admissions answered in a window that ends
 	// from the fault to a slice's life and a window after its end (-1:
 	// no fault).
 	BudgetLow int64

@@ -27,7 +27,7 @@ const (
 	// BudgetWorkers is how many processes decide the budgeted rule.
 	BudgetWorkers = 3
 	// BudgetLimit is the rule's limit per BudgetWindow.
-	BudgetLimit = 3000
+	BudgetLimit = 2000
 	// BudgetWindow is the rule's window.
 	BudgetWindow = 2 * time.Second
 	// BudgetTime is the rule's budget: the longest a process holds a

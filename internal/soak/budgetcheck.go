@@ -10,9 +10,12 @@ import (
 // or of slices: it sees each process's admissions of the budgeted rule as
 // send and reply times, and holds them to the rule's promise, at most
 // BudgetLimit in any window of BudgetWindow (SlidingOver). It also counts
-// what the rule admitted per window, to measure what slices cost: in
-// windows away from every fault (the steady state), and from a fault to
-// a slice's life and a window after it, when a slice a killed process
+// what the rule admitted per window, to measure what slices cost: the
+// admissions answered in each window (ReplyCounts: what callers were
+// given in it), and those certainly in it (WindowCounts: a lower bound
+// that leaves out the admissions whose call spans an edge of the window);
+// in windows away from every fault (the steady state), and from a fault
+// to a slice's life and a window after it, when a slice a killed process
 // held is counted in the store and used by nobody.
 
 // BudgetAdmissions returns the admissions among calls, sorted by their
@@ -48,6 +51,19 @@ func WindowCounts(adm []Interval, window time.Duration, ends []int64) []int64 {
 			}
 		}
 		out[k] = n
+	}
+	return out
+}
+
+// ReplyCounts returns, for each instant t of ends (sorted), how many
+// admissions were answered in the window (t-window, t]: what the callers
+// were given in it, to act on. adm must be sorted by Replied.
+func ReplyCounts(adm []Interval, window time.Duration, ends []int64) []int64 {
+	out := make([]int64, len(ends))
+	for k, t := range ends {
+		lo, _ := slices.BinarySearchFunc(adm, t-int64(window)+1, func(a Interval, t int64) int { return cmpInt(a.Replied, t) })
+		hi, _ := slices.BinarySearchFunc(adm, t+1, func(a Interval, t int64) int { return cmpInt(a.Replied, t) })
+		out[k] = int64(hi - lo)
 	}
 	return out
 }
@@ -119,9 +135,11 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 	}
 	first, last := phases[0].Start+int64(warmup), phases[len(phases)-1].End
 	steady := SteadyEnds(first, last, budgetStep, BudgetWindow, busy)
-	for k, n := range WindowCounts(adm, BudgetWindow, steady) {
+	certain := WindowCounts(adm, BudgetWindow, steady)
+	for k, n := range ReplyCounts(adm, BudgetWindow, steady) {
 		if i := phaseOf(steady[k]); i >= 0 {
 			res[i].BudgetSteady += n
+			res[i].BudgetSteadyCertain += certain[k]
 			res[i].BudgetSteadyWins++
 		}
 	}
@@ -135,24 +153,24 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 		for t := p.FaultStart; t <= min(p.End, p.FaultEnd+int64(BudgetTime+BudgetWindow)); t += int64(budgetStep) {
 			ends = append(ends, t)
 		}
-		if counts := WindowCounts(adm, BudgetWindow, ends); len(counts) > 0 {
+		if counts := ReplyCounts(adm, BudgetWindow, ends); len(counts) > 0 {
 			res[i].BudgetLow = slices.Min(counts)
 		}
 	}
 }
 
-// SteadyShare returns the mean admitted per steady window over res as a
-// share of BudgetLimit, and the number of windows; NaN when there are
-// none.
-func SteadyShare(res []Result) (float64, int) {
-	var sum int64
-	var wins int
+// SteadyShare returns the mean of the admissions answered per steady
+// window over res as a share of BudgetLimit, the same of those certainly
+// in it, and the number of windows; NaNs when there are none.
+func SteadyShare(res []Result) (replied, certain float64, wins int) {
+	var sum, sure int64
 	for _, r := range res {
 		sum += r.BudgetSteady
+		sure += r.BudgetSteadyCertain
 		wins += r.BudgetSteadyWins
 	}
 	if wins == 0 {
-		return math.NaN(), 0
+		return math.NaN(), math.NaN(), 0
 	}
-	return float64(sum) / float64(wins) / BudgetLimit, wins
+	return float64(sum) / float64(wins) / BudgetLimit, float64(sure) / float64(wins) / BudgetLimit, wins
 }

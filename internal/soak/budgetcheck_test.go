@@ -161,8 +161,8 @@ func TestAnalyzeBudget(t *testing.T) {
 	if got, want := res[0].BudgetSteadyWins, 80; got != want {
 		t.Errorf("baseline steady windows %d, want %d", got, want)
 	}
-	if share, _ := SteadyShare(res[:1]); math.Abs(share-1) > 0.001 {
-		t.Errorf("baseline steady share %.4f, want 1", share)
+	if replied, certain, _ := SteadyShare(res[:1]); math.Abs(replied-1) > 0.001 || math.Abs(certain-1) > 0.001 {
+		t.Errorf("baseline steady share %.4f answered, %.4f certainly in; want 1 and 1", replied, certain)
 	}
 	// The fault phase: windows ending from 10 s to before 12 s are steady,
 	// then none until a window after the aftermath (13 s + 4.5 s): those
@@ -201,11 +201,32 @@ func TestAnalyzeBudget(t *testing.T) {
 }
 
 func TestSteadyShare(t *testing.T) {
-	if share, wins := SteadyShare([]Result{{}}); !math.IsNaN(share) || wins != 0 {
-		t.Errorf("no windows: %v, %d; want NaN, 0", share, wins)
+	if replied, certain, wins := SteadyShare([]Result{{}}); !math.IsNaN(replied) || !math.IsNaN(certain) || wins != 0 {
+		t.Errorf("no windows: %v, %v, %d; want NaN, NaN, 0", replied, certain, wins)
 	}
-	res := []Result{{BudgetSteady: 2 * BudgetLimit, BudgetSteadyWins: 2}, {BudgetSteady: BudgetLimit / 2, BudgetSteadyWins: 1}}
-	if share, wins := SteadyShare(res); math.Abs(share-2.5/3) > 1e-9 || wins != 3 {
-		t.Errorf("share %v over %d windows, want %v over 3", share, wins, 2.5/3)
+	res := []Result{
+		{BudgetSteady: 2 * BudgetLimit, BudgetSteadyCertain: BudgetLimit, BudgetSteadyWins: 2},
+		{BudgetSteady: BudgetLimit / 2, BudgetSteadyCertain: BudgetLimit / 2, BudgetSteadyWins: 1},
+	}
+	if replied, certain, wins := SteadyShare(res); math.Abs(replied-2.5/3) > 1e-9 || math.Abs(certain-1.5/3) > 1e-9 || wins != 3 {
+		t.Errorf("shares %v and %v over %d windows, want %v and %v over 3", replied, certain, wins, 2.5/3, 1.5/3)
+	}
+}
+
+func TestReplyCounts(t *testing.T) {
+	// Windows of 1 s ending at 1000, 1500 and 2000 ms.
+	ends := []int64{1000 * ms, 1500 * ms, 2000 * ms}
+	adm := []Interval{at(0, 1), at(400, 1200), at(999, 1), at(999, 2), at(1400, 1)}
+	SortAdmissions(adm)
+	// By reply: 1, 1000, 1001, 1401, 1600 ms; (0, 1000] holds the first
+	// two, (500, 1500] the second to the fourth, (1000, 2000] the last
+	// three.
+	if got, want := ReplyCounts(adm, time.Second, ends), []int64{2, 3, 3}; !slices.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+	// Certainly in: the call spanning 400 to 1600 ms is in none, nor are
+	// those sent at 999 ms in (1000, 2000].
+	if got, want := WindowCounts(adm, time.Second, ends), []int64{1, 3, 1}; !slices.Equal(got, want) {
+		t.Errorf("certain counts %v, want %v", got, want)
 	}
 }

@@ -45,13 +45,14 @@ func Table(res []Result) string {
 // one row per phase.
 func BudgetTable(res []Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| topology | phase | decisions | admitted | answered locally | degraded | over-admissions | admitted per steady window (%% of %d, windows) | fewest in a window, fault to %v after it (%% of %d) |\n",
+	fmt.Fprintf(&b, "| topology | phase | decisions | admitted | answered locally | degraded | over-admissions | admitted per steady window, %% of %d: answered in it / certainly in it (windows) | fewest answered in a window, fault to %v after it (%% of %d) |\n",
 		BudgetLimit, BudgetTime+BudgetWindow, BudgetLimit)
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res {
 		steady, low := "none", ""
 		if r.BudgetSteadyWins > 0 {
-			steady = fmt.Sprintf("%.1f%% (%d)", 100*float64(r.BudgetSteady)/float64(r.BudgetSteadyWins)/BudgetLimit, r.BudgetSteadyWins)
+			replied, certain, wins := SteadyShare([]Result{r})
+			steady = fmt.Sprintf("%.1f%% / %.1f%% (%d)", 100*replied, 100*certain, wins)
 		}
 		if r.BudgetLow >= 0 && r.Phase.FaultStart != 0 {
 			low = fmt.Sprintf("%d (%.1f%%)", r.BudgetLow, 100*float64(r.BudgetLow)/BudgetLimit)
