@@ -91,6 +91,9 @@ type Result struct {
 	// their number.
 	BudgetSteady, BudgetSteadyCertain int64
 	BudgetSteadyWins                  int
+	// BudgetSteadyLow is the fewest admissions answered in one of those
+	// windows (-1: none).
+	BudgetSteadyLow int64
 	// BudgetLow is the fewest admissions answered in a window that ends
 	// from the fault to a slice's life and a window after its end (-1:
 	// no fault).

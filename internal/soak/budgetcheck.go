@@ -128,7 +128,7 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 	var busy []Span
 	for i, p := range phases {
 		res[i].BudgetOver = over[i]
-		res[i].BudgetLow = -1
+		res[i].BudgetLow, res[i].BudgetSteadyLow = -1, -1
 		if p.FaultStart != 0 {
 			busy = append(busy, Span{p.FaultStart, p.FaultEnd + int64(budgetAftermath)})
 		}
@@ -138,6 +138,9 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 	certain := WindowCounts(adm, BudgetWindow, steady)
 	for k, n := range ReplyCounts(adm, BudgetWindow, steady) {
 		if i := phaseOf(steady[k]); i >= 0 {
+			if res[i].BudgetSteadyLow < 0 || n < res[i].BudgetSteadyLow {
+				res[i].BudgetSteadyLow = n
+			}
 			res[i].BudgetSteady += n
 			res[i].BudgetSteadyCertain += certain[k]
 			res[i].BudgetSteadyWins++

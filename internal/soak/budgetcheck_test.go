@@ -175,6 +175,9 @@ func TestAnalyzeBudget(t *testing.T) {
 	if got := res[1].BudgetLow; got != 0 {
 		t.Errorf("fault phase fewest in a window %d, want 0", got)
 	}
+	if got := res[0].BudgetSteadyLow; got < BudgetLimit-1 || got > BudgetLimit {
+		t.Errorf("baseline fewest in a steady window %d, want %d or %d", got, BudgetLimit-1, BudgetLimit)
+	}
 	if got := res[0].BudgetLow; got != -1 {
 		t.Errorf("baseline fewest in a window %d, want -1 (no fault)", got)
 	}
