@@ -357,26 +357,26 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		}
 	}
 	// The budget processes' own fault: the first is killed with SIGKILL,
-	// its slice left in the store until its end, and a successor started.
+	// its slice left in the store until its end, and a successor started
+	// (budgetProcs holds the live ones, killed the others).
 	killBudget := Fault{Name: "SIGKILL a budget process, restarted", Run: func(*Topology, string) (time.Time, time.Time, string, error) {
 		procMu.Lock()
 		victim := budgetProcs[0]
+		budgetProcs = budgetProcs[1:]
+		killed = append(killed, victim)
+		life := len(killed)
 		procMu.Unlock()
 		start := time.Now()
 		if err := victim.cmd.Process.Kill(); err != nil {
 			return start, time.Now(), "", err
 		}
 		victim.cmd.Wait() // "signal: killed"
-		procMu.Lock()
-		killed = append(killed, victim)
-		life := len(killed)
-		procMu.Unlock()
 		next, err := launch(budgetSpec(0, life))
 		if err != nil {
 			return start, time.Now(), "", err
 		}
 		procMu.Lock()
-		budgetProcs[0] = next
+		budgetProcs = append(budgetProcs, next)
 		procMu.Unlock()
 		if err := awaitReady(next); err != nil {
 			return start, time.Now(), "", fmt.Errorf("the successor %v", err)
