@@ -91,10 +91,80 @@ func ReadBudgetCalls(path string) ([]BudgetCall, error) {
 	return DecodeBudgetCalls(b), nil
 }
 
+// SliceLook is what a budget process held of the budgeted rule at an
+// instant (ns, CLOCK_REALTIME): its slice's units, how many it used, and
+// how long it could still admit from it; all 0 when it held none.
+type SliceLook struct {
+	At            int64
+	Granted, Used int64
+	Left          time.Duration
+}
+
+// sliceLookSize is a SliceLook's size in a worker's file.
+const sliceLookSize = 4 * 8
+
+// slicePeriod is how often a budget process writes what it holds.
+const slicePeriod = 50 * time.Millisecond
+
+// appendSliceLook appends l's encoding to dst.
+func appendSliceLook(dst []byte, l SliceLook) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(l.At))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(l.Granted))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(l.Used))
+	return binary.LittleEndian.AppendUint64(dst, uint64(l.Left))
+}
+
+// DecodeSliceLooks decodes a budget worker's file of SliceLooks, leaving
+// out a last partial one.
+func DecodeSliceLooks(b []byte) []SliceLook {
+	var out []SliceLook
+	for off := 0; off+sliceLookSize <= len(b); off += sliceLookSize {
+		out = append(out, SliceLook{
+			At:      int64(binary.LittleEndian.Uint64(b[off:])),
+			Granted: int64(binary.LittleEndian.Uint64(b[off+8:])),
+			Used:    int64(binary.LittleEndian.Uint64(b[off+16:])),
+			Left:    time.Duration(binary.LittleEndian.Uint64(b[off+24:])),
+		})
+	}
+	return out
+}
+
+// watchSlice writes what lim holds of the budgeted rule to path every
+// slicePeriod until stop is closed, each with one write call, so that
+// the file of a process killed with SIGKILL tells what it held then.
+func watchSlice(lim *sluice.Limiter, path string, stop <-chan struct{}) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("soak: %w", err)
+	}
+	tick := time.NewTicker(slicePeriod)
+	defer tick.Stop()
+	buf := make([]byte, 0, sliceLookSize)
+	for {
+		select {
+		case <-stop:
+			return f.Close()
+		case <-tick.C:
+		}
+		look := SliceLook{At: time.Now().UnixNano()}
+		for _, sl := range lim.Slices() {
+			if sl.Policy == "budget" && sl.Rule == "global" {
+				look.Granted, look.Used, look.Left = sl.Granted, sl.Used, sl.Left
+			}
+		}
+		buf = appendSliceLook(buf[:0], look)
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return fmt.Errorf("soak: %s: %w", path, err)
+		}
+	}
+}
+
 // runBudget decides the budgeted policy through lim from spec.Goroutines
 // goroutines, one decision per spec.Period each (as Work's goroutines do),
 // until stop is closed, writing each decision to spec.BudgetOut with one
-// write call as soon as it is answered. It returns the number of
+// write call as soon as it is answered, and what it holds to
+// spec.BudgetOut + ".slices" (watchSlice). It returns the number of
 // decisions.
 func runBudget(lim *sluice.Limiter, spec WorkerSpec, stop <-chan struct{}) (int, error) {
 	f, err := os.OpenFile(spec.BudgetOut, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
@@ -108,6 +178,8 @@ func runBudget(lim *sluice.Limiter, spec WorkerSpec, stop <-chan struct{}) (int,
 		first error
 		wg    sync.WaitGroup
 	)
+	var watchErr error
+	wg.Go(func() { watchErr = watchSlice(lim, spec.BudgetOut+".slices", stop) })
 	for g := range spec.Goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(spec.Seed, uint64(g)))
@@ -138,7 +210,7 @@ func runBudget(lim *sluice.Limiter, spec WorkerSpec, stop <-chan struct{}) (int,
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(first, f.Close()); err != nil {
+	if err := errors.Join(first, watchErr, f.Close()); err != nil {
 		return n, fmt.Errorf("soak: %s: %w", spec.BudgetOut, err)
 	}
 	return n, nil

@@ -26,6 +26,23 @@ func TestDecodeBudgetCalls(t *testing.T) {
 	}
 }
 
+func TestDecodeSliceLooks(t *testing.T) {
+	looks := []SliceLook{
+		{At: 1 << 60, Granted: 40, Used: 12, Left: 321 * time.Millisecond},
+		{At: 1<<60 + 50, Granted: 0, Used: 0, Left: 0},
+	}
+	var b []byte
+	for _, l := range looks {
+		b = appendSliceLook(b, l)
+	}
+	if got := DecodeSliceLooks(b); !slices.Equal(got, looks) {
+		t.Errorf("decoded %v, want %v", got, looks)
+	}
+	if got := DecodeSliceLooks(b[:len(b)-1]); !slices.Equal(got, looks[:1]) {
+		t.Errorf("with a partial look at the end: decoded %v, want %v", got, looks[:1])
+	}
+}
+
 func TestBudgetAdmissions(t *testing.T) {
 	calls := []BudgetCall{
 		{Outcome: Allowed, Sent: 5 * ms, Replied: 9 * ms},

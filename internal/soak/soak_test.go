@@ -385,7 +385,18 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			return start, time.Now(), "", err
 		}
 		end := time.Now()
-		return start, end, fmt.Sprintf("budget process %d killed; its successor %d deciding %s after", victim.cmd.Process.Pid, next.cmd.Process.Pid, secs(end.Sub(start))), nil
+		held := "no record of its slice"
+		if b, err := os.ReadFile(victim.file + ".slices"); err == nil {
+			if looks := DecodeSliceLooks(b); len(looks) > 0 {
+				l := looks[len(looks)-1]
+				ago := time.Duration(start.UnixNano() - l.At).Round(time.Millisecond)
+				held = fmt.Sprintf("%v before, it held no slice", ago)
+				if l.Granted > 0 {
+					held = fmt.Sprintf("%v before, it held a slice of %d units, %d unused, for %v more", ago, l.Granted, l.Granted-l.Used, l.Left.Round(time.Millisecond))
+				}
+			}
+		}
+		return start, end, fmt.Sprintf("budget process %d killed (%s); its successor %d deciding %s after", victim.cmd.Process.Pid, held, next.cmd.Process.Pid, secs(end.Sub(start))), nil
 	}}
 
 	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
