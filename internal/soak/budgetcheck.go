@@ -71,13 +71,34 @@ func ReplyCounts(adm []Interval, window time.Duration, ends []int64) []int64 {
 // Span is an interval of time [From, To], ns.
 type Span struct{ From, To int64 }
 
+// MergeSpans returns spans sorted by From with those that overlap or
+// touch merged into one.
+func MergeSpans(spans []Span) []Span {
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b Span) int { return cmpInt(a.From, b.From) })
+	var out []Span
+	for _, sp := range spans {
+		if n := len(out); n > 0 && sp.From <= out[n-1].To {
+			out[n-1].To = max(out[n-1].To, sp.To)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
 // SteadyEnds returns the instants from + window, from + window + step, ...
-// up to to whose windows (t-window, t] overlap none of busy: the ends of
-// the windows that lie in [from, to] and away from every fault.
+// up to to whose windows (t-window, t] overlap none of busy (sorted by
+// From, as MergeSpans returns them): the ends of the windows that lie in
+// [from, to] and away from every fault.
 func SteadyEnds(from, to int64, step, window time.Duration, busy []Span) []int64 {
 	var out []int64
+	k := 0
 	for t := from + int64(window); t <= to; t += int64(step) {
-		if !slices.ContainsFunc(busy, func(s Span) bool { return s.From <= t && s.To > t-int64(window) }) {
+		for k < len(busy) && busy[k].To <= t-int64(window) {
+			k++ // ended before this window and every later one
+		}
+		if !slices.ContainsFunc(busy[k:], func(s Span) bool { return s.From <= t && s.To > t-int64(window) }) {
 			out = append(out, t)
 		}
 	}
@@ -88,9 +109,10 @@ func SteadyEnds(from, to int64, step, window time.Duration, busy []Span) []int64
 // checker counts.
 const budgetStep = 100 * time.Millisecond
 
-// budgetAftermath is how long after a fault's end the windows the budget
-// checker counts are not steady: a slice's life and a window (a slice the
-// fault stranded is counted until then), and 2 s to recover.
+// budgetAftermath is how long after a fault's end, or a degraded
+// decision's answer, the windows the budget checker counts are not
+// steady: a slice's life and a window (a slice the fault stranded is
+// counted until then), and 2 s to recover.
 const budgetAftermath = BudgetTime + BudgetWindow + 2*time.Second
 
 // AnalyzeBudget adds the budget workload's figures to res (one per phase,
@@ -125,6 +147,10 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 			over[i] = max(over[i], o.Excess)
 		}
 	}
+	// Not steady: from a fault until its aftermath ends, and from a
+	// degraded decision (the store failed, or the circuit was open)
+	// until its own: a failure is a fault, whether the soak injected it
+	// or the machine stalled the store past its deadline.
 	var busy []Span
 	for i, p := range phases {
 		res[i].BudgetOver = over[i]
@@ -133,8 +159,13 @@ func AnalyzeBudget(res []Result, phases []Phase, calls []BudgetCall, warmup time
 			busy = append(busy, Span{p.FaultStart, p.FaultEnd + int64(budgetAftermath)})
 		}
 	}
+	for _, c := range calls {
+		if c.Outcome.Degraded() {
+			busy = append(busy, Span{c.Sent, c.Replied + int64(budgetAftermath)})
+		}
+	}
 	first, last := phases[0].Start+int64(warmup), phases[len(phases)-1].End
-	steady := SteadyEnds(first, last, budgetStep, BudgetWindow, busy)
+	steady := SteadyEnds(first, last, budgetStep, BudgetWindow, MergeSpans(busy))
 	certain := WindowCounts(adm, BudgetWindow, steady)
 	for k, n := range ReplyCounts(adm, BudgetWindow, steady) {
 		if i := phaseOf(steady[k]); i >= 0 {

@@ -137,7 +137,8 @@ func TestAnalyzeBudget(t *testing.T) {
 	}
 	// The limit admitted evenly, BudgetLimit per window, one admission
 	// every BudgetWindow / BudgetLimit (rounded up), answered at once; nothing from the
-	// fault's start until 14 s; a denial and a failure each second.
+	// fault's start until 14 s; a denial each second, and failures during
+	// the fault.
 	every := w/BudgetLimit + 1 // no more than BudgetLimit in any window
 	var calls []BudgetCall
 	for at := every / 2; at < 20*s; at += every {
@@ -147,7 +148,10 @@ func TestAnalyzeBudget(t *testing.T) {
 		calls = append(calls, BudgetCall{Outcome: Allowed, Local: at%(2*every) < every, Sent: at, Replied: at})
 	}
 	for at := int64(0); at < 20*s; at += s {
-		calls = append(calls, BudgetCall{Outcome: Denied, Sent: at, Replied: at + 1}, BudgetCall{Outcome: Failed, Sent: at, Replied: at + 1})
+		calls = append(calls, BudgetCall{Outcome: Denied, Sent: at, Replied: at + 1})
+	}
+	for at := 12 * s; at < 13*s; at += s / 10 { // the store failed during the fault
+		calls = append(calls, BudgetCall{Outcome: Failed, Sent: at, Replied: at + 1})
 	}
 	res := make([]Result, len(phases))
 	for i, p := range phases {
@@ -155,7 +159,7 @@ func TestAnalyzeBudget(t *testing.T) {
 	}
 	AnalyzeBudget(res, phases, calls, 0)
 
-	if got, want := res[0].BudgetDecisions, 10*BudgetLimit/2+20; got != want {
+	if got, want := res[0].BudgetDecisions, 10*BudgetLimit/2+10; got != want {
 		t.Errorf("baseline decisions %d, want %d", got, want)
 	}
 	if got, want := res[0].BudgetAdmitted, 10*BudgetLimit/2; got != want {
@@ -163,6 +167,9 @@ func TestAnalyzeBudget(t *testing.T) {
 	}
 	if got, want := res[0].BudgetLocal, 10*BudgetLimit/4; got != want {
 		t.Errorf("baseline answered locally %d, want %d", got, want)
+	}
+	if got, want := res[0].BudgetDegraded, 0; got != want {
+		t.Errorf("baseline degraded %d, want %d", got, want)
 	}
 	if got, want := res[1].BudgetDegraded, 10; got != want {
 		t.Errorf("fault phase degraded %d, want %d", got, want)
@@ -199,6 +206,22 @@ func TestAnalyzeBudget(t *testing.T) {
 		t.Errorf("baseline fewest in a window %d, want -1 (no fault)", got)
 	}
 
+	// A store failure in the baseline, at 5 s, is a fault too: no window
+	// that meets [5 s, 5 s + the aftermath] is steady, those ending from
+	// 5 s to 11.5 s; the baseline keeps those ending from 2 s to 4.9 s.
+	failed := append(slices.Clone(calls), BudgetCall{Outcome: Failed, Sent: 5 * s, Replied: 5 * s})
+	res3 := make([]Result, len(phases))
+	for i, p := range phases {
+		res3[i].Phase = p
+	}
+	AnalyzeBudget(res3, phases, failed, 0)
+	if got, want := res3[0].BudgetSteadyWins, 30; got != want {
+		t.Errorf("with a failure at 5 s: baseline steady windows %d, want %d", got, want)
+	}
+	if got, want := res3[1].BudgetSteadyWins, 5+5; got != want {
+		t.Errorf("with a failure at 5 s: fault phase steady windows %d, want %d (from 11.5 s, and from 19.5 s)", got, want)
+	}
+
 	// Admissions beyond the limit in full windows: 5 in the baseline, 2
 	// after the fault, which the excess is blamed on.
 	for range 5 {
@@ -217,6 +240,13 @@ func TestAnalyzeBudget(t *testing.T) {
 	}
 	if got := res2[1].BudgetOver; got != 2 {
 		t.Errorf("fault phase with 2 admissions more: over-admissions %d, want 2", got)
+	}
+}
+
+func TestMergeSpans(t *testing.T) {
+	got := MergeSpans([]Span{{5, 6}, {1, 3}, {2, 4}, {4, 4}, {8, 9}, {7, 8}})
+	if want := []Span{{1, 4}, {5, 6}, {7, 9}}; !slices.Equal(got, want) {
+		t.Errorf("merged %v, want %v", got, want)
 	}
 }
 

@@ -60,7 +60,7 @@ const (
 )
 
 // budgetHead says what the budget workload is, for the results.
-var budgetHead = fmt.Sprintf("%d processes x %d goroutines, one decision per %v each, of one rule of %d per %v with a budget of %v; a steady window is %v or more after the start and %v or more after a fault's end",
+var budgetHead = fmt.Sprintf("%d processes x %d goroutines, one decision per %v each, of one rule of %d per %v with a budget of %v; a steady window is %v or more after the start and %v or more after a fault's end or a degraded decision's answer",
 	BudgetWorkers, budgetGoroutines, budgetPeriod, BudgetLimit, BudgetWindow, BudgetTime, warmup, budgetAftermath)
 
 // TestSoak runs the chaos soak: SOAKTIME (default 10m) in all, SOAKRATE
