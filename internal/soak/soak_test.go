@@ -477,6 +477,9 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		if fs.IsZero() { // not injected
 			fs, fe = begin.Add(lead), begin.Add(lead)
 		}
+		if fe.IsZero() { // failed before it knew its end: over by now
+			fe = time.Now()
+		}
 		ph := Phase{Topology: top.Name, Name: f.Name, Start: begin.UnixNano(), FaultStart: fs.UnixNano(), FaultEnd: fe.UnixNano(),
 			Note: note, Lossy: f.Lossy, Outage: f.Outage, Control: f.Control}
 		time.Sleep(time.Until(begin.Add(run.phaseLen)))
