@@ -63,7 +63,8 @@ bench:
 
 ## soak: a chaos soak of the Redis store, about 10 minutes, not part of make test: 8 processes x 32 goroutines
 ## decide a mix of policies on a standalone server, a Cluster and a Sentinel setup (WaitForReplicas) while
-## their masters are flushed, restarted, frozen and failed over, and a checker that knows nothing of sluice
+## their masters are flushed, restarted, frozen and failed over, 3 more processes decide one budgeted rule
+## above its limit (one SIGKILLed and restarted), and a checker that knows nothing of sluice
 ## counts what each fault cost (docs/failure-modes.md, "Chaos soak"). Shorter: SOAKTIME=3m; fewer:
 ## SOAKTOPOLOGIES=cluster (of standalone,cluster,sentinel-acks, and cluster-acks, sentinel, sentinel2); SOAKLOSSY=1 adds
 ## the faults that lose admissions or refuse service by design, to measure them; SOAKCONTROL=1 two phases

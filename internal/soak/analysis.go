@@ -77,6 +77,27 @@ type Result struct {
 	// phase while fewer than LeaseSlots leases were possibly held
 	// (HeldByNobody): slots held by nobody past every lease time.
 	Nobody int
+	// BudgetDecisions, BudgetAdmitted, BudgetLocal and BudgetDegraded
+	// count the budget workload's decisions sent in the phase: all, those
+	// admitted, those answered from a slice without a store call, those
+	// the failure policy made (AnalyzeBudget).
+	BudgetDecisions, BudgetAdmitted, BudgetLocal, BudgetDegraded int
+	// BudgetOver is the certain over-admissions of the budgeted rule, the
+	// largest excess blamed on the phase as Over is.
+	BudgetOver int64
+	// BudgetSteady is the admissions answered in the phase's steady
+	// windows (away from every fault, SteadyEnds), summed,
+	// BudgetSteadyCertain those certainly in them, and BudgetSteadyWins
+	// their number.
+	BudgetSteady, BudgetSteadyCertain int64
+	BudgetSteadyWins                  int
+	// BudgetSteadyLow is the fewest admissions answered in one of those
+	// windows (-1: none).
+	BudgetSteadyLow int64
+	// BudgetLow is the fewest admissions answered in a window that ends
+	// from the fault to a slice's life and a window after its end (-1:
+	// no fault).
+	BudgetLow int64
 	// Others is the most CPU, in cores over one second, that the machine's
 	// other processes used from a second before the fault's end to 3 s
 	// after it, where the recovery is decided (0 when not measured).

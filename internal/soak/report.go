@@ -41,6 +41,35 @@ func Table(res []Result) string {
 	return b.String()
 }
 
+// BudgetTable returns the budget workload's results as a Markdown table,
+// one row per phase.
+func BudgetTable(res []Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| topology | phase | decisions | admitted | answered locally | degraded | over-admissions | admitted per steady window, %% of %d: answered in it / certainly in it (windows) | fewest answered in a steady window | fewest answered in a window, fault to %v after it (%% of %d) |\n",
+		BudgetLimit, BudgetTime+BudgetWindow, BudgetLimit)
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range res {
+		steady, steadyLow, low := "none", "", ""
+		if r.BudgetSteadyLow >= 0 {
+			steadyLow = fmt.Sprintf("%d (%.1f%%)", r.BudgetSteadyLow, 100*float64(r.BudgetSteadyLow)/BudgetLimit)
+		}
+		if r.BudgetSteadyWins > 0 {
+			replied, certain, wins := SteadyShare([]Result{r})
+			steady = fmt.Sprintf("%.1f%% / %.1f%% (%d)", 100*replied, 100*certain, wins)
+		}
+		if r.BudgetLow >= 0 && r.Phase.FaultStart != 0 {
+			low = fmt.Sprintf("%d (%.1f%%)", r.BudgetLow, 100*float64(r.BudgetLow)/BudgetLimit)
+		}
+		local := "0"
+		if r.BudgetDecisions > 0 {
+			local = fmt.Sprintf("%d (%.1f%%)", r.BudgetLocal, 100*float64(r.BudgetLocal)/float64(r.BudgetDecisions))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d | %s | %s | %s |\n",
+			r.Phase.Topology, r.Phase.Name, r.BudgetDecisions, r.BudgetAdmitted, local, r.BudgetDegraded, r.BudgetOver, steady, steadyLow, low)
+	}
+	return b.String()
+}
+
 // secs writes d in seconds to the tenth.
 func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 

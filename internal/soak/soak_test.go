@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,17 @@ import (
 
 // workerEnv carries a worker process's WorkerSpec, as JSON.
 const workerEnv = "SLUICE_SOAK_WORKER"
+
+// Each budget process's demand (budget.go): one decision per budgetPeriod
+// per goroutine, about 667 a second, so that the three ask twice the
+// limit, and two of them still a third more. Many goroutines, each at a
+// period longer than the store's slow answers, keep the demand when the
+// store is slow (a goroutine skips the instants its call took): at the
+// limit most requests go to the store, to be denied.
+const (
+	budgetGoroutines = 256
+	budgetPeriod     = 384 * time.Millisecond
+)
 
 // The shape of the load.
 const (
@@ -41,7 +54,14 @@ const (
 	// latency alone) is the machine's and reported, not failed on.
 	busyCores    = 1.0
 	minDecisions = 1_000_000
+	// minSteadyShare is the least the budgeted rule must admit per window
+	// away from faults, as a share of its limit.
+	minSteadyShare = 0.95
 )
+
+// budgetHead says what the budget workload is, for the results.
+var budgetHead = fmt.Sprintf("%d processes x %d goroutines, one decision per %v each, of one rule of %d per %v with a budget of %v; a steady window is %v or more after the start and %v or more after a fault's end or a degraded decision's answer",
+	BudgetWorkers, budgetGoroutines, budgetPeriod, BudgetLimit, BudgetWindow, BudgetTime, warmup, budgetAftermath)
 
 // TestSoak runs the chaos soak: SOAKTIME (default 10m) in all, SOAKRATE
 // decisions a second (default 4000) from 8 worker processes of 32
@@ -93,7 +113,7 @@ func TestSoak(t *testing.T) {
 		if starts[n] == nil {
 			t.Fatalf("SOAKTOPOLOGIES: unknown topology %q; use standalone, cluster, cluster-acks, sentinel-acks, sentinel or sentinel2", n)
 		}
-		phases += 1 + len(CommonFaults()) + own[n].exact
+		phases += 1 + 1 + len(CommonFaults()) + own[n].exact // the baseline, the budget process killed
 		if lossy {
 			phases += own[n].lossy
 		}
@@ -120,7 +140,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	table := Table(all)
+	table := Table(all) + "\nThe budget workload (" + budgetHead + "):\n\n" + BudgetTable(all)
 	head := fmt.Sprintf("soak %s, SOAKTIME=%v SOAKRATE=%d SOAKTOPOLOGIES=%s", time.Now().UTC().Format("2006-01-02 15:04 MST"), total, rate, strings.Join(names, ","))
 	fmt.Printf("\n%s\n\n%s\n", head, table)
 
@@ -140,6 +160,9 @@ func TestSoak(t *testing.T) {
 		}
 		if r.OverSlots != 0 && !r.Phase.Lossy {
 			failures = append(failures, fmt.Sprintf("%s: %d moments with more than %d leases certainly held, want 0", p, r.OverSlots, LeaseSlots))
+		}
+		if r.BudgetOver != 0 && !r.Phase.Lossy {
+			failures = append(failures, fmt.Sprintf("%s: %d certain over-admissions of the budgeted rule, want 0", p, r.BudgetOver))
 		}
 		if r.SettleLost != 0 && !r.Phase.Lossy {
 			failures = append(failures, fmt.Sprintf("%s: %d settled units certainly lost, want 0", p, r.SettleLost))
@@ -165,6 +188,18 @@ func TestSoak(t *testing.T) {
 		}
 		if slow != "" {
 			failures = append(failures, slow)
+		}
+	}
+	for _, n := range names {
+		var rows []Result
+		for _, r := range all {
+			if r.Phase.Topology == n {
+				rows = append(rows, r)
+			}
+		}
+		if share, _, wins := SteadyShare(rows); wins == 0 || share < minSteadyShare {
+			failures = append(failures, fmt.Sprintf("%s: the budgeted rule admitted %.1f%% of its limit per steady window (%d windows), want at least %.0f%%",
+				n, 100*share, wins, 100*minSteadyShare))
 		}
 	}
 	if total >= 10*time.Minute && decisions < minDecisions {
@@ -250,40 +285,119 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		file  string
 		lease string
 	}
-	var procs []*proc
-	for w := range workers {
-		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, WaitForReplicas: cfg.WaitForReplicas, Prefix: prefix,
-			Goroutines: perWorker, Period: run.period, Timeout: run.timeout, Seed: uint64(run.seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w)),
-			Holders: holders, LeaseOut: filepath.Join(dir, fmt.Sprintf("worker%d.lease", w))}
+	launch := func(spec WorkerSpec) (*proc, error) {
 		js, err := json.Marshal(spec)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSoak$", "-test.count=1", "-test.timeout=0")
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		procs = append(procs, &proc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), file: spec.Out, lease: spec.LeaseOut})
+		file := spec.Out
+		if spec.BudgetOut != "" {
+			file = spec.BudgetOut
+		}
+		return &proc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout), file: file, lease: spec.LeaseOut}, nil
 	}
-	for i, p := range procs {
+	awaitReady := func(p *proc) error {
 		var before []string
 		for p.out.Scan() && p.out.Text() != "ready" {
 			before = append(before, p.out.Text())
 		}
 		if p.out.Text() != "ready" {
-			t.Fatalf("worker %d ended before it was ready (%v):\n%s", i, p.out.Err(), strings.Join(before, "\n"))
+			return fmt.Errorf("ended before it was ready (%v):\n%s", p.out.Err(), strings.Join(before, "\n"))
+		}
+		return nil
+	}
+	var procs []*proc
+	for w := range workers {
+		spec := WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName, WaitForReplicas: cfg.WaitForReplicas, Prefix: prefix,
+			Goroutines: perWorker, Period: run.period, Timeout: run.timeout, Seed: uint64(run.seed*100 + w), Out: filepath.Join(dir, fmt.Sprintf("worker%d", w)),
+			Holders: holders, LeaseOut: filepath.Join(dir, fmt.Sprintf("worker%d.lease", w))}
+		p, err := launch(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	// The budget workload's processes, with replica acknowledgements
+	// wherever there are replicas: a failover then loses no slice.
+	budgetSpec := func(w, life int) WorkerSpec {
+		return WorkerSpec{Mode: cfg.Mode.String(), Addrs: cfg.Addrs, MasterName: cfg.MasterName,
+			WaitForReplicas: cfg.WaitForReplicas || cfg.Mode != redisstore.Standalone, Prefix: prefix,
+			Goroutines: budgetGoroutines, Period: budgetPeriod, Timeout: run.timeout, Seed: uint64(run.seed*100 + 50 + w + 10*life),
+			BudgetOut: filepath.Join(dir, fmt.Sprintf("budget%d.%d", w, life))}
+	}
+	var (
+		procMu      sync.Mutex // guards budgetProcs and killed, which the kill fault changes
+		budgetProcs []*proc
+		killed      []*proc
+	)
+	for w := range BudgetWorkers {
+		p, err := launch(budgetSpec(w, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		budgetProcs = append(budgetProcs, p)
+	}
+	for i, p := range append(slices.Clone(procs), budgetProcs...) {
+		if err := awaitReady(p); err != nil {
+			t.Fatalf("worker %d %v", i, err)
 		}
 	}
+	// The budget processes' own fault: the first is killed with SIGKILL,
+	// its slice left in the store until its end, and a successor started
+	// (budgetProcs holds the live ones, killed the others).
+	killBudget := Fault{Name: "SIGKILL a budget process, restarted", Run: func(*Topology, string) (time.Time, time.Time, string, error) {
+		procMu.Lock()
+		victim := budgetProcs[0]
+		budgetProcs = budgetProcs[1:]
+		killed = append(killed, victim)
+		life := len(killed)
+		procMu.Unlock()
+		start := time.Now()
+		if err := victim.cmd.Process.Kill(); err != nil {
+			return start, time.Now(), "", err
+		}
+		victim.cmd.Wait() // "signal: killed"
+		next, err := launch(budgetSpec(0, life))
+		if err != nil {
+			return start, time.Now(), "", err
+		}
+		procMu.Lock()
+		budgetProcs = append(budgetProcs, next)
+		procMu.Unlock()
+		if err := awaitReady(next); err != nil {
+			return start, time.Now(), "", fmt.Errorf("the successor %v", err)
+		}
+		if _, err := io.WriteString(next.stdin, "go\n"); err != nil {
+			return start, time.Now(), "", err
+		}
+		end := time.Now()
+		held := "no record of its slice"
+		if b, err := os.ReadFile(victim.file + ".slices"); err == nil {
+			if looks := DecodeSliceLooks(b); len(looks) > 0 {
+				l := looks[len(looks)-1]
+				ago := time.Duration(start.UnixNano() - l.At).Round(time.Millisecond)
+				held = fmt.Sprintf("%v before, it held no slice", ago)
+				if l.Granted > 0 {
+					held = fmt.Sprintf("%v before, it held a slice of %d units, %d unused, for %v more", ago, l.Granted, l.Granted-l.Used, l.Left.Round(time.Millisecond))
+				}
+			}
+		}
+		return start, end, fmt.Sprintf("budget process %d killed (%s); its successor %d deciding %s after", victim.cmd.Process.Pid, held, next.cmd.Process.Pid, secs(end.Sub(start))), nil
+	}}
 
 	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 200 * time.Millisecond, Breaker: sluice.Breaker{Failures: -1}})
 	stopAudit := make(chan struct{})
@@ -305,6 +419,11 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			for _, p := range procs {
 				pids = append(pids, p.cmd.Process.Pid)
 			}
+			procMu.Lock()
+			for _, p := range budgetProcs {
+				pids = append(pids, p.cmd.Process.Pid)
+			}
+			procMu.Unlock()
 			for _, s := range top.Servers() {
 				pids = append(pids, s.Pid())
 			}
@@ -323,14 +442,14 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	}
 
 	start := time.Now()
-	for _, p := range procs {
+	for _, p := range append(slices.Clone(procs), budgetProcs...) {
 		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	phases := []Phase{{Topology: top.Name, Name: "baseline", Start: start.UnixNano()}}
 	time.Sleep(run.phaseLen)
-	faults := append(CommonFaults(), top.Faults...)
+	faults := append(append([]Fault{killBudget}, CommonFaults()...), top.Faults...)
 	if run.control {
 		faults = append(append([]Fault{noFault()}, faults...), aligned(func(at time.Time) {
 			for _, p := range procs {
@@ -358,6 +477,9 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		if fs.IsZero() { // not injected
 			fs, fe = begin.Add(lead), begin.Add(lead)
 		}
+		if fe.IsZero() { // failed before it knew its end: over by now
+			fe = time.Now()
+		}
 		ph := Phase{Topology: top.Name, Name: f.Name, Start: begin.UnixNano(), FaultStart: fs.UnixNano(), FaultEnd: fe.UnixNano(),
 			Note: note, Lossy: f.Lossy, Outage: f.Outage, Control: f.Control}
 		time.Sleep(time.Until(begin.Add(run.phaseLen)))
@@ -373,6 +495,11 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 	stop := time.Now()
 	phases[len(phases)-1].End = stop.UnixNano()
 
+	procMu.Lock()
+	for _, p := range budgetProcs {
+		p.stdin.Close()
+	}
+	procMu.Unlock()
 	redisCPU := serverCPU(top)
 	var (
 		workerCPU time.Duration
@@ -424,6 +551,24 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 			cs[k].Lease |= uint64(i) << 56 // unique over the workers
 		}
 		calls = append(calls, cs...)
+	}
+	var budgetCalls []BudgetCall
+	for i, p := range budgetProcs {
+		for p.out.Scan() {
+			if text := p.out.Text(); strings.HasPrefix(text, "msg ") || strings.HasPrefix(text, "stats ") {
+				t.Logf("%s: budget process %d: %s", top.Name, i, text)
+			}
+		}
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("budget process %d: %v", i, err)
+		}
+	}
+	for _, p := range append(killed, budgetProcs...) {
+		cs, err := ReadBudgetCalls(p.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		budgetCalls = append(budgetCalls, cs...)
 	}
 	close(stopAudit)
 	looks := <-looksc
@@ -497,6 +642,20 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		peeks += len(l)
 	}
 	t.Logf("%s: %d lease calls, %d leases granted; %d peeks at the settle windows", top.Name, len(calls), granted, peeks)
+	AnalyzeBudget(res, phases, budgetCalls, warmup)
+	replied, certain, wins := SteadyShare(res)
+	var local, remote []time.Duration
+	for _, c := range budgetCalls {
+		if c.Local {
+			local = append(local, time.Duration(c.Replied-c.Sent))
+		} else {
+			remote = append(remote, time.Duration(c.Replied-c.Sent))
+		}
+	}
+	t.Logf("%s: %d budget decisions by %d processes (%d killed), %d answered locally (p99 %v), %d by the store (p50 %v, p99 %v); admitted per steady window %.1f%% of %d answered in it, %.1f%% certainly in it (%d windows)",
+		top.Name, len(budgetCalls), BudgetWorkers+len(killed), len(killed), len(local), percentile(local, 0.99).Round(time.Microsecond),
+		len(remote), percentile(remote, 0.5).Round(10*time.Microsecond), percentile(remote, 0.99).Round(10*time.Microsecond),
+		100*replied, BudgetLimit, 100*certain, wins)
 	for i := range res {
 		if p := res[i].Phase; p.FaultStart != 0 {
 			_, res[i].Others = OthersUse(cpu, time.Duration(bucket), p.FaultEnd-int64(time.Second), p.FaultEnd+int64(3*time.Second))

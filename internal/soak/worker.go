@@ -105,6 +105,10 @@ type WorkerSpec struct {
 	// whose calls are written to LeaseOut.
 	Holders  int
 	LeaseOut string
+	// BudgetOut, when set, makes the worker one of the budget workload's
+	// processes (budget.go) instead: it decides only the budgeted policy,
+	// writing each decision to BudgetOut as it is answered.
+	BudgetOut string
 }
 
 // classify returns the outcome of a decision.
@@ -123,7 +127,9 @@ func classify(d sluice.Decision, err error) Outcome {
 	return Failed
 }
 
-// Work is a worker process's body. It connects, writes "ready" to out,
+// Work is a worker process's body. With spec.BudgetOut it runs the budget
+// workload (runBudget) instead of what follows, and gives its slices back
+// when in is closed. It connects, writes "ready" to out,
 // waits for a line on in, then decides from spec.Goroutines goroutines,
 // one decision per spec.Period each, and runs spec.Holders lease holders
 // (runHolders), until in is closed. It then writes every record to
@@ -200,6 +206,21 @@ func Work(spec WorkerSpec, in io.Reader, out io.Writer) error {
 		}
 		close(stop)
 	}()
+
+	if spec.BudgetOut != "" {
+		n, err := runBudget(lim, spec, stop)
+		if err != nil {
+			return err
+		}
+		if err := lim.Close(); err != nil {
+			fmt.Fprintf(out, "msg giving the slices back: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+		st := lim.BudgetStats()
+		fmt.Fprintf(out, "stats slices leased %d, units leased %d, returned %d, stranded %d; decisions answered locally %d, by the store %d\n",
+			st.SlicesLeased, st.UnitsLeased, st.UnitsReturned, st.UnitsStranded, st.Local, st.Store)
+		fmt.Fprintf(out, "done %d\n", n)
+		return nil
+	}
 
 	var (
 		mu   sync.Mutex
