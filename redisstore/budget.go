@@ -55,6 +55,13 @@ func (n namer) slicesKey(key string) string {
 	return tag + slicesMark + key[len(tag):]
 }
 
+// windowOfSlices returns the key of the window whose slices are at key,
+// a key slicesKey returned.
+func (n namer) windowOfSlices(key string) string {
+	tag := n.tagOf(key)
+	return tag + strings.TrimPrefix(key[len(tag):], slicesMark)
+}
+
 // withSlices returns keys, those of req's checks whose indexes are checks,
 // followed by the slices key of each of them that keeps slices, in order
 // (decision.lua's shape): every key a script deciding them touches. It
