@@ -144,6 +144,9 @@ func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, 
 		return Window{}, time.Time{}, err
 	}
 	w := windows[0]
+	if len(w.Slices) == 0 {
+		w.SlicesKey = "" // a window nothing was leased from, or not budgeted
+	}
 	w.Rule, _ = url.PathUnescape(name.rule)
 	return w, now, nil
 }
