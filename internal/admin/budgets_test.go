@@ -1,11 +1,12 @@
 package admin_test
 
 import (
-	"encoding/json"
-	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/sluicerate/sluice/internal/admin"
 )
@@ -117,7 +118,7 @@ func TestAdminInspectSlicesRedis(t *testing.T) {
 		t.Fatal("the first decision was denied")
 	}
 	var b admin.BudgetsJSON
-	getJSON(t, bs.admin.URL+"/api/v1/budgets", &b)
+	getAdmin(t, bs.admin.URL+"/api/v1/budgets", &b)
 	if len(b.Slices) != 1 {
 		t.Fatalf("budgets = %+v, want one slice", b)
 	}
@@ -151,23 +152,29 @@ func TestAdminInspectSlicesRedis(t *testing.T) {
 	inspect("a window after its end", 0, 0)
 }
 
-// getJSON GETs url, with browserToken, and decodes the 200 answer into v.
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
+// TestAdminPageSlices opens the admin page in headless Chromium over a
+// server on Redis that leased a slice of a budgeted rule, and checks that
+// the key inspector lists it with its units and time left.
+func TestAdminPageSlices(t *testing.T) {
+	chrome := browserPath(t)
+	bs := newBrowserServer(t, budgetInspectConfig, 0)
+	var d struct {
+		Allowed bool `json:"allowed"`
 	}
-	req.Header.Set("Authorization", "Bearer "+browserToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	postJSON(t, bs.public.URL+"/v1/decide", `{"policy":"notify"}`, &d)
+	var b admin.BudgetsJSON
+	getAdmin(t, bs.admin.URL+"/api/v1/budgets", &b)
+	if !d.Allowed || len(b.Slices) != 1 {
+		t.Fatalf("decision %+v, budgets %+v: want one slice leased", d, b)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("GET %s = %d", url, res.StatusCode)
+	p := openPage(t, chrome, bs.admin.URL+"/?token="+browserToken, `[data-policy="notify"]`)
+	p.eventually("the inspector's targets", `[...document.getElementById("inspect-target").options].some(o => o.value === "policy:notify") ? "listed" : "not yet"`, "listed")
+	p.text(`document.getElementById("inspect-target").value = "policy:notify";
+		document.getElementById("inspect-target").dispatchEvent(new Event("change")); "ok"`)
+	if err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#inspect-go`))); err != nil {
+		t.Fatalf("inspecting: %v", err)
 	}
-	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
+	rows := `[...document.querySelectorAll('#inspect-result [data-window="global"] tr[data-slice]')]`
+	p.eventually("global's slices", rows+`.map(e => e.dataset.units + "/" + e.dataset.endsMs).join(",")`,
+		strconv.FormatInt(b.Slices[0].Granted, 10)+"/2000")
 }
