@@ -21,7 +21,9 @@ import (
 //
 // A sliding counter keeps its slices as cost in its current bucket. Every
 // decision of a budgeted window, by Budget or by Decide, counts its slices:
-// the shape marks its rule budgeted (kindBudgeted).
+// the shape marks its rule budgeted (kindBudgeted), and the call declares
+// the slices' key after the rules' keys (withSlices), as Redis asks of every
+// key a script touches.
 //
 // A call whose keys fall in one slot (SlotsShared, or SlotsPerRule with
 // rules that share their attributes) is one atomic step. One whose keys
@@ -36,6 +38,49 @@ import (
 // admission beyond the limit.
 
 var _ store.Budgeter = (*Store)(nil)
+
+// keepsSlices reports whether c's window keeps its slices in a key of
+// their own: a budgeted log or GCRA bucket.
+func keepsSlices(c *store.Check) bool {
+	return c.Budget > 0 && (c.Algorithm == store.Log || c.Algorithm == store.GCRA)
+}
+
+// slicesMark follows a window key's hash tag in the key of its slices.
+const slicesMark = "!s"
+
+// slicesKey returns the key of the slices of the window at key: slicesMark
+// after its hash tag, where no other key of the store has it.
+func (n namer) slicesKey(key string) string {
+	tag := n.tagOf(key)
+	return tag + slicesMark + key[len(tag):]
+}
+
+// windowOfSlices returns the key of the window whose slices are at key,
+// a key slicesKey returned.
+func (n namer) windowOfSlices(key string) string {
+	tag := n.tagOf(key)
+	return tag + strings.TrimPrefix(key[len(tag):], slicesMark)
+}
+
+// withSlices returns keys, those of req's checks whose indexes are checks,
+// followed by the slices key of each of them that keeps slices, in order
+// (decision.lua's shape): every key a script deciding them touches. It
+// returns keys itself when none does.
+func (n namer) withSlices(req *store.Request, checks []int, keys []string) []string {
+	var out []string
+	for j, i := range checks {
+		if keepsSlices(&req.Checks[i]) {
+			if out == nil {
+				out = append(make([]string, 0, 2*len(keys)), keys...)
+			}
+			out = append(out, n.slicesKey(keys[j]))
+		}
+	}
+	if out == nil {
+		return keys
+	}
+	return out
+}
 
 // Sizes of budget.lua's packed returns and asks, and the integers it
 // replies per ask.
@@ -127,9 +172,12 @@ func (s *Store) budgetCall(ctx context.Context, req *store.Request, checks []int
 	for _, a := range asks {
 		args = append(args, a.ID)
 	}
-	all := keys
+	all := s.names.withSlices(req, checks, keys)
 	if len(rkeys) > 0 {
-		all = append(append(make([]string, 0, len(keys)+len(rkeys)), keys...), rkeys...)
+		all = append(make([]string, 0, len(all)+2*len(rkeys)), all...)
+		for _, k := range rkeys {
+			all = append(all, k, s.names.slicesKey(k))
+		}
 	}
 	reply, err := s.runFunction(ctx, budgetFunction, budgetScript, all, args)
 	if err != nil {

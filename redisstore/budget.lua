@@ -5,7 +5,9 @@
 -- admitted, grants each ask from the room its window has left.
 --
 -- KEYS     the request's keys, one per rule of its shape, then one per
---          returned slice: the key of its window.
+--          budgeted rule of its shape: the key of its slices
+--          (decision.lua's shape); then two per returned slice: the key of
+--          its window and that of the window's slices.
 -- ARGV     1: the request's shape (decision.lua's shape; it may have no
 --          rules, and in dry mode it only reads its windows to grant from
 --          them: a request decided elsewhere); 2: the returns, packed
@@ -39,17 +41,17 @@ local pos = 1
 for j = 1, nr do
   local kind, w, limit, start, e, granted, used
   kind, w, limit, start, e, granted, used, pos = unpackInts('<i4i8i8i8i8i8i8', rets, pos)
-  local key, id = KEYS[sh.n + j], ARGV[3 + j]
+  local key, sk, id = KEYS[sh.nk + 2 * j - 1], KEYS[sh.nk + 2 * j], ARGV[3 + j]
   if kind == 0 then
-    sl.logReturn(key, w, id, e, granted, used, now, own)
+    sl.logReturn(sk, w, id, e, granted, used, now, own)
   elseif kind == 1 then
     if limit > 0 then
-      sl.gcraReturn(key, idiv(w + limit - 1, limit), id, e, granted, used, now, own)
+      sl.gcraReturn(key, sk, idiv(w + limit - 1, limit), id, e, granted, used, now, own)
     end
   elseif kind == 2 then
     if granted > used then
       counterSteps = counterSteps or counter()
-      counterSteps.add(KEYS[sh.n + j], w, start, used - granted, false)
+      counterSteps.add(key, w, start, used - granted, false)
     end
   else
     error('unknown slice kind ' .. kind, 0)

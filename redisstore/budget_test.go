@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/storetest"
 )
@@ -41,5 +43,29 @@ func TestClusterConformanceBudget(t *testing.T) {
 				return clusterTTLs(c, prefix)
 			}}
 		})
+	})
+}
+
+// TestSentinelConformanceBudget runs the budget cases over a Sentinel
+// deployment of the test's own: the store finds the master through the
+// sentinels and leases from it as from a standalone server.
+func TestSentinelConformanceBudget(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{st.Master().Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	storetest.RunBudget(t, func(t *testing.T, now func() time.Time) storetest.Target {
+		prefix := newPrefix()
+		s, err := redisstore.New(redisstore.Config{Mode: redisstore.Sentinel, Addrs: st.Addrs(),
+			MasterName: redistest.SentinelMaster, Prefix: prefix, Clock: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return storetest.Target{Store: s, TTLs: func(ctx context.Context) (map[string]time.Duration, error) {
+			return ttls(ctx, c, prefix)
+		}}
 	})
 }

@@ -144,7 +144,7 @@ func (d *groupDecision) reserve(ctx context.Context, groups []group) error {
 // run runs decide.lua in mode on group g and writes its checks' results
 // into the request's. A group mode's result tells what rollback needs.
 func (d *groupDecision) run(ctx context.Context, g group, mode int32) (groupResult, error) {
-	reply, err := d.s.decider.decide(ctx, g.keys, shapeOf(mode, d.req, d.now, g.checks))
+	reply, err := d.s.decider.decide(ctx, d.s.names.withSlices(d.req, g.checks, g.keys), shapeOf(mode, d.req, d.now, g.checks))
 	if err != nil {
 		return groupResult{}, fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}

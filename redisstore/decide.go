@@ -32,7 +32,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}
-	reply, err := s.decider.decide(ctx, pl.keys, shapeOf(modeOf(req), req, s.nowMicros(), pl.groups[0].checks))
+	checks := pl.groups[0].checks
+	reply, err := s.decider.decide(ctx, s.names.withSlices(req, checks, pl.keys), shapeOf(modeOf(req), req, s.nowMicros(), checks))
 	if err != nil {
 		return fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
@@ -101,7 +102,7 @@ func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
 	for _, i := range checks {
 		c := &req.Checks[i]
 		kind := ruleKinds[c.Algorithm]
-		if c.Budget > 0 && (c.Algorithm == store.Log || c.Algorithm == store.GCRA) {
+		if keepsSlices(c) {
 			kind += kindBudgeted // its slices count (slices.lua)
 		}
 		if c.Shadow {

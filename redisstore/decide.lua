@@ -4,7 +4,8 @@
 -- batch saves the per-call cost of a script (parsing, lookup, reply) for
 -- all but the first.
 --
--- KEYS     every request's keys, one request after the other; or none, when
+-- KEYS     every request's keys (its rules', then its budgeted rules'
+--          slices', decision.lua's shape), one request after the other; or none, when
 --          they follow the other arguments (a batch of several slots of a
 --          Cluster node, see batch.go).
 -- ARGV     the numbers, packed little-endian (struct's "<i4" and "<i8"), so
@@ -80,7 +81,7 @@ local function run()
       sh = list[byte(which, j)]
     end
     o = decide(keys, k, sh, out, o)
-    k = k + sh.n
+    k = k + sh.nk
   end
 end
 while j < n do
@@ -90,7 +91,7 @@ while j < n do
       err = err.err
     end
     out[o + 1], out[o + 2] = -1, tostring(err)
-    o, k = o + 2, k + sh.n
+    o, k = o + 2, k + sh.nk
   end
 end
 out[o + 1] = nil

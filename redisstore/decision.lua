@@ -23,6 +23,9 @@ local gcraSteps, counterSteps, concurrencySteps, sliceSteps
 -- (concurrency.lua; its window is the lease time), 4 a budgeted log and 5 a
 -- budgeted GCRA bucket (slices.lua: their slices count), plus 16 in shadow
 -- mode.
+-- A budgeted rule's slices have a key of their own (slices.lua), which the
+-- caller declares after the rules' keys: the j-th budgeted rule's is the
+-- (n + j)-th key of the request, its offset r.si; the request has nk keys.
 -- The mode's bits: 1 record whether the rules fit or not, 2 dry (a peek:
 -- nothing written, figures as a write would leave them), 4 group (one slot
 -- group of several, see crossslot.go: the reply says what rollback.lua
@@ -30,7 +33,7 @@ local gcraSteps, counterSteps, concurrencySteps, sliceSteps
 local function shape(blob)
   local n, mode, t, pos = unpackInts('<i4i4i8', blob)
   local own = mode % 16 >= 8
-  local list = {}
+  local list, nb = {}, 0
   for i = 1, n do
     local kind, w, limit, third, cost
     kind, w, limit, third, cost, pos = unpackInts('<i4i8i8i8i8', blob, pos)
@@ -55,6 +58,8 @@ local function shape(blob)
       r.alg = concurrencySteps
     elseif kind == 4 or kind == 5 then -- a budgeted log or GCRA bucket: its slices count (slices.lua)
       sliceSteps = sliceSteps or slices()
+      nb = nb + 1
+      r.si = n + nb
       if kind == 4 then
         r.alg, r.gap = sliceSteps.log, third
         if own then r.ttl = format('%d', ceil(r.life / 1000)) end
@@ -70,7 +75,7 @@ local function shape(blob)
     end
     list[i] = r
   end
-  return {n = n, rules = list, own = own, t = t, now = t,
+  return {n = n, nb = nb, nk = n + nb, rules = list, own = own, t = t, now = t,
     always = mode % 2 == 1, dry = mode % 4 >= 2, group = mode % 8 >= 4}
 end
 
@@ -92,11 +97,23 @@ local function shapeOf(blob)
   return sh
 end
 
+-- baseSteps returns the steps of r's algorithm as a window without slices
+-- keeps it: the log's or GCRA's for a budgeted rule, whose request entries
+-- and arrival time are theirs (lease.lua and finish.lua settle them so).
+local function baseSteps(r)
+  if sliceSteps then
+    if r.alg == sliceSteps.log then return log end
+    if r.alg == sliceSteps.gcra then return gcraSteps end
+  end
+  return r.alg
+end
+
 local states, codes = {}, {} -- decide's, per rule of the request
 local replies = {} -- decide.lua's reply (see there)
 
 -- decide decides a request of shape sh (its rules, n of them, its modes and
--- its time now) over keys[k + 1] to keys[k + n], and sets three numbers per
+-- its time now) over keys[k + 1] to keys[k + n] (and its budgeted rules'
+-- slices at keys[k + r.si], kept in r.sk for slices.lua), and sets three numbers per
 -- rule from out[o + 1] on: used, retry-after µs times 4 plus the rule's
 -- status (load's), and reset-after µs, as the decision leaves them; in
 -- group mode two more: the reset-after µs before any write, and the time
@@ -106,6 +123,12 @@ local replies = {} -- decide.lua's reply (see there)
 local function decide(keys, k, sh, out, o)
   local list, n, now = sh.rules, sh.n, sh.now
   local fits = true
+  if sh.nb > 0 then
+    for i = 1, n do
+      local r = list[i]
+      if r.si then r.sk = keys[k + r.si] end
+    end
+  end
   for i = 1, n do
     local r = list[i]
     local s, code = r.alg.load(keys[k + i], r, now)

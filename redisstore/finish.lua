@@ -68,15 +68,16 @@ call('DEL', rec)
 local delta = cost - tonumber(v[2])
 for k = 1, n do
   local r, key = list[k], KEYS[k]
-  if r.alg == concurrencySteps then
+  local alg = baseSteps(r)
+  if alg == concurrencySteps then
     concurrencySteps.release(key, token)
   elseif op == 1 and delta ~= 0 then
     -- Settling moves what the lease recorded by delta units: the log's
     -- entry (window.lua), GCRA's TAT by delta intervals (r.iv, the
     -- receipt), the counter's bucket of the receipt's time.
-    if r.alg == log then
+    if alg == log then
       logResize(key, r.w, receipts[k], delta, now)
-    elseif r.alg == gcraSteps then
+    elseif alg == gcraSteps then
       gcraSteps.move(key, delta * receipts[k], now, sh.own)
     else
       counterSteps.add(key, r.w, receipts[k], delta, false)

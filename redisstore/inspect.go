@@ -43,6 +43,27 @@ type Window struct {
 	// lease that expired unreleased stays in the key until the rule is
 	// next decided, and is not among them.
 	Leases []Lease
+
+	// SlicesKey is, for a budgeted log or GCRA bucket (Inspect of a check
+	// with a Budget; InspectKey of any log or bucket), the key of the
+	// slices leased from it (budget.go), and Slices the slices it holds,
+	// earliest first. A log counts a slice's units until At + the
+	// window, beside its Entries; a bucket holds them until At.
+	SlicesKey string
+	Slices    []Slice
+}
+
+// Slice is a slice leased from a budgeted window (store.Budgeter), as the
+// store counts it.
+type Slice struct {
+	// Units is how many units the store counts for it: what was granted,
+	// or, once it was given back, what was used of it.
+	Units int64
+
+	// At is, for a log, the stamp of the slice's entry: its end, or when
+	// it was given back if that was earlier; for a GCRA bucket, when the
+	// hold ends. On the store's clock.
+	At time.Time
 }
 
 // Lease is a lease alive in a concurrency rule's window.
@@ -79,7 +100,7 @@ func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time
 	var now time.Time
 	for i, k := range ks {
 		alg := req.Checks[i].Algorithm
-		w, t, err := s.inspect(ctx, []string{k}, []store.Algorithm{alg})
+		w, t, err := s.inspect(ctx, []string{k}, []store.Algorithm{alg}, []bool{keepsSlices(&req.Checks[i])})
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -93,7 +114,8 @@ func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time
 // policy's definition (by SCAN with PolicyPattern, say): its rule and
 // algorithm are the ones its name gives, and its entries (a concurrency
 // rule's window: its leases), TTL and the server's time are read as by
-// Inspect. A key of another layout than the store's (Config.Layout) is not
+// Inspect, with the slices leased from a log or GCRA bucket. The key of a
+// window's slices reads that window: Key is the window's. A key of another layout than the store's (Config.Layout) is not
 // read: the error says which layout it is in; nor is a schedule's queue or
 // a lease's record, which are no windows (a lease shows in the windows of
 // its policy's concurrency rules).
@@ -114,20 +136,27 @@ func (s *Store) InspectKey(ctx context.Context, key string) (Window, time.Time, 
 			alg = store.Algorithm(i)
 		}
 	}
-	windows, now, err := s.inspect(ctx, []string{key}, []store.Algorithm{alg})
+	if ok && name.slices {
+		key = s.names.windowOfSlices(key)
+	}
+	windows, now, err := s.inspect(ctx, []string{key}, []store.Algorithm{alg}, []bool{ok && (alg == store.Log || alg == store.GCRA)})
 	if err != nil {
 		return Window{}, time.Time{}, err
 	}
 	w := windows[0]
+	if len(w.Slices) == 0 {
+		w.SlicesKey = "" // a window nothing was leased from, or not budgeted
+	}
 	w.Rule, _ = url.PathUnescape(name.rule)
 	return w, now, nil
 }
 
 // PolicyPattern returns the SCAN MATCH pattern of every key of the policy
-// named policy, and a function that reports whether such a key is a window
-// of the store's layout for the attribute values given: every value in its
-// name (in the hash tag and after the rule) is one of values. A rule without
-// attributes matches any values.
+// named policy, and a function that reports whether such a key is a window,
+// or the slices leased from one, of the store's layout for the attribute
+// values given: every value in its name (in the hash tag and after the
+// rule) is one of values. A rule without attributes matches any values.
+// InspectKey reads either as its window.
 func (s *Store) PolicyPattern(policy string, values []string) (pattern string, match func(key string) bool) {
 	enc := string(appendPart(nil, policy))
 	head := s.names.prefix + ":{" + enc
@@ -160,6 +189,7 @@ func (s *Store) PolicyPattern(policy string, values []string) (pattern string, m
 // keyName is what a key's name says, its parts still encoded.
 type keyName struct {
 	layout Layout
+	slices bool     // the key of a window's slices (slicesMark after the tag); the rest names the window
 	kind   byte     // what it holds: Layout2's letter (kinds, queueKind, leaseKind), in Layout1 read from the rule's mark
 	tag    []string // the hash tag's parts: the policy or schedule, then values
 	rule   string   // the rule; "" for a queue or a lease's record
@@ -179,6 +209,9 @@ func (n namer) parse(key string) (keyName, bool) {
 		return k, false
 	}
 	k.tag = strings.Split(tag, ",")
+	if rest, k.slices = strings.CutPrefix(rest, slicesMark); k.slices && !strings.HasPrefix(rest, ":") && !strings.HasPrefix(rest, "2") {
+		return k, false
+	}
 	switch {
 	case strings.HasPrefix(rest, ":"): // Layout1: :<policy>:<rule>[<mark>][:<values>]
 		k.layout = Layout1
@@ -194,6 +227,12 @@ func (n namer) parse(key string) (keyName, bool) {
 			}
 		}
 		switch k.rule {
+		case "@queue", "@lease":
+			if k.slices {
+				return k, false
+			}
+		}
+		switch k.rule {
 		case "@queue":
 			k.rule, k.kind = "", queueKind
 		case "@lease": // :<policy>:@lease:<token>
@@ -205,6 +244,9 @@ func (n namer) parse(key string) (keyName, bool) {
 		}
 	case len(rest) >= 2 && rest[0] == '2': // Layout2: 2<kind>[:<rule>[:<values>]]
 		k.layout, k.kind = Layout2, rest[1]
+		if k.slices && k.kind != kinds[store.Log] && k.kind != kinds[store.GCRA] {
+			return k, false
+		}
 		switch k.kind {
 		case queueKind:
 			return k, len(rest) == 2
@@ -226,10 +268,23 @@ func (n namer) parse(key string) (keyName, bool) {
 }
 
 // inspect runs inspect.lua over keys, which share one slot and whose
-// rules have the algorithms algs.
-func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm) ([]Window, time.Time, error) {
+// rules have the algorithms algs, reading the slices of those whose sliced
+// is true.
+func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm, sliced []bool) ([]Window, time.Time, error) {
 	if s.closed.Load() {
 		return nil, time.Time{}, store.ErrClosed
+	}
+	marks := make([]byte, len(ks))
+	all := ks
+	for i, k := range ks {
+		marks[i] = '-'
+		if sliced[i] {
+			marks[i] = 's'
+			if len(all) == len(ks) {
+				all = append([]string(nil), ks...)
+			}
+			all = append(all, s.names.slicesKey(k))
+		}
 	}
 	kinds := make([]byte, len(ks))
 	for i, a := range algs {
@@ -244,7 +299,7 @@ func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm
 			kinds[i] = '-'
 		}
 	}
-	reply, err := run(ctx, s.ev, inspectScript, ks, []string{s.nowArg(), string(kinds)})
+	reply, err := run(ctx, s.ev, inspectScript, all, []string{s.nowArg(), string(kinds), string(marks)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -291,18 +346,32 @@ func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm
 			out[k] = w
 			continue
 		}
-		if n < 0 && int64(len(reply)-i) >= -n {
+		switch {
+		case n < 0 && int64(len(reply)-i) >= -n:
 			w.State = append([]int64(nil), reply[i:i-int(n)]...)
 			i -= int(n)
-			out[k] = w
-			continue
-		}
-		if n < 0 || int64(len(reply)-i) < 2*n {
+		case n < 0 || int64(len(reply)-i) < 2*n:
 			return bad()
+		default:
+			for range n {
+				w.Entries = append(w.Entries, Entry{Time: time.UnixMicro(reply[i]), Cost: reply[i+1]})
+				i += 2
+			}
 		}
-		for range n {
-			w.Entries = append(w.Entries, Entry{Time: time.UnixMicro(reply[i]), Cost: reply[i+1]})
-			i += 2
+		if sliced[k] {
+			w.SlicesKey = s.names.slicesKey(ks[k])
+			if i >= len(reply) {
+				return bad()
+			}
+			m := reply[i]
+			i++
+			if m < 0 || int64(len(reply)-i) < 2*m {
+				return bad()
+			}
+			for range m {
+				w.Slices = append(w.Slices, Slice{At: time.UnixMicro(reply[i]), Units: reply[i+1]})
+				i += 2
+			}
 		}
 		out[k] = w
 	}

@@ -2,12 +2,15 @@
 -- entries each key holds and its time to live, or a concurrency rule's live
 -- leases. sluice inspect and the admin view's key inspector show them.
 --
--- KEYS     the windows, one per rule.
+-- KEYS     the windows, one per rule, then the key of the slices of each
+--          window marked 's' (slices.lua), in order.
 -- ARGV     the time in µs, or "" for Redis's TIME (as decide.lua's); then a
---          string of one letter per key, its rule's algorithm: 'n' a
+--          string of one letter per window, its rule's algorithm: 'n' a
 --          concurrency rule (concurrency.lua), 'g' GCRA, 'c' the sliding
 --          counter, any other the log or not known (a key of layout 1,
---          whose string value is then read as a counter's, else GCRA's).
+--          whose string value is then read as a counter's, else GCRA's);
+--          then a string of one letter per window, 's' for one whose
+--          slices are read too.
 --
 -- Each algorithm's codec reads its keys: window.lua's logEntries,
 -- gcra.lua's and counter.lua's decode, concurrency.lua's alive.
@@ -22,15 +25,20 @@
 --     expiry is after now; expired ones stay in the set until the rule is
 --     next decided), then per lease, soonest to expire first, its expiry
 --     µs and its token (32 hex digits) as four integers of 8 hex digits
---     each, a reply being integers only}.
+--     each, a reply being integers only;
+--   then, for a window marked 's', the number of slices m held in it, then
+--     m pairs of (score µs, units), earliest first: the log's entry stamp
+--     of a slice (its end, or when it was given back), GCRA's end of a
+--     hold}.
 
 local now = clock(tonumber(ARGV[1]))
-local kinds = ARGV[2] or ''
+local kinds, sliced = ARGV[2] or '', ARGV[3] or ''
+local nw, ns = #kinds, 0
 local gcraCodec, counterCodec, concurrencyCodec -- made when a key needs them
 local out = {now}
 
-for i, key in ipairs(KEYS) do
-  local kind = sub(kinds, i, i)
+for i = 1, nw do
+  local key, kind = KEYS[i], sub(kinds, i, i)
   out[#out + 1] = call('PTTL', key)
   if kind == 'n' then
     concurrencyCodec = concurrencyCodec or concurrency()
@@ -63,6 +71,15 @@ for i, key in ipairs(KEYS) do
     out[#out + 1] = #times
     for j = 1, #times do
       out[#out + 1], out[#out + 2] = times[j], costs[j]
+    end
+  end
+  if sub(sliced, i, i) == 's' then
+    ns = ns + 1
+    local list = call('ZRANGE', KEYS[nw + ns], '0', '-1', 'WITHSCORES')
+    out[#out + 1] = #list / 2
+    for j = 1, #list, 2 do
+      local m = list[j]
+      out[#out + 1], out[#out + 2] = tonumber(list[j + 1]), tonumber(sub(m, 1, find(m, ':', 1, true) - 1))
     end
   end
 end

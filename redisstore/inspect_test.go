@@ -310,3 +310,82 @@ func TestInspectSettledToZero(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSlices: the slices leased from a budgeted log and GCRA
+// bucket show in Inspect (units and when each ends, on the store's
+// clock), their key matches PolicyPattern, and InspectKey reads it as
+// its window, slices and all.
+func TestInspectSlices(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.T0)
+	s := openRueidis(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
+	for _, alg := range []sluice.Algorithm{sluice.Log, sluice.GCRA} {
+		p := &sluice.Policy{Name: "notify" + alg.String(), Rules: []sluice.Rule{
+			{Name: "global", Limit: 100, Window: time.Minute, Algorithm: alg, Budget: 2 * time.Second},
+			{Name: "category", Limit: 50, Window: time.Minute, By: []string{"category"}},
+		}}
+		attrs := map[string]string{"category": "errors"}
+		t0 := clock.Now()
+		req := request(t, p, attrs, 1)
+		b := &store.BudgetRequest{Asks: []store.SliceAsk{{Check: 0, Want: 7, ID: "one"}}}
+		if err := s.Budget(ctx, req, b); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		req = request(t, p, attrs, 1)
+		b2 := &store.BudgetRequest{Asks: []store.SliceAsk{{Check: 0, Want: 5, ID: "two"}}}
+		if err := s.Budget(ctx, req, b2); err != nil {
+			t.Fatal(err)
+		}
+		windows, now, err := s.Inspect(ctx, request(t, p, attrs, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !now.Equal(clock.Now()) {
+			t.Errorf("%v: now %v, want the store's clock %v", alg, now, clock.Now())
+		}
+		want := []redisstore.Slice{{Units: 7, At: t0.Add(2 * time.Second)}, {Units: 5, At: t0.Add(3 * time.Second)}}
+		w := windows[0]
+		if !slices.EqualFunc(w.Slices, want, sameSlice) || w.SlicesKey == "" || w.SlicesKey == w.Key {
+			t.Errorf("%v: global's slices %+v at %q, want %+v at a key of their own", alg, w.Slices, w.SlicesKey, want)
+		}
+		if windows[1].Slices != nil || windows[1].SlicesKey != "" {
+			t.Errorf("%v: the unbudgeted rule shows slices %+v at %q", alg, windows[1].Slices, windows[1].SlicesKey)
+		}
+
+		pattern, match := s.PolicyPattern(p.Name, []string{"errors"})
+		if !match(w.SlicesKey) || !strings.HasPrefix(w.SlicesKey, strings.TrimSuffix(strings.ReplaceAll(pattern, `\`, ""), "*")) {
+			t.Errorf("%v: the slices key %q is not matched by PolicyPattern %q", alg, w.SlicesKey, pattern)
+		}
+		got, _, err := s.InspectKey(ctx, w.SlicesKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Key != w.Key || got.Rule != "global" || !slices.EqualFunc(got.Slices, want, sameSlice) {
+			t.Errorf("%v: InspectKey(%q) = key %q rule %q slices %+v, want key %q rule global slices %+v",
+				alg, w.SlicesKey, got.Key, got.Rule, got.Slices, w.Key, want)
+		}
+		// A slice given back counts what was used, stamped when it was
+		// given back (the log), or no longer holds (GCRA).
+		g := b.Grants[0]
+		back := &store.BudgetRequest{Returns: []store.SliceReturn{{Check: req.Checks[0], Shared: req.Shared,
+			ID: "one", Start: g.Start, End: g.End, Granted: g.Granted, Used: 3}}}
+		if err := s.Budget(ctx, &store.Request{Policy: p.Name}, back); err != nil {
+			t.Fatal(err)
+		}
+		windows, _, err = s.Inspect(ctx, request(t, p, attrs, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := []redisstore.Slice{{Units: 3, At: t0.Add(time.Second)}, want[1]}
+		if alg == sluice.GCRA {
+			after = want[1:]
+		}
+		if !slices.EqualFunc(windows[0].Slices, after, sameSlice) {
+			t.Errorf("%v: slices after a return of 3 used of 7: %+v, want %+v", alg, windows[0].Slices, after)
+		}
+	}
+}
+
+// sameSlice reports whether a and b are the same units at the same time.
+func sameSlice(a, b redisstore.Slice) bool { return a.Units == b.Units && a.At.Equal(b.At) }

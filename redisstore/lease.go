@@ -94,7 +94,11 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 			break
 		}
 	}
-	sh := shapeOf(modeOf(req)|modeGroup, req, s.nowMicros(), firstChecks(len(req.Checks)))
+	all := firstChecks(len(req.Checks))
+	if w := s.names.withSlices(req, all, keys[:len(all)]); len(w) > len(all) {
+		keys = append(w, keys[len(all)]) // the budgeted rules' slices, then the record (lease.lua)
+	}
+	sh := shapeOf(modeOf(req)|modeGroup, req, s.nowMicros(), all)
 	args := []string{sh, token, lease.ID, strconv.FormatInt(lease.TTL.Microseconds(), 10), strconv.FormatInt(cost, 10)}
 	reply, err := s.runFunction(ctx, leaseFunction, leaseScript, keys, args)
 	if err != nil {

@@ -3,8 +3,9 @@
 -- token in every concurrency rule's window (concurrency.lua), and at the
 -- last key a record of the lease, which finish.lua reads.
 --
--- KEYS   the rules' keys, in the request's order, then the lease record's
---        key (lease.go), all of one slot.
+-- KEYS   the rules' keys, in the request's order, then the budgeted rules'
+--        slices' keys (decision.lua's shape), then the lease record's key
+--        (lease.go), all of one slot.
 -- ARGV   the request's shape (decision.lua's, in group mode, so that the
 --        reply says when each rule recorded), the lease's token, its id,
 --        its lease time (µs) and the request's cost, the estimate.
@@ -39,7 +40,8 @@ if not sh.own then
 end
 local token, id, ttl, cost = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local list, n, now = sh.rules, sh.n, sh.now
-local kept = call('HMGET', KEYS[n + 1], 'exp', 'dead')
+local rec = KEYS[sh.nk + 1]
+local kept = call('HMGET', rec, 'exp', 'dead')
 kept = tonumber(kept[1] or kept[2])
 if kept and kept > now then
   return {-1}
@@ -60,16 +62,16 @@ end
 
 local receipts = {}
 for i = 1, n do
-  local r = list[i]
-  if r.alg == gcraSteps then
+  local r, alg = list[i], baseSteps(list[i])
+  if alg == gcraSteps then
     receipts[i] = format('%d', r.iv)
-  elseif r.alg == concurrencySteps then
+  elseif alg == concurrencySteps then
     receipts[i] = '0'
   else
     receipts[i] = format('%d', out[5 * i])
   end
 end
-local rec, exp = KEYS[n + 1], now + ttl
+local exp = now + ttl
 call('HSET', rec, 'id', id, 'cost', cost, 'exp', format('%d', exp), 'r', table.concat(receipts, ','))
 if sh.own then
   call('PEXPIRE', rec, format('%d', max(1, ceil(ttl / 1000))))

@@ -6,7 +6,8 @@
 -- same steps.
 --
 -- A log's or GCRA bucket's slices live in a sorted set of their own beside
--- the window's key, in its hash tag (slicesKey): member "<cost>:<id>",
+-- the window's key, in its hash tag ('!s' after the tag, budget.go), which
+-- the caller declares (decision.lua's r.sk): member "<cost>:<id>",
 -- score a time in absolute µs, the slice's entry stamp for the log (its
 -- End, or the time of its return), its End for GCRA. The log's own sorted
 -- set holds running totals in time order, which an entry in the future or
@@ -18,13 +19,6 @@
 -- budgeted window needs them, so that other rules do not pay for them.
 local function slices()
   local g = gcra()
-
-  -- slicesKey returns the key of the slices of the window of key: '!s'
-  -- after its hash tag, which no other key of the store has there.
-  local function slicesKey(key)
-    local i = find(key, '}', 1, true)
-    return sub(key, 1, i) .. '!s' .. sub(key, i + 1)
-  end
 
   -- sliceMember returns the member of a slice of cost c and id; costOf
   -- reads a member's cost.
@@ -48,11 +42,10 @@ local function slices()
 
   ---------------------------------------------------------------- the log
 
-  -- logSlices reads into log state s the slices of key's window that count
-  -- at now: sk (their key), st and sc (their stamps and costs, in time
+  -- logSlices reads into log state s the slices at sk of a window of w µs
+  -- that count at now: sk, st and sc (their stamps and costs, in time
   -- order), sx (the sum of their costs).
-  local function logSlices(s, key, w, now)
-    local sk = slicesKey(key)
+  local function logSlices(s, sk, w, now)
     local list = call('ZRANGEBYSCORE', sk, format('(%d', now - w), '+inf', 'WITHSCORES')
     local st, sc, sx = {}, {}, 0
     for k = 1, #list, 2 do
@@ -71,7 +64,7 @@ local function slices()
 
   local function logLoadB(key, r, now)
     local s = logLoad(key, r, now)
-    logSlices(s, key, r.w, now)
+    logSlices(s, r.sk, r.w, now)
     if s.used + s.sx + r.cost > r.limit then return s, 1 end
     return s, 0
   end
@@ -135,11 +128,11 @@ local function slices()
   end
 
   -- logReturn gives back the unused part of slice id of granted units
-  -- ending at e, used of them admitted, in key's window of w µs at now: its
-  -- entry's cost becomes used, its stamp min(e, now), or it goes when used
-  -- is 0; nothing once it has left the window.
-  local function logReturn(key, w, id, e, granted, used, now, own)
-    local sk, m = slicesKey(key), sliceMember(granted, id)
+  -- ending at e, used of them admitted, in the slices at sk of a window of
+  -- w µs at now: its entry's cost becomes used, its stamp min(e, now), or it
+  -- goes when used is 0; nothing once it has left the window.
+  local function logReturn(sk, w, id, e, granted, used, now, own)
+    local m = sliceMember(granted, id)
     local at = call('ZSCORE', sk, m)
     if not at or tonumber(at) <= now - w then return end
     call('ZREM', sk, m)
@@ -152,13 +145,12 @@ local function slices()
 
   ---------------------------------------------------------------- GCRA
 
-  -- gcraHolds settles the holds of key's bucket (interval iv) that ended by
-  -- now, earliest first, each by TAT = max(TAT, End + H*iv), then caps the
+  -- gcraHolds settles the holds (at hk) of key's bucket (interval iv) that
+  -- ended by now, earliest first, each by TAT = max(TAT, End + H*iv), then caps the
   -- TAT at now + H*iv (held tokens count against the burst), writing the
   -- TAT when it moved. It returns the holds' key, H, the latest End held
   -- and the TAT (nil for no key).
-  local function gcraHolds(key, iv, now, own)
-    local hk = slicesKey(key)
+  local function gcraHolds(key, hk, iv, now, own)
     local list = call('ZRANGE', hk, '0', '-1', 'WITHSCORES')
     local tat = g.tatOf(key)
     if #list == 0 then return hk, 0, 0, tat end
@@ -194,7 +186,7 @@ local function slices()
   end
 
   local function gcraLoadB(key, r, now)
-    local hk, h, lastEnd = gcraHolds(key, r.iv, now, r.own)
+    local hk, h, lastEnd = gcraHolds(key, r.sk, r.iv, now, r.own)
     local s, code = g.load(key, r, now)
     s.hk, s.h, s.hend = hk, h, lastEnd
     return s, code
@@ -234,12 +226,13 @@ local function slices()
   end
 
   -- gcraReturn gives back the unused part of slice id of granted units held
-  -- until e, used of them admitted, in key's bucket of interval iv at now:
+  -- until e, used of them admitted, in key's bucket (its holds at hk) of
+  -- interval iv at now:
   -- the TAT moves back by the unused units' intervals and the hold ends,
   -- never below now plus the holds left. A slice no longer held was settled
   -- at its end.
-  local function gcraReturn(key, iv, id, e, granted, used, now, own)
-    local hk, h, lastEnd, tat = gcraHolds(key, iv, now, own)
+  local function gcraReturn(key, hk, iv, id, e, granted, used, now, own)
+    local _, h, lastEnd, tat = gcraHolds(key, hk, iv, now, own)
     local m = sliceMember(granted, id)
     if e <= now or not call('ZSCORE', hk, m) then return end
     local t = max(tat or now, now + h * iv) - (granted - used) * iv

@@ -148,6 +148,23 @@ func (e *env) expectGrant(what string, g store.Grant, granted int64, life time.D
 }
 
 var budgetCases = []testCase{
+	{"LeaseBesideABudgetedRuleSettles", func(e *env) {
+		for _, alg := range []sluice.Algorithm{sluice.Log, sluice.GCRA} {
+			p := &sluice.Policy{Name: "blease" + alg.String(), Rules: []sluice.Rule{
+				{Name: "global", Limit: 10, Window: time.Minute, Algorithm: alg, Budget: 10 * time.Second},
+				{Name: "in-flight", Concurrency: 2, Lease: time.Minute},
+			}}
+			x, d := e.acquire(p, nil, 5)
+			if !d.Allowed {
+				e.t.Fatalf("%v: a lease of 5 beside a budgeted rule of 10 was denied: %+v", alg, d)
+			}
+			e.counts(fmt.Sprintf("%v: the lease's estimate of 5", alg), p, 5, 5)
+			// Settling moves what the lease recorded in the budgeted
+			// window as in any other: to the real cost.
+			e.end(fmt.Sprintf("%v: settled at 2", alg), x, 2, true)
+			e.counts(fmt.Sprintf("%v: settled at 2", alg), p, 2, 8)
+		}
+	}},
 	{"LogSliceIsAnEntryStampedAtItsEnd", func(e *env) {
 		p := budgetPolicy("blog", sluice.Log, 10, time.Minute, 10*time.Second)
 		g := e.lease(p, 1, 4, "s1")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -52,6 +53,22 @@ type inspectWindow struct {
 	// Leases are a concurrency rule's leases alive, soonest to expire
 	// first; absent for a rate rule's window.
 	Leases []inspectLease `json:"leases,omitzero"`
+
+	// Slices are, for a budgeted log or GCRA bucket, the slices leased
+	// from it that the store still holds, earliest first; SlicesKey is
+	// their key. A log's Used counts the units of those that count.
+	SlicesKey string         `json:"slices_key,omitempty"`
+	Slices    []inspectSlice `json:"slices,omitempty"`
+}
+
+// inspectSlice is a slice leased from a budgeted window: the units the
+// store counts for it and when it ends (a log: its entry's stamp, its end
+// or when it was given back; GCRA: the end of its hold).
+type inspectSlice struct {
+	Units    int64     `json:"units"`
+	Ends     time.Time `json:"ends"`
+	EndsInMS int64     `json:"ends_in_ms"`       // negative once it ended
+	Counts   *bool     `json:"counts,omitempty"` // a log's: inside the window now
 }
 
 // inspectLease is a lease alive in a concurrency rule's window: the token
@@ -78,7 +95,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 Shows, changing nothing, the Redis windows that policy P keeps for the
 given attributes: each key, its entries with their ages and costs, and its
 time to live; for a concurrency rule, its leases alive, each by its token
-with when it expires. With --config, the policy's rules name the keys
+with when it expires; for a budgeted rule, the slices leased from its
+window (their units, and when each ends), counted in its use. With --config, the policy's rules name the keys
 exactly and the counts in each window are shown (a concurrency rule's
 leases alive of its most); without it, the keys are found with SCAN (every
 window of P whose attribute values are among those given; the records of
@@ -179,6 +197,18 @@ flags:`)
 				iw.WindowMS, iw.LeaseMS, *iw.Used = 0, r.Window.Milliseconds(), int64(len(w.Leases))
 			}
 		}
+		iw.SlicesKey = w.SlicesKey
+		for _, sl := range w.Slices {
+			is := inspectSlice{Units: sl.Units, Ends: sl.At.UTC(), EndsInMS: sl.At.Sub(now).Milliseconds()}
+			if r != nil && w.Algorithm == storepkg.Log {
+				counts := now.Sub(sl.At) < r.Window // its entry leaves the window at its stamp plus the window
+				if counts {
+					*iw.Used += sl.Units
+				}
+				is.Counts = &counts
+			}
+			iw.Slices = append(iw.Slices, is)
+		}
 		if len(w.State) > 0 {
 			iw.State, iw.Used = w.State, nil // a bucket or a counter: no entries to count
 		}
@@ -241,6 +271,13 @@ flags:`)
 		default:
 			fmt.Fprintf(stdout, "\nrule %s: %d entries; %s\n  key %s\n", w.Rule, len(w.Entries), ttl, w.Key)
 		}
+		if n := len(w.Slices); n > 0 {
+			var units int64
+			for _, sl := range w.Slices {
+				units += sl.Units
+			}
+			fmt.Fprintf(stdout, "  %d slices leased, %d units; key %s\n", n, units, w.SlicesKey)
+		}
 		switch len(w.State) {
 		case 1:
 			fmt.Fprintf(stdout, "  gcra: the bucket is full again at %s\n", time.UnixMicro(w.State[0]).UTC().Format(time.RFC3339Nano))
@@ -250,6 +287,17 @@ flags:`)
 		for _, l := range w.Leases {
 			fmt.Fprintf(stdout, "  lease %s  expires in %v (at %s)\n", l.Token, time.Duration(l.ExpiresInMS)*time.Millisecond,
 				l.Expires.Format(time.RFC3339Nano))
+		}
+		for _, sl := range w.Slices {
+			when := "ends in " + (time.Duration(sl.EndsInMS) * time.Millisecond).String()
+			if sl.EndsInMS <= 0 {
+				when = "ended " + (time.Duration(-sl.EndsInMS) * time.Millisecond).String() + " ago"
+			}
+			note := ""
+			if sl.Counts != nil && !*sl.Counts {
+				note = "  (outside the window)"
+			}
+			fmt.Fprintf(stdout, "  slice of %d units  %s (at %s)%s\n", sl.Units, when, sl.Ends.Format(time.RFC3339Nano), note)
 		}
 		for j, e := range w.Entries {
 			note := ""
@@ -295,16 +343,19 @@ func scanWindows(ctx context.Context, store *openedStore, policy string, attrs m
 	slices.Sort(keys)
 	var out []redisstore.Window
 	var now time.Time
+	read := map[string]bool{} // a window's key and its slices' read it once
 	for _, k := range keys {
 		w, t, err := store.Redis.InspectKey(ctx, k)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		if w.TTL == 0 {
-			continue // expired since the scan
+		if read[w.Key] || w.TTL == 0 && len(w.Slices) == 0 {
+			continue // read already, or expired since the scan
 		}
+		read[w.Key] = true
 		out, now = append(out, w), t
 	}
+	slices.SortFunc(out, func(a, b redisstore.Window) int { return strings.Compare(a.Key, b.Key) })
 	if now.IsZero() {
 		now = time.Now()
 	}

@@ -145,3 +145,86 @@ policies:
 		t.Errorf("inspect --redis text = %d\n%s", code, out)
 	}
 }
+
+// TestInspectSlices checks sluice inspect of a budgeted rule on Redis:
+// with --config, the slices leased from its window (their units as the
+// leasing Limiter holds them, and when each ends) and a used that counts
+// them beside the entries; without, SCAN finds the slices' key and shows
+// it with its window, once.
+func TestInspectSlices(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	file := writeFile(t, t.TempDir(), "sluice.yaml", redisSection(rs.Addr(), "bz")+`
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 1000, window: 1h, budget: 10m}
+      - {name: category, by: [category], limit: 100, window: 1m}
+`)
+	ctx := context.Background()
+	st, err := redisstore.New(redisstore.Config{Addrs: []string{rs.Addr()}, Prefix: "bz"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 5 * time.Second})
+	defer lim.Close()
+	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
+		{Name: "global", Limit: 1000, Window: time.Hour, Budget: 10 * time.Minute},
+		{Name: "category", By: []string{"category"}, Limit: 100, Window: time.Minute},
+	}}
+	attrs := map[string]string{"category": "errors"}
+	if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed {
+		t.Fatalf("allow: %+v, %v", d, err)
+	}
+	held := lim.Slices()
+	if len(held) != 1 || held[0].Granted < 1 {
+		t.Fatalf("the Limiter holds slices %+v, want one of global", held)
+	}
+	granted := held[0].Granted
+
+	check := func(how string, w inspectWindow, withConfig bool) {
+		t.Helper()
+		if w.Rule != "global" || w.Key != "bz:{notify}2l:global" || w.SlicesKey != "bz:{notify}!s2l:global" {
+			t.Errorf("%s: window %s key %s slices key %s, want global's", how, w.Rule, w.Key, w.SlicesKey)
+		}
+		if len(w.Slices) != 1 || w.Slices[0].Units != granted || w.Slices[0].EndsInMS <= 0 || w.Slices[0].EndsInMS > 600000 {
+			t.Fatalf("%s: slices %+v, want one of %d units ending within the budget", how, w.Slices, granted)
+		}
+		var entries int64
+		for _, e := range w.Entries {
+			entries += e.Cost
+		}
+		if withConfig != (w.Used != nil) || withConfig && (*w.Used != entries+granted || w.Slices[0].Counts == nil || !*w.Slices[0].Counts) {
+			t.Errorf("%s: used %v, slice counts %v; want the entries' %d plus the slice's %d with the file, none without",
+				how, w.Used, w.Slices[0].Counts, entries, granted)
+		}
+	}
+	code, out, errOut := runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 0 {
+		t.Fatalf("inspect = %d\n%s", code, errOut)
+	}
+	var in inspectOutput
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || in.Windows[1].Slices != nil {
+		t.Fatalf("inspect --config = %+v, want global with its slices and category without", in.Windows)
+	}
+	check("--config", in.Windows[0], true)
+
+	code, out, _ = runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors")
+	if code != 0 || !strings.Contains(out, "  1 slices leased, "+strconv.FormatInt(granted, 10)+" units; key bz:{notify}!s2l:global") ||
+		!strings.Contains(out, "  slice of "+strconv.FormatInt(granted, 10)+" units  ends in ") {
+		t.Errorf("inspect text = %d\n%s", code, out)
+	}
+
+	code, out, errOut = runCLI(t, "inspect", "--redis", "redis://"+rs.Addr(), "--prefix", "bz", "--policy", "notify", "--attr", "category=errors", "--json")
+	if code != 0 {
+		t.Fatalf("inspect --redis = %d\n%s", code, errOut)
+	}
+	in = inspectOutput{}
+	(&response{Body: []byte(out)}).JSON(t, &in)
+	if len(in.Windows) != 2 || in.Windows[0].Rule != "category" || in.Windows[1].Slices == nil {
+		t.Fatalf("inspect --redis = %+v, want category's window and global's with its slices, once each", in.Windows)
+	}
+	check("SCAN", in.Windows[1], false)
+}

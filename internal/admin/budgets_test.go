@@ -1,8 +1,12 @@
 package admin_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/sluicerate/sluice/internal/admin"
 )
@@ -65,4 +69,112 @@ func TestAdminBudgetsMemory(t *testing.T) {
 	if b := budgets(); len(b.Slices) != 0 || b.Held != 0 || b.UnitsReturned == 0 {
 		t.Errorf("after Close: %+v, want no slice held and units returned", b)
 	}
+}
+
+const budgetInspectConfig = `
+policies:
+  - name: notify
+    limits:
+      - {name: global, limit: 1000, window: 1m, budget: 2s}
+`
+
+// TestAdminInspectSlicesMemory: on the memory store the key inspector
+// shows a budgeted rule's slices this server holds (every slice there is),
+// and a used that counts them beside what the store admitted per request.
+func TestAdminInspectSlicesMemory(t *testing.T) {
+	t.Parallel()
+	as := newAdminServer(t, budgetInspectConfig, "")
+	if w := as.do("POST", "/v1/decide", `{"policy":"notify"}`); w.Code != 200 {
+		t.Fatalf("decide = %d %s", w.Code, w.Body)
+	}
+	var b admin.BudgetsJSON
+	as.getJSON("/api/v1/budgets", &b)
+	if len(b.Slices) != 1 || b.Store != 1 {
+		t.Fatalf("budgets = %+v, want one slice leased with the first decision", b)
+	}
+	in := as.inspect(`{"policy":"notify"}`)
+	w := in.Windows[0]
+	if len(w.Slices) != 1 || w.Sliced == nil || *w.Sliced != b.Slices[0].Granted || w.Slices[0].Units != b.Slices[0].Granted ||
+		w.Slices[0].EndsInMS <= 0 || w.Slices[0].EndsInMS > 2000 {
+		t.Fatalf("global's slices %+v (sliced %v), want the one of %d units this server holds", w.Slices, w.Sliced, b.Slices[0].Granted)
+	}
+	// The store's count: the first request, the slice, and the peek's own.
+	if want := 1 + b.Slices[0].Granted + 1; w.Used != want {
+		t.Errorf("global's used %d, want %d: the request, the slice's %d units and the peek", w.Used, want, b.Slices[0].Granted)
+	}
+}
+
+// TestAdminInspectSlicesRedis: on Redis the key inspector shows the
+// slices the store holds for a budgeted log, with their units and when
+// each ends on the store's clock; a slice that ended still counts until
+// its entry leaves the window, then goes.
+func TestAdminInspectSlicesRedis(t *testing.T) {
+	bs := newBrowserServer(t, budgetInspectConfig, 0)
+	var d struct {
+		Allowed bool `json:"allowed"`
+	}
+	postJSON(t, bs.public.URL+"/v1/decide", `{"policy":"notify"}`, &d)
+	if !d.Allowed {
+		t.Fatal("the first decision was denied")
+	}
+	var b admin.BudgetsJSON
+	getAdmin(t, bs.admin.URL+"/api/v1/budgets", &b)
+	if len(b.Slices) != 1 {
+		t.Fatalf("budgets = %+v, want one slice", b)
+	}
+	granted := b.Slices[0].Granted
+	inspect := func(what string, endsInMS int64, n int) {
+		t.Helper()
+		var in admin.InspectJSON
+		postJSON(t, bs.admin.URL+"/api/v1/inspect", `{"policy":"notify"}`, &in)
+		if !in.EntriesShown || in.Error != "" || len(in.Windows) != 1 {
+			t.Fatalf("%s: inspect = %+v", what, in)
+		}
+		w := in.Windows[0]
+		if len(w.Slices) != n || w.Sliced == nil || *w.Sliced != int64(n)*granted || n == 1 && (w.Slices[0].Units != granted ||
+			w.Slices[0].EndsInMS != endsInMS || !w.Slices[0].Ends.Equal(bs.clock.Now().Add(time.Duration(endsInMS)*time.Millisecond))) {
+			t.Errorf("%s: slices %+v (sliced %v), want %d of %d units ending in %d ms", what, w.Slices, w.Sliced, n, granted, endsInMS)
+		}
+		var entries int64
+		for _, e := range w.Entries {
+			if e.Counts {
+				entries += e.Cost
+			}
+		}
+		if want := entries + *w.Sliced + 1; w.Used != want {
+			t.Errorf("%s: used %d, want %d: the entries' %d, the slices' %d and the peek's 1", what, w.Used, want, entries, *w.Sliced)
+		}
+	}
+	inspect("at the lease", 2000, 1)
+	bs.clock.Add(3 * time.Second)
+	inspect("after its end", -1000, 1)
+	bs.clock.Add(time.Minute)
+	inspect("a window after its end", 0, 0)
+}
+
+// TestAdminPageSlices opens the admin page in headless Chromium over a
+// server on Redis that leased a slice of a budgeted rule, and checks that
+// the key inspector lists it with its units and time left.
+func TestAdminPageSlices(t *testing.T) {
+	chrome := browserPath(t)
+	bs := newBrowserServer(t, budgetInspectConfig, 0)
+	var d struct {
+		Allowed bool `json:"allowed"`
+	}
+	postJSON(t, bs.public.URL+"/v1/decide", `{"policy":"notify"}`, &d)
+	var b admin.BudgetsJSON
+	getAdmin(t, bs.admin.URL+"/api/v1/budgets", &b)
+	if !d.Allowed || len(b.Slices) != 1 {
+		t.Fatalf("decision %+v, budgets %+v: want one slice leased", d, b)
+	}
+	p := openPage(t, chrome, bs.admin.URL+"/?token="+browserToken, `[data-policy="notify"]`)
+	p.eventually("the inspector's targets", `[...document.getElementById("inspect-target").options].some(o => o.value === "policy:notify") ? "listed" : "not yet"`, "listed")
+	p.text(`document.getElementById("inspect-target").value = "policy:notify";
+		document.getElementById("inspect-target").dispatchEvent(new Event("change")); "ok"`)
+	if err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS(`#inspect-go`))); err != nil {
+		t.Fatalf("inspecting: %v", err)
+	}
+	rows := `[...document.querySelectorAll('#inspect-result [data-window="global"] tr[data-slice]')]`
+	p.eventually("global's slices", rows+`.map(e => e.dataset.units + "/" + e.dataset.endsMs).join(",")`,
+		strconv.FormatInt(b.Slices[0].Granted, 10)+"/2000")
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -47,6 +48,19 @@ type Window struct {
 	// Leases are, for a concurrency rule's window, the leases alive in it,
 	// soonest to expire first (it has no Entries).
 	Leases []Lease
+
+	// Slices are, for a budgeted rule's window, the slices leased from it
+	// that the store holds, by every process, earliest first.
+	Slices []Slice
+}
+
+// Slice is a slice leased from a budgeted window: the units the store
+// counts for it, and when it ends on the store's clock (a log's: the stamp
+// of its entry, its end or when it was given back, which counts for a
+// window after; a GCRA bucket's: the end of its hold).
+type Slice struct {
+	Units int64
+	Ends  time.Time
 }
 
 // Entry is one entry of a window: when it was recorded, on the store's
@@ -146,6 +160,23 @@ type inspectWindowJSON struct {
 	// (EntriesShown), the leases alive in its window, soonest to expire
 	// first; absent for other rules.
 	Leases []inspectLeaseJSON `json:"leases,omitzero"`
+
+	// Slices are, for a budgeted rule, the slices leased from its window
+	// that count now, earliest end first, and Sliced their units: those
+	// of every process when the store shows them (EntriesShown), else
+	// those this server holds (on the memory store, every slice there
+	// is). Used counts them: the store's count is what was admitted plus
+	// what is leased. Absent for other rules.
+	Slices []inspectSliceJSON `json:"slices,omitzero"`
+	Sliced *int64             `json:"sliced,omitempty"`
+}
+
+// inspectSliceJSON is one slice leased from a budgeted window: its units,
+// and when it ends (a log's slice counts for a window after).
+type inspectSliceJSON struct {
+	Units    int64     `json:"units"`
+	Ends     time.Time `json:"ends"`
+	EndsInMS int64     `json:"ends_in_ms"` // negative once it ended
 }
 
 // inspectLeaseJSON is one lease alive in a concurrency rule's window.
@@ -252,14 +283,49 @@ func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectReques
 		}
 	}
 	counted := out.Error == "" && peekCounted(resolved, &d)
+	var held []sluice.SliceStatus
+	if windows == nil {
+		held = st.Limiter.Slices()
+	}
 	for i := range resolved.Checks {
+		c := &resolved.Checks[i]
 		var win *Window
 		if i < len(windows) {
 			win = &windows[i]
 		}
-		out.Windows = append(out.Windows, windowJSON(&resolved.Checks[i], &d, counted, win, out.Now))
+		wj := windowJSON(c, &d, counted, win, out.Now)
+		if c.Budget > 0 && (win == nil || c.Algorithm != store.SlidingCounter) { // a counter's slices are cost in its bucket
+			wj.slices(c, p.Name, win, held, out.Now)
+		}
+		out.Windows = append(out.Windows, wj)
 	}
 	return out, nil
+}
+
+// slices sets the slices of wj, budgeted check c's window of policy, that
+// count at now: win's when the store showed it, else those of held (this
+// server's) leased from it.
+func (wj *inspectWindowJSON) slices(c *store.Check, policy string, win *Window, held []sluice.SliceStatus, now time.Time) {
+	var list []Slice
+	if win != nil {
+		list = win.Slices
+	} else {
+		for _, s := range held {
+			if s.Policy == policy && s.Rule == c.Rule && slices.Equal(s.Values, c.Values) {
+				list = append(list, Slice{Units: s.Granted, Ends: now.Add(s.Left)})
+			}
+		}
+		slices.SortFunc(list, func(a, b Slice) int { return a.Ends.Compare(b.Ends) })
+	}
+	wj.Slices, wj.Sliced = []inspectSliceJSON{}, new(int64)
+	for _, s := range list {
+		left := s.Ends.Sub(now)
+		if c.Algorithm == store.Log && left <= -c.Window || c.Algorithm != store.Log && left <= 0 {
+			continue // left the window, or its hold ended: the store no longer counts it
+		}
+		wj.Slices = append(wj.Slices, inspectSliceJSON{Units: s.Units, Ends: s.Ends.UTC(), EndsInMS: left.Milliseconds()})
+		*wj.Sliced += s.Units
+	}
 }
 
 // peekCounted reports whether the figures of d, a peek of req, count the

@@ -374,6 +374,7 @@ function renderWindows(res) {
       ", empty in " + fmtMS(w.reset_after_ms);
     const box = el("div", { class: "window", "data-window": w.rule }, el("h3", {}, head));
     if (w.key) box.append(el("div", { class: "note" }, "key ", el("code", {}, w.key), w.ttl_ms > 0 ? ", expires in " + fmtMS(w.ttl_ms) : ""));
+    if (w.slices) box.append(sliceList(res, w));
     if (res.entries_shown) {
       box.append(timeline(w));
       box.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "recorded"),
@@ -385,6 +386,22 @@ function renderWindows(res) {
     parts.push(box);
   }
   return el("div", {}, parts);
+}
+
+// sliceList shows the slices leased from a budgeted rule's window that
+// count now (every process's on Redis, this server's on memory): their
+// units, which its used counts, and when each ends.
+function sliceList(res, w) {
+  const whose = res.entries_shown ? "" : " by this server";
+  const box = el("div", { class: "slices", "data-slices": w.slices.length, "data-sliced": w.sliced },
+    el("p", {}, w.slices.length + " slices leased" + whose + ", " + w.sliced + " units, counted in its use"));
+  if (!w.slices.length) return box;
+  box.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", { class: "num" }, "units"),
+    el("th", {}, "ends"), el("th", { class: "num" }, "ends in"))),
+  el("tbody", {}, w.slices.map((s, i) => el("tr", { "data-slice": i, "data-units": s.units, "data-ends-ms": s.ends_in_ms },
+    el("td", { class: "num" }, i + 1), el("td", { class: "num" }, s.units), el("td", {}, fmtTime(s.ends)),
+    el("td", { class: "num" }, s.ends_in_ms > 0 ? fmtMS(s.ends_in_ms) : "ended, counts until it leaves the window"))))));
+  return box;
 }
 
 // leaseWindow shows a concurrency rule's window: its leases alive of the

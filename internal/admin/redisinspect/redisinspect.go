@@ -30,7 +30,8 @@ var _ admin.Inspector = Inspector{}
 // Name returns "redis".
 func (Inspector) Name() string { return "redis" }
 
-// Windows reads the window of every check of req (redisstore.Store.Inspect).
+// Windows reads the window of every check of req, with the slices leased
+// from a budgeted one (redisstore.Store.Inspect).
 func (i Inspector) Windows(ctx context.Context, req *store.Request) ([]admin.Window, time.Time, error) {
 	ws, now, err := i.Store.Inspect(ctx, req)
 	if err != nil {
@@ -44,6 +45,9 @@ func (i Inspector) Windows(ctx context.Context, req *store.Request) ([]admin.Win
 		}
 		for _, l := range w.Leases {
 			out[j].Leases = append(out[j].Leases, admin.Lease{Token: l.Token, Expires: l.Expires})
+		}
+		for _, sl := range w.Slices {
+			out[j].Slices = append(out[j].Slices, admin.Slice{Units: sl.Units, Ends: sl.At})
 		}
 	}
 	return out, now, nil
