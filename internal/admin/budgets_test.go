@@ -146,9 +146,9 @@ func TestAdminInspectSlicesRedis(t *testing.T) {
 		}
 	}
 	inspect("at the lease", 2000, 1)
-	bs.clock.Add(3 * time.Second)
+	bs.clock.Advance(3 * time.Second)
 	inspect("after its end", -1000, 1)
-	bs.clock.Add(time.Minute)
+	bs.clock.Advance(time.Minute)
 	inspect("a window after its end", 0, 0)
 }
 
