@@ -663,11 +663,12 @@ func TestFaultFrozen(t *testing.T) {
 			}
 		}
 		p99, worst := percentile(lat, 0.99), percentile(lat, 1)
-		// 10 ms of margin: the control is 12 sleeps, and under the race
-		// detector on a loaded machine a call was once 1.4 ms past a 5 ms
-		// margin; a call that waited on the frozen server would be seconds.
-		if want := sluice.DefaultTimeout + 10*time.Millisecond + slack; p99 > want {
-			t.Errorf("%s: p99 latency %v, want at most %v (50ms + 10ms + %v by which a bare timer was late)", tc.name, p99, want, slack)
+		// 50 ms of margin: the control is 12 sleeps, and under the race
+		// detector on a loaded machine calls were 1.4 ms past a 5 ms and
+		// 8 ms past a 10 ms margin; a call that waited on the frozen
+		// server would be seconds.
+		if want := sluice.DefaultTimeout + 50*time.Millisecond + slack; p99 > want {
+			t.Errorf("%s: p99 latency %v, want at most %v (50ms + 50ms + %v by which a bare timer was late)", tc.name, p99, want, slack)
 		}
 		if wrong != 0 {
 			t.Errorf("%s: %d of %d decisions were not degraded %s decisions with an error", tc.name, wrong, len(out), tc.name)
