@@ -262,3 +262,83 @@ func TestBudgetStoreFailure(t *testing.T) {
 		t.Errorf("the global window counts %d after Close, %d admitted, stats %+v", d.Limits[0].Used, admitted, st)
 	}
 }
+
+// TestBudgetDecide decides store requests with a budgeted check through
+// Limiter.Decide, as a front with a model of its own (Envoy's) does, from
+// two Limiters on one store: answered from slices, never more than the
+// limit, the unbudgeted check beside it decided by the store and given
+// back on its denial, and the request the caller made left as it was.
+func TestBudgetDecide(t *testing.T) {
+	clock := storetest.NewClock(storetest.T0)
+	s := memstore.New(memstore.Config{Clock: clock.Now})
+	lims := []*sluice.Limiter{
+		sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}}),
+		sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}}),
+	}
+	global := store.Check{Rule: "global", Limit: 500, Window: time.Minute, Cost: 1, Budget: 10 * time.Second}
+	ctx := context.Background()
+	admitted, local := int64(0), 0
+	for i := range 1000 {
+		user := store.Check{Rule: "user", Values: []string{string(rune('a' + i%4))}, Limit: 100, Window: time.Minute, Cost: 1}
+		req := &store.Request{Policy: "envoy/api", Mode: store.ModeAllow, Checks: []store.Check{global, user}}
+		d, err := lims[i%2].Decide(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(req.Results) != 0 || req.Checks[1].Values[0] != user.Values[0] {
+			t.Fatalf("Decide changed the caller's request: results %v, checks %+v", req.Results, req.Checks)
+		}
+		if len(d.Limits) != 2 || d.Limits[0].Rule != "global" || d.Limits[1].Rule != "user" {
+			t.Fatalf("decision %d: limits %+v, want global and user", i, d.Limits)
+		}
+		if d.Allowed {
+			admitted++
+		} else if d.DeniedBy == "" || d.RetryAfter <= 0 {
+			t.Fatalf("decision %d: a denial without its rule or the store's wait: %+v", i, d)
+		}
+		if d.Limits[0].Remaining > 500 {
+			t.Fatalf("decision %d: global remaining %d above the limit", i, d.Limits[0].Remaining)
+		}
+		if d.Local {
+			local++
+		}
+		clock.Advance(10 * time.Millisecond)
+	}
+	for _, lim := range lims {
+		if err := lim.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stats sluice.BudgetStats
+	for _, lim := range lims {
+		st := lim.BudgetStats()
+		stats.Local += st.Local
+		stats.Store += st.Store
+		stats.UnitsStranded += st.UnitsStranded
+	}
+	peek := &store.Request{Policy: "envoy/api", Mode: store.ModeAllow, DryRun: true, Checks: []store.Check{global}}
+	d, err := lims[0].Decide(ctx, peek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four users of 100 each: at most 400 admitted, all within the global
+	// limit; the store counts exactly what was admitted once the slices
+	// are back (and the peek's unit, as it would admit it).
+	if admitted != 400 || d.Limits[0].Used != admitted+stats.UnitsStranded+1 {
+		t.Errorf("admitted %d, the store counts %d (stranded %d); want 400, all counted", admitted, d.Limits[0].Used, stats.UnitsStranded)
+	}
+	// The user check asks the store every time: no decision is answered
+	// from slices alone, but most take the global unit from one.
+	if local < 300 || stats.Local != 0 || stats.Store != 1000 {
+		t.Errorf("%d decisions took a unit from a slice, stats %+v; want most, every one asking the store", local, stats)
+	}
+}
+
+// TestDecideNegativeBudget refuses a check whose budget is negative.
+func TestDecideNegativeBudget(t *testing.T) {
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{}), sluice.Config{})
+	req := &store.Request{Policy: "p", Checks: []store.Check{{Rule: "r", Limit: 10, Window: time.Minute, Cost: 1, Budget: -time.Second}}}
+	if _, err := lim.Decide(context.Background(), req); !errors.Is(err, sluice.ErrInvalidPolicy) || !strings.Contains(err.Error(), "budget -1s is negative") {
+		t.Errorf("error %v, want ErrInvalidPolicy naming the negative budget", err)
+	}
+}

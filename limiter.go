@@ -227,14 +227,40 @@ func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string
 // more than a check's limit, as a cost reported once the work is done can
 // (the tokens of a model's answer): it is recorded, and reported as not
 // fitting, where AllowN returns ErrCostExceedsLimit. Every check's cost,
-// limit and burst is at most MaxCost.
+// limit and burst is at most MaxCost. A check with a Budget (within
+// MaxBudget of its figures) is answered from this Limiter's slices of its
+// window as a budgeted rule of AllowN is, in store.ModeAllow and not as a
+// dry run; the decision's Limits then say what req.Results would, and
+// req.Results is left as it was.
 func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err
 	}
 	var d Decision
+	if l.budgeter != nil && req.Mode == store.ModeAllow && !req.DryRun && hasBudget(req) {
+		s := getScratch()
+		defer func() {
+			clear(s.req.Checks) // the checks' values are the caller's
+			putScratch(s)
+		}()
+		s.req.Policy, s.req.Shared, s.req.Mode, s.req.DryRun = req.Policy, req.Shared, req.Mode, false
+		s.req.Checks = append(s.req.Checks[:0], req.Checks...)
+		s.budgeted = true
+		err := l.decideBudget(ctx, s, &d)
+		return d, err
+	}
 	err := l.decide(ctx, req, nil, &d)
 	return d, err
+}
+
+// hasBudget reports whether a check of req is of a budgeted window.
+func hasBudget(req *store.Request) bool {
+	for i := range req.Checks {
+		if req.Checks[i].Budget > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // allowMode is the mode of AllowN on p: a Penalize policy records denied

@@ -338,6 +338,9 @@ func checkRequest(req *store.Request) error {
 				ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Burst, c.Window, c.MinGap)
 		case req.Mode != store.ModeRecord && c.Limit > 0 && (c.Algorithm != GCRA && c.Cost > c.Limit || c.Algorithm == GCRA && c.Cost > c.Burst):
 			return fmt.Errorf("%w: policy %q rule %q has limit %d (burst %d), request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Burst, c.Cost)
+		case c.Budget < 0:
+			return fmt.Errorf("%w: policy %q rule %q: budget %v is negative; give the longest a slice may be held, or 0 for none",
+				ErrInvalidPolicy, req.Policy, c.Rule, c.Budget)
 		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && (c.Burst < 1 || !gcraSpans(c.Limit, c.Burst, c.Window)):
 			return fmt.Errorf("%w: policy %q rule %q: algorithm %v, min gap %v, burst %d", ErrInvalidPolicy, req.Policy, c.Rule, c.Algorithm, c.MinGap, c.Burst)
 		}

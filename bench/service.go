@@ -82,23 +82,59 @@ func serviceContenders() []serviceContender {
 		}}
 	}
 	return []serviceContender{
-		{name: "sluice serve", start: func(s *serviceRun) (*serviceProc, error) {
-			addrs, err := freeAddrs(3)
-			if err != nil {
-				return nil, err
-			}
-			p, err := startService("sluice serve", s.sluiceBin, []string{
-				"serve", "--config", s.sluiceConfig, "--envoy-config", s.configDir, "--redis", "redis://" + s.redisAddr + "/0",
-				"--http", addrs[0], "--grpc", addrs[1], "--admin", addrs[2], "--log-level", "warn",
-			}, nil, addrs[0], addrs[1])
-			if p != nil {
-				p.admin = addrs[2]
-			}
-			return p, err
-		}},
+		sluiceServe("sluice serve", ""),
 		envoyRL("envoyproxy/ratelimit"),
 		envoyRL("envoyproxy/ratelimit, pipeline window 150µs", "REDIS_PIPELINE_WINDOW=150us"),
+		sluiceServe("sluice serve, algorithm: gcra", "algorithm: gcra"),
+		sluiceServe("sluice serve, algorithm: sliding-counter", "algorithm: sliding-counter"),
+		sluiceServe("sluice serve, budget: 15s", serviceBudget),
 	}
+}
+
+// serviceBudget is the budgeted contender's key: the longest budget a
+// limit of a minute takes (a quarter of the window), so that a slice of
+// a user's window lives as long as it may.
+const serviceBudget = "budget: 15s"
+
+// sluiceServe is sluice serve on the section's configuration files with
+// key (sluice's own key of a rate_limit, "algorithm: gcra" say) added to
+// every limit, in a directory of its own; "" serves them as they are.
+func sluiceServe(name, key string) serviceContender {
+	return serviceContender{name: name, start: func(s *serviceRun) (*serviceProc, error) {
+		dir := s.configDir
+		if key != "" {
+			dir = filepath.Join(s.dir, "envoy-"+strings.NewReplacer(": ", "-", " ", "").Replace(key))
+			if err := writeServiceDomains(dir, key); err != nil {
+				return nil, err
+			}
+		}
+		addrs, err := freeAddrs(3)
+		if err != nil {
+			return nil, err
+		}
+		p, err := startService(name, s.sluiceBin, []string{
+			"serve", "--config", s.sluiceConfig, "--envoy-config", dir, "--redis", "redis://" + s.redisAddr + "/0",
+			"--http", addrs[0], "--grpc", addrs[1], "--admin", addrs[2], "--log-level", "warn",
+		}, nil, addrs[0], addrs[1])
+		if p != nil {
+			p.admin = addrs[2]
+		}
+		return p, err
+	}}
+}
+
+// writeServiceDomains writes the section's configuration files into dir,
+// with key added to every rate_limit ("" for none).
+func writeServiceDomains(dir, key string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range serviceDomains() {
+		if err := os.WriteFile(filepath.Join(dir, d.name+".yaml"), []byte(d.withKey(key)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // onlyServices returns the contenders whose name contains -only's string
@@ -203,13 +239,8 @@ func (b *bench) startServices() (*serviceRun, []*serviceProc, error) {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	if err := os.MkdirAll(s.configDir, 0o755); err != nil {
+	if err := writeServiceDomains(s.configDir, ""); err != nil {
 		return fail(err)
-	}
-	for _, d := range serviceDomains() {
-		if err := os.WriteFile(filepath.Join(s.configDir, d.name+".yaml"), []byte(d.yaml), 0o644); err != nil {
-			return fail(err)
-		}
 	}
 	s.sluiceConfig = filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(s.sluiceConfig, []byte(sluiceServiceConfig), 0o644); err != nil {
@@ -341,12 +372,15 @@ func (b *bench) printServiceTable(cs []serviceContender, scenarios []serviceScen
 		envoyRatelimitVersion, rounds, b.w.duration)
 	fmt.Printf("Both serve the same envoyproxy/ratelimit configuration files on the same Redis. sluice counts exact sliding windows "+
 		"(all or nothing over a request's descriptors); envoyproxy/ratelimit counts fixed windows (per calendar minute; every "+
-		"descriptor's hits counted, over its limit or not). Clients: gRPC (Envoy's RLS, %d concurrent calls over %d connections) "+
+		"descriptor's hits counted, over its limit or not). The sluice serve rows below them serve the same files with one of "+
+		"sluice's own keys added to every rate_limit: algorithm: gcra (a token bucket of requests_per_unit), algorithm: "+
+		"sliding-counter (two fixed windows weighted), or %s (each user's window leased to the process in slices, "+
+		"docs/budgets.md). Clients: gRPC (Envoy's RLS, %d concurrent calls over %d connections) "+
 		"and HTTP POST /json (wrk, 2 threads, %d connections). Keys: 9,000 users under their limits and %d heavy users with "+
 		"10%% of the requests, who pass theirs. sluice serve's store calls may take 10 s, as envoyproxy/ratelimit's "+
 		"(REDIS_TIMEOUT), instead of its 50 ms default. Decisions are OK and OVER_LIMIT answers; failed calls are counted apart. "+
 		"CPU per decision: the service process's (/proc), Redis's (INFO cpu) and the load generator's (this process, or wrk).\n\n",
-		b.w.goroutines, serviceConns, b.w.goroutines, serviceHeavyUsers)
+		serviceBudget, b.w.goroutines, serviceConns, b.w.goroutines, serviceHeavyUsers)
 	fmt.Println("| domain | protocol | contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | denied | failed | service CPU µs/decision | Redis CPU µs/decision | client CPU µs/decision |")
 	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for si, sc := range scenarios {

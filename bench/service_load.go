@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -57,6 +58,16 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 50}
 `},
 	}
+}
+
+// withKey returns d's configuration file with key, one of sluice's own
+// keys of a rate_limit ("algorithm: gcra"), added to every limit; "" for
+// the file as it is.
+func (d serviceDomain) withKey(key string) string {
+	if key == "" {
+		return d.yaml
+	}
+	return strings.ReplaceAll(d.yaml, "}\n", ", "+key+"}\n")
 }
 
 // request returns the RateLimitRequest of key index i.

@@ -14,6 +14,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicerate/sluice/internal/envoy"
 )
 
 // TestServiceKeyMix checks the key mix both clients send: 9,000 regular
@@ -108,4 +110,25 @@ func indexOf(t *testing.T, user string) int {
 		return 10 * n
 	}
 	return n
+}
+
+// TestServiceDomainKeys checks that each sluice contender's key lands in
+// every limit of each domain's file, and that sluice reads it there: the
+// files load, and a key sluice refuses makes them fail to.
+func TestServiceDomainKeys(t *testing.T) {
+	for _, c := range []string{"algorithm: gcra", "algorithm: sliding-counter", serviceBudget} {
+		for _, d := range serviceDomains() {
+			file := d.withKey(c)
+			if got, want := strings.Count(file, c), strings.Count(d.yaml, "rate_limit:"); got != want || want == 0 {
+				t.Errorf("domain %s with %q: %d limits carry it, want %d:\n%s", d.name, c, got, want, file)
+			}
+			if _, err := envoy.Parse([]envoy.Source{{Name: d.name + ".yaml", Data: []byte(file)}}, envoy.LoadOptions{}); err != nil {
+				t.Errorf("domain %s with %q: %v", d.name, c, err)
+			}
+			bad := d.withKey("algorithm: nosuch")
+			if _, err := envoy.Parse([]envoy.Source{{Name: d.name + ".yaml", Data: []byte(bad)}}, envoy.LoadOptions{}); err == nil {
+				t.Errorf("domain %s with an unknown algorithm loads", d.name)
+			}
+		}
+	}
 }

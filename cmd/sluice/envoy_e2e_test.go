@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -334,4 +336,54 @@ func TestCheckEnvoy(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "OK") || !strings.Contains(stdout, "3 per MINUTE") {
 		t.Errorf("check bar: exit %d\n%s", code, stdout)
 	}
+}
+
+// TestServeEnvoyBudget: a rate_limit with budget: D, served on Redis, is
+// answered from the process's slices of each window, never past its
+// limit, and the budget metrics count the slices.
+func TestServeEnvoyBudget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100, budget: 10s}\n")
+	rs := redistest.Start(t)
+	p := startServeArgs(t, nil, "--envoy-config", dir, "--redis", "redis://"+rs.Addr()+"/0",
+		"--config", writeFile(t, t.TempDir(), "store.yaml", "store:\n  timeout: 5s\n"))
+	call := rlsCall(dialRLS(t, p))
+	req := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "ann"}}}}}
+	ok := 0
+	for range 150 {
+		resp, err := call(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.Statuses[0]
+		if st.Code == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+		if st.LimitRemaining > 100 {
+			t.Fatalf("remaining %d above the limit: %v", st.LimitRemaining, st)
+		}
+	}
+	if ok != 100 {
+		t.Errorf("%d of 150 admitted, want the limit, 100", ok)
+	}
+	// Most of the 100 admitted take a unit from a slice: no store call.
+	m := string(p.do("GET", "/metrics", "").Body)
+	local, slices := metricValue(m, `sluice_budget_decisions_total{answered="local"}`), metricValue(m, "sluice_budget_slices_total")
+	if local < 50 || slices < 1 {
+		t.Errorf("/metrics: %d decisions answered locally, %d slices; want most, at least one", local, slices)
+	}
+}
+
+// metricValue returns the value of the sample name in a Prometheus text
+// exposition, 0 when absent.
+func metricValue(m, name string) int64 {
+	for _, l := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int64(n)
+		}
+	}
+	return 0
 }

@@ -9,7 +9,8 @@
 //
 // Beyond the upstream format a file may give a limit any length (window:
 // 90s, or unit_multiplier), several limits per descriptor (rate_limits: a
-// list), and an algorithm (algorithm: log, gcra or sliding-counter).
+// list), an algorithm (algorithm: log, gcra or sliding-counter), and a
+// budget (budget: 2s, slices leased as sluice.Rule.Budget's).
 //
 // docs/envoy.md lists every difference from envoyproxy/ratelimit.
 package envoy
@@ -75,29 +76,18 @@ type node struct {
 	where     string           // file:line:column
 }
 
-// Limit is one limit of a descriptor.
+// Limit is one limit of a descriptor. Unit and Multiplier are its window as
+// Envoy reports it, Multiplier units (1 for a plain unit); a window that is
+// not a whole number of seconds has Unit UNKNOWN.
 type Limit struct {
-	// Name is rate_limit.name: what replaces refers to; may be empty.
-	Name string
-
-	// Requests is requests_per_unit: the most hits in any window. 0 blocks.
-	Requests uint32
-
-	// Unit and Multiplier are the window as Envoy reports it: Multiplier
-	// units (Multiplier is 1 for a plain unit). A window that is not a
-	// whole number of seconds has Unit UNKNOWN.
+	Name       string // rate_limit.name: what replaces refers to; may be empty
+	Requests   uint32 // requests_per_unit: the most hits in any window; 0 blocks
 	Unit       rlsv3.RateLimitResponse_RateLimit_Unit
 	Multiplier uint32
-
-	// Window is the length of the sliding window.
-	Window time.Duration
-
-	// Algorithm is how the window counts (the exact log by default).
-	Algorithm sluice.Algorithm
-
-	// Replaces names the limits this one replaces when both match a
-	// request.
-	Replaces []string
+	Window     time.Duration    // the length of the sliding window
+	Algorithm  sluice.Algorithm // how the window counts (the exact log by default)
+	Budget     time.Duration    // above 0: slices of each window are leased for at most this long (sluice.Rule.Budget)
+	Replaces   []string         // the limits this one replaces when both match a request, by name
 }
 
 // unitLengths are the lengths of Envoy's units, as envoyproxy/ratelimit

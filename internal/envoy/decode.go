@@ -22,6 +22,7 @@ import (
 //	      unit_multiplier: M     # the window is M units
 //	      window: 90s            # sluice: any length, instead of unit
 //	      algorithm: log         # sluice: log (default), gcra, sliding-counter
+//	      budget: 2s             # sluice: lease slices of the window (docs/budgets.md)
 //	      name: NAME
 //	      replaces: [{name: NAME}]
 //	      unlimited: true
@@ -37,7 +38,7 @@ var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "quota_mode",
 		"detailed_metric", "value_to_metric", "share_threshold", "metadata"}
-	limitKeys = []string{"unit", "requests_per_unit", "unit_multiplier", "window", "algorithm", "name", "replaces", "unlimited"}
+	limitKeys = []string{"unit", "requests_per_unit", "unit_multiplier", "window", "algorithm", "budget", "name", "replaces", "unlimited"}
 )
 
 // upstreamKeys are the keys envoyproxy/ratelimit accepts anywhere in a

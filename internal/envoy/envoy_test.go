@@ -230,6 +230,12 @@ func TestLoadErrors(t *testing.T) {
 		{"window under 1µs", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 0s, requests_per_unit: 1}\n",
 			`a.yaml:4:26: window: duration "0s" is shorter than 1µs`},
 		{"too large", "domain: d\n#" + strings.Repeat("x", 4<<20) + "\n", "a.yaml: the file is 4194316 bytes; a configuration file is at most 4194304"},
+		{"budget past a quarter of the window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: 16s}\n",
+			`a.yaml:4:17: budget 16s is not from 1ms to 15s`},
+		{"budget under 1ms", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: 1us}\n",
+			`budget 1µs is not from 1ms to 15s`},
+		{"budget not a duration", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: soon}\n",
+			`a.yaml:4:63: budget: duration "soon" is not valid`},
 		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n", `replaces itself`},
 	}
 	for _, tt := range tests {
@@ -286,3 +292,41 @@ func TestUnlimited(t *testing.T) {
 		}
 	}
 }
+
+// TestBudget: a limit with a budget is answered from this Limiter's
+// slices of its window, never past its limit, and a denial still comes
+// from the store with its wait.
+func TestBudget(t *testing.T) {
+	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 100, budget: 10s}\n")
+	clk := storetest.NewClock(storetest.T0)
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clk.Now}), sluice.Config{Clock: manualClock{clk}})
+	ctx := context.Background()
+	ok := 0
+	for range 150 {
+		res, err := cfg.Decide(ctx, lim, req("d", 0, [][2]string{{"k", "v"}}), envoy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := res.Response.Statuses[0]
+		switch st.Code {
+		case rlsv3.RateLimitResponse_OK:
+			ok++
+		case rlsv3.RateLimitResponse_OVER_LIMIT:
+			if st.DurationUntilReset.AsDuration() <= 0 {
+				t.Fatalf("a denial without the store's wait: %v", st)
+			}
+		}
+		if st.LimitRemaining > 100 {
+			t.Fatalf("remaining %d above the limit", st.LimitRemaining)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	if st := lim.BudgetStats(); ok != 100 || st.Local == 0 || st.SlicesLeased == 0 {
+		t.Errorf("%d admitted, budget stats %+v; want 100, most from slices", ok, st)
+	}
+}
+
+// manualClock is a Limiter's clock on a storetest.Clock: slices end on it.
+type manualClock struct{ *storetest.Clock }
+
+func (manualClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

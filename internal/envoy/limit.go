@@ -38,13 +38,15 @@ func (d *decoder) limitFields(v *yaml.Node) *limitNodes {
 			}
 		case "window":
 			f.window = x
-			f.l.Window = d.window(x)
+			f.l.Window = d.duration(x, k)
 		case "algorithm":
 			a, err := sluice.ParseAlgorithm(d.str(x, k))
 			if err != nil {
 				d.Errorf(x, "unknown algorithm %q; use log (the default), gcra or sliding-counter", x.Value)
 			}
 			f.l.Algorithm = a
+		case "budget":
+			f.l.Budget = d.duration(x, k)
 		case "name":
 			f.l.Name = d.str(x, k)
 		case "unlimited":
@@ -57,18 +59,18 @@ func (d *decoder) limitFields(v *yaml.Node) *limitNodes {
 	return f
 }
 
-// window reads a window: a duration from 1µs to a year.
-func (d *decoder) window(x *yaml.Node) time.Duration {
+// duration reads key k's duration (a window, a budget): from 1µs to a year.
+func (d *decoder) duration(x *yaml.Node, k string) time.Duration {
 	if x.Kind != yaml.ScalarNode {
-		d.str(x, "window")
+		d.str(x, k)
 		return 0
 	}
 	w, err := yamlfile.Duration(x)
 	switch {
 	case err != nil:
-		d.Errorf(x, "window: %v", err)
+		d.Errorf(x, "%s: %v", k, err)
 	case w < time.Microsecond:
-		d.Errorf(x, "window: duration %q is shorter than 1µs; a window is from 1µs to a year", x.Value)
+		d.Errorf(x, "%s: duration %q is shorter than 1µs; give one from 1µs to a year", k, x.Value)
 	}
 	return w
 }
@@ -143,6 +145,10 @@ func (d *decoder) limit(n *node, v *yaml.Node) {
 	}
 	if l.Algorithm == sluice.GCRA && l.Requests > 0 && l.Window/time.Microsecond < time.Duration(l.Requests) {
 		d.Errorf(v, "%d per %v is more than one request per µs, which gcra cannot hold; use the log", l.Requests, l.Window)
+		return
+	}
+	if m := sluice.MaxBudget(l.Algorithm, int64(l.Requests), int64(l.Requests), l.Window); l.Requests > 0 && l.Budget > 0 && (l.Budget < sluice.MinBudget || l.Budget > m) {
+		d.Errorf(v, "budget %v is not from %v to %v, a quarter of the window (of gcra's refill); give one within, or leave budget out", l.Budget, sluice.MinBudget, m)
 		return
 	}
 	n.limits = append(n.limits, l)

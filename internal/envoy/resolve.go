@@ -208,7 +208,7 @@ func (p *plan) makeWindows() {
 
 // check is the store check of l's window rule with values, of cost.
 func (l *Limit) check(rule string, values []string, cost int64) store.Check {
-	ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: cost}
+	ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: cost, Budget: l.Budget}
 	if l.Requests == 0 {
 		ch.Algorithm = sluice.Log // a limit of 0 blocks; GCRA has no empty bucket
 	}
