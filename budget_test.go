@@ -272,8 +272,8 @@ func TestBudgetDecide(t *testing.T) {
 	clock := storetest.NewClock(storetest.T0)
 	s := memstore.New(memstore.Config{Clock: clock.Now})
 	lims := []*sluice.Limiter{
-		sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}}),
-		sluice.NewLimiter(s, sluice.Config{Clock: budgetClock{clock}}),
+		sluice.NewLimiter(s, sluice.Config{Clock: clock}),
+		sluice.NewLimiter(s, sluice.Config{Clock: clock}),
 	}
 	global := store.Check{Rule: "global", Limit: 500, Window: time.Minute, Cost: 1, Budget: 10 * time.Second}
 	ctx := context.Background()

@@ -299,7 +299,7 @@ func TestUnlimited(t *testing.T) {
 func TestBudget(t *testing.T) {
 	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 100, budget: 10s}\n")
 	clk := storetest.NewClock(storetest.T0)
-	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clk.Now}), sluice.Config{Clock: manualClock{clk}})
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clk.Now}), sluice.Config{Clock: clk})
 	ctx := context.Background()
 	ok := 0
 	for range 150 {
@@ -326,7 +326,3 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// manualClock is a Limiter's clock on a storetest.Clock: slices end on it.
-type manualClock struct{ *storetest.Clock }
-
-func (manualClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
