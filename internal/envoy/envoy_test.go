@@ -325,4 +325,3 @@ func TestBudget(t *testing.T) {
 		t.Errorf("%d admitted, budget stats %+v; want 100, most from slices", ok, st)
 	}
 }
-
