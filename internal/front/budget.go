@@ -2,16 +2,14 @@ package front
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/tracing"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -21,77 +19,25 @@ import (
 // Limiters did with their slices since the server started, those a reload
 // swapped out included.
 
-// budget is Budget of the store s wraps, which is a store.Budgeter.
+// budget is Budget of the store s wraps, which is a store.Budgeter, in a
+// span of its own when tracing is on (tracing.BudgetAttributes).
 func (s *Store) budget(ctx context.Context, req *store.Request, b *store.BudgetRequest) error {
+	var span trace.Span
 	if s.tracer != nil {
-		return s.budgetTraced(ctx, req, b)
+		ctx, span = s.tracer.Start(ctx, "sluice.store/Budget", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(tracing.BudgetAttributes(req, b)...))
+		defer span.End()
 	}
 	start := time.Now()
 	err := s.Store.(store.Budgeter).Budget(ctx, req, b)
 	s.Observe("budget", start, err)
+	if span != nil {
+		tracing.BudgetDone(span, req, b, err)
+	}
 	if err == nil && s.m.obs != nil && len(req.Checks) > 0 {
 		s.m.obs.Decided(req, false)
 	}
 	return err
-}
-
-// budgetTraced is budget in a span of its own, as decideTraced is Decide:
-// what the call does with slices (sluice.budget.op: lease, renew or
-// return), the policy, the rules whose slices it asks for and gives back,
-// the units asked, granted and returned, whether its request fit, and the
-// store's error.
-func (s *Store) budgetTraced(ctx context.Context, req *store.Request, b *store.BudgetRequest) error {
-	var rules []string
-	var asked, returned int64
-	for _, a := range b.Asks {
-		asked += a.Want
-		if a.Check >= 0 && a.Check < len(req.Checks) && !slices.Contains(rules, req.Checks[a.Check].Rule) {
-			rules = append(rules, req.Checks[a.Check].Rule)
-		}
-	}
-	for i := range b.Returns {
-		r := &b.Returns[i]
-		returned += r.Granted - r.Used
-		if !slices.Contains(rules, r.Check.Rule) {
-			rules = append(rules, r.Check.Rule)
-		}
-	}
-	op := "return"
-	if len(b.Asks) > 0 {
-		op = "lease"
-		if len(b.Returns) > 0 {
-			op = "renew"
-		}
-	}
-	ctx, span := s.tracer.Start(ctx, "sluice.store/Budget", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("sluice.budget.op", op), attribute.String("sluice.policy", req.Policy),
-			attribute.StringSlice("sluice.rules", rules), attribute.Int("sluice.windows", len(req.Checks)),
-			attribute.Int64("sluice.budget.units_asked", asked), attribute.Int64("sluice.budget.units_returned", returned)))
-	defer span.End()
-	start := time.Now()
-	err := s.Store.(store.Budgeter).Budget(ctx, req, b)
-	s.Observe("budget", start, err)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(otelcodes.Error, err.Error())
-		return err
-	}
-	var granted int64
-	for _, g := range b.Grants {
-		granted += g.Granted
-	}
-	span.SetAttributes(attribute.Int64("sluice.budget.units_granted", granted))
-	if len(req.Checks) > 0 {
-		fits := true
-		for i, r := range req.Results {
-			fits = fits && (r.Fits || req.Checks[i].Shadow)
-		}
-		span.SetAttributes(attribute.Bool("sluice.fits", fits))
-		if s.m.obs != nil {
-			s.m.obs.Decided(req, false)
-		}
-	}
-	return nil
 }
 
 // budgetStore is a Store over a store.Budgeter.

@@ -7,10 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/tracing"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -67,15 +67,10 @@ func (s *Store) decideTraced(ctx context.Context, req *store.Request) error {
 	err := s.Store.Decide(ctx, req)
 	s.observeIn(s.m.decideDuration, "decide", start, err)
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(otelcodes.Error, err.Error())
+		tracing.Failed(span, err)
 		return err
 	}
-	fits := true
-	for i, r := range req.Results {
-		fits = fits && (r.Fits || req.Checks[i].Shadow)
-	}
-	span.SetAttributes(attribute.Bool("sluice.fits", fits))
+	span.SetAttributes(attribute.Bool("sluice.fits", tracing.Fits(req)))
 	if s.m.obs != nil {
 		s.m.obs.Decided(req, false)
 	}
