@@ -113,19 +113,25 @@ func (e *env) counts(what string, p *sluice.Policy, used, remaining int64) {
 }
 
 // perRequest decides cost units of p's windows by the store, one request,
-// as a Limiter does when it holds no slice.
+// as a Limiter does when it holds no slice: through a Limiter that does
+// not see the store as a store.Budgeter (Limiter.Decide answers a
+// budgeted check from slices when it does).
 func (e *env) perRequest(p *sluice.Policy, cost int64) sluice.Decision {
 	e.t.Helper()
 	req, err := sluice.Resolve(p, nil, cost)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d, err := e.lim.Decide(e.ctx, req)
+	d, err := sluice.NewLimiter(storeOnly{e.target.Store}, e.cfg).Decide(e.ctx, req)
 	if err != nil {
 		e.t.Fatalf("Decide(%s, %d) at T0+%v: %v", p.Name, cost, e.elapsed(), err)
 	}
 	return d
 }
+
+// storeOnly is a store seen as a plain store.Store: none of the
+// interfaces it may also implement.
+type storeOnly struct{ store.Store }
 
 // at sets the clock to T0+d.
 func (e *env) at(d time.Duration) { e.clock.Set(T0.Add(d)) }
