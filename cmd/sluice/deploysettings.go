@@ -6,47 +6,29 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/deploy"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/tlsfiles"
 	"github.com/sluicerate/sluice/internal/tracing"
 )
 
-// deploySettings are the deploy flags resolved: the command line, then the
-// environment, then the configuration file's envoy and tls sections.
-type deploySettings struct {
-	xds      *xds.Options // nil: the Envoy configuration is not from a control plane
-	xdsForce bool
-
-	httpTLS, grpcTLS, adminTLS *tls.Config // nil: plain text
-	redisTLS                   *tlsfiles.ClientFiles
-
-	metricsAddr, metricsPath string
-	tracing                  *tracing.Config // nil: off
-
-	grpcOpts       []grpc.ServerOption
-	maxInFlight    int
-	requestTimeout time.Duration
-	storeTimeout   time.Duration
-}
-
 // settings resolves the flags over cfg, the configuration file (empty
 // when none); log receives the TLS files' reloads.
-func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploySettings, error) {
-	s := &deploySettings{metricsAddr: *d.metricsAddr, metricsPath: *d.metricsPath, maxInFlight: *d.maxInFlight, requestTimeout: *d.requestTimeout,
-		storeTimeout: *d.storeTimeout}
+func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploy.Settings, error) {
+	s := &deploy.Settings{MetricsAddr: *d.metricsAddr, MetricsPath: *d.metricsPath, MaxInFlight: *d.maxInFlight, RequestTimeout: *d.requestTimeout,
+		StoreTimeout: *d.storeTimeout}
 	var err error
 	for _, l := range []struct {
 		flag, spec string
 		file       *config.ListenerTLS
 		to         **tls.Config
-	}{{"http-tls", *d.httpTLS, cfg.TLS.HTTP, &s.httpTLS}, {"grpc-tls", *d.grpcTLS, cfg.TLS.GRPC, &s.grpcTLS}, {"admin-tls", *d.adminTLS, cfg.TLS.Admin, &s.adminTLS}} {
+	}{{"http-tls", *d.httpTLS, cfg.TLS.HTTP, &s.HTTPTLS}, {"grpc-tls", *d.grpcTLS, cfg.TLS.GRPC, &s.GRPCTLS}, {"admin-tls", *d.adminTLS, cfg.TLS.Admin, &s.AdminTLS}} {
 		if *l.to, err = listenerTLS(l.flag, l.spec, l.file, log); err != nil {
 			return nil, err
 		}
@@ -56,11 +38,11 @@ func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploySet
 		if err != nil {
 			return nil, err
 		}
-		if s.redisTLS, err = tlsfiles.NewClient(tlsfiles.Client{CA: m["ca"], Cert: m["cert"], Key: m["key"], SkipHostname: m["skip-hostname"] == "true", Log: log}); err != nil {
+		if s.RedisTLS, err = tlsfiles.NewClient(tlsfiles.Client{CA: m["ca"], Cert: m["cert"], Key: m["key"], SkipHostname: m["skip-hostname"] == "true", Log: log}); err != nil {
 			return nil, fmt.Errorf("--redis-tls: %w", err)
 		}
 	}
-	if s.xds, s.xdsForce, err = d.xdsOptions(cfg, log); err != nil {
+	if s.XDS, s.XDSForce, err = d.xdsOptions(cfg, log); err != nil {
 		return nil, err
 	}
 	if *d.tracing || *d.tracingEndpoint != "" {
@@ -68,21 +50,21 @@ func (d *deployFlags) settings(cfg *config.Config, log *slog.Logger) (*deploySet
 		if rate < 0 || rate > 1 {
 			return nil, fmt.Errorf("--tracing-sampling-rate %v: give a share from 0 to 1", rate)
 		}
-		s.tracing = &tracing.Config{ServiceName: d.env.serviceName, ServiceNamespace: d.env.namespace, ServiceInstanceID: d.env.instance,
+		s.Tracing = &tracing.Config{ServiceName: d.env.serviceName, ServiceNamespace: d.env.namespace, ServiceInstanceID: d.env.instance,
 			SamplingRate: &rate, Protocol: *d.tracingProtocol, Endpoint: *d.tracingEndpoint}
 	}
 	switch {
 	case *d.maxInFlight < 0, *d.grpcMaxStreams < 0, *d.requestTimeout < 0, *d.storeTimeout < 0, *d.grpcMaxAge < 0, *d.grpcMaxAgeGrace < 0:
 		return nil, fmt.Errorf("--max-in-flight, --grpc-max-streams, --request-timeout, --store-timeout and --grpc-max-connection-age(-grace) take 0 (none, or the default) or more")
 	}
-	if s.grpcTLS != nil {
-		s.grpcOpts = append(s.grpcOpts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
+	if s.GRPCTLS != nil {
+		s.GRPCOpts = append(s.GRPCOpts, grpc.Creds(credentials.NewTLS(s.GRPCTLS)))
 	}
 	if n := *d.grpcMaxStreams; n > 0 {
-		s.grpcOpts = append(s.grpcOpts, grpc.MaxConcurrentStreams(uint32(n)))
+		s.GRPCOpts = append(s.GRPCOpts, grpc.MaxConcurrentStreams(uint32(n)))
 	}
 	if *d.grpcMaxAge > 0 {
-		s.grpcOpts = append(s.grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *d.grpcMaxAge, MaxConnectionAgeGrace: *d.grpcMaxAgeGrace}))
+		s.GRPCOpts = append(s.GRPCOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *d.grpcMaxAge, MaxConnectionAgeGrace: *d.grpcMaxAgeGrace}))
 	}
 	return s, nil
 }

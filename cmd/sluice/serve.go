@@ -190,7 +190,7 @@ func (c *serveCmd) run(ctx context.Context) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	if ds.xds != nil && *c.grpcAddr == "" || *c.ef.dir != "" && *c.grpcAddr == "" {
+	if ds.XDS != nil && *c.grpcAddr == "" || *c.ef.dir != "" && *c.grpcAddr == "" {
 		*c.grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
 	}
 	st, err := c.start(ctx, log, cfg, ds)

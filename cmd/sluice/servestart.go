@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/deploy"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/internal/tracing"
@@ -26,7 +27,7 @@ type serving struct {
 	c      *serveCmd
 	log    *slog.Logger
 	cfg    *config.Config
-	ds     *deploySettings
+	ds     *deploy.Settings
 	store  *openedStore
 	srv    *server.Server
 	xds    *xds.Client
@@ -40,7 +41,7 @@ type serving struct {
 }
 
 // start opens the store, builds the server and opens its listeners.
-func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Config, ds *deploySettings) (*serving, error) {
+func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Config, ds *deploy.Settings) (*serving, error) {
 	st := &serving{c: c, log: log, cfg: cfg, ds: ds, errc: make(chan error, 5)}
 	ok := false
 	defer func() {
@@ -49,12 +50,12 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 		}
 	}()
 	var err error
-	if ds.tracing != nil {
-		if st.traces, err = tracing.New(ctx, *ds.tracing); err != nil {
+	if ds.Tracing != nil {
+		if st.traces, err = tracing.New(ctx, *ds.Tracing); err != nil {
 			return nil, err
 		}
 	}
-	if st.store, err = openStore(cfg, *c.redis, ds.redisTLS, !*c.requireStore); err != nil {
+	if st.store, err = openStore(cfg, *c.redis, ds.RedisTLS, !*c.requireStore); err != nil {
 		return nil, err
 	}
 	st.store.keepWarm(5 * time.Second)
@@ -66,8 +67,8 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 		go st.store.waitReady(wctx, log, time.Second)
 	}
 	opts := server.Options{Logger: log, DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, Ping: st.store.Ping,
-		Inspector: st.store.inspector(), MaxInFlight: ds.maxInFlight, RequestTimeout: ds.requestTimeout,
-		StoreTimeout: ds.storeTimeout, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll}
+		Inspector: st.store.inspector(), MaxInFlight: ds.MaxInFlight, RequestTimeout: ds.RequestTimeout,
+		StoreTimeout: ds.StoreTimeout, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll}
 	if st.traces != nil {
 		opts.Tracer = st.traces.Tracer()
 	}
@@ -98,8 +99,8 @@ func (st *serving) envoy() error {
 		if err := st.srv.LoadEnvoyConfig(*c.ef.dir, opts); err != nil {
 			return fmt.Errorf("--envoy-config %s:\n%v", *c.ef.dir, err)
 		}
-	case st.ds.xds != nil:
-		if st.xds, err = st.srv.UseEnvoyXDS(opts, *st.ds.xds, st.ds.xdsForce); err != nil {
+	case st.ds.XDS != nil:
+		if st.xds, err = st.srv.UseEnvoyXDS(opts, *st.ds.XDS, st.ds.XDSForce); err != nil {
 			return err
 		}
 	default:
@@ -122,8 +123,8 @@ func (st *serving) listen() error {
 			return fmt.Errorf("--grpc: %v", err)
 		}
 	}
-	if st.ds.metricsAddr != "" {
-		if st.ml, err = net.Listen("tcp", st.ds.metricsAddr); err != nil {
+	if st.ds.MetricsAddr != "" {
+		if st.ml, err = net.Listen("tcp", st.ds.MetricsAddr); err != nil {
 			return fmt.Errorf("--metrics: %v", err)
 		}
 	}
@@ -144,18 +145,18 @@ func (st *serving) serve(ctx context.Context, grace time.Duration) int {
 	defer cancel()
 	st.follow(ctx)
 	st.hs = st.srv.HTTPServer(*st.c.httpAddr)
-	go func() { st.errc <- serveHTTP(st.hs, st.hl, st.ds.httpTLS) }()
+	go func() { st.errc <- serveHTTP(st.hs, st.hl, st.ds.HTTPTLS) }()
 	if st.gl != nil {
-		st.gs = st.srv.GRPCServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(1 << 20)}, st.ds.grpcOpts...)...)
+		st.gs = st.srv.GRPCServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(1 << 20)}, st.ds.GRPCOpts...)...)
 		go func() { st.errc <- st.gs.Serve(st.gl) }()
 	}
 	if st.al != nil {
 		st.as = st.srv.AdminServer(st.al.Addr().String(), server.AdminOptions{Tokens: st.c.adminTokens})
-		go func() { st.errc <- serveHTTP(st.as, st.al, st.ds.adminTLS) }()
+		go func() { st.errc <- serveHTTP(st.as, st.al, st.ds.AdminTLS) }()
 	}
 	if st.ml != nil {
 		mux := http.NewServeMux()
-		mux.Handle(st.ds.metricsPath, st.srv.MetricsHandler())
+		mux.Handle(st.ds.MetricsPath, st.srv.MetricsHandler())
 		st.ms = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { st.errc <- st.ms.Serve(st.ml) }()
 	}
@@ -208,22 +209,22 @@ func (st *serving) attrs() []any {
 	attrs := []any{slog.String("http", st.hl.Addr().String()), slog.String("store", st.store.Where),
 		slog.String("config", *c.file), slog.Int("policies", len(st.cfg.Policies)), slog.Int("schedules", len(st.cfg.Schedules))}
 	if st.gl != nil {
-		attrs = append(attrs, slog.String("grpc", st.gl.Addr().String()), slog.Bool("grpc_tls", st.ds.grpcTLS != nil))
+		attrs = append(attrs, slog.String("grpc", st.gl.Addr().String()), slog.Bool("grpc_tls", st.ds.GRPCTLS != nil))
 	}
-	if st.ds.httpTLS != nil {
+	if st.ds.HTTPTLS != nil {
 		attrs = append(attrs, slog.Bool("http_tls", true))
 	}
 	if ec := st.srv.EnvoyConfig(); ec != nil && ec.Dir != "" {
 		attrs = append(attrs, slog.String("envoy_config", ec.Dir), slog.Int("envoy_domains", len(ec.Domains())))
 	}
 	if st.xds != nil {
-		attrs = append(attrs, slog.String("envoy_xds", st.ds.xds.Server), slog.Bool("envoy_xds_tls", st.ds.xds.TLS != nil))
+		attrs = append(attrs, slog.String("envoy_xds", st.ds.XDS.Server), slog.Bool("envoy_xds_tls", st.ds.XDS.TLS != nil))
 	}
 	if st.al != nil {
 		attrs = append(attrs, slog.String("admin", st.al.Addr().String()), slog.Bool("admin_token", len(c.adminTokens) > 0))
 	}
 	if st.ml != nil {
-		attrs = append(attrs, slog.String("metrics", st.ml.Addr().String()+st.ds.metricsPath))
+		attrs = append(attrs, slog.String("metrics", st.ml.Addr().String()+st.ds.MetricsPath))
 	}
 	if st.traces != nil {
 		attrs = append(attrs, slog.Bool("tracing", true))
