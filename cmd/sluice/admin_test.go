@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/server"
 	"github.com/sluicerate/sluice/memstore"
@@ -68,15 +67,6 @@ func TestServeAdmin(t *testing.T) {
 	}
 }
 
-func TestAdminAddr(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464", "[::1]:1": "[::1]:1"} {
-		if got := adminAddr(in); got != want {
-			t.Errorf("adminAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // adminAddr returns the admin listener's address from the server's
 // "sluice serving" log record.
 func (p *serveProc) adminAddr() string {
@@ -93,36 +83,6 @@ func (p *serveProc) adminAddr() string {
 		p.t.Fatalf("no admin address in the logs:\n%s", p.logText())
 	}
 	return addr
-}
-
-// TestAdminExposure: an admin listener that other machines reach needs a
-// token, or an explicit word that the network is trusted.
-func TestAdminExposure(t *testing.T) {
-	t.Parallel()
-	some := adminauth.Tokens{{Name: "admin", Secret: "s", Access: adminauth.Write}}
-	for _, tc := range []struct {
-		addr    string
-		tokens  adminauth.Tokens
-		trusted bool
-		refused bool
-	}{
-		{"0.0.0.0:9464", nil, false, true},
-		{"[::]:9464", nil, false, true},
-		{"10.1.2.3:9464", nil, false, true},
-		{"admin.internal:9464", nil, false, true},
-		{"0.0.0.0:9464", some, false, false},
-		{"0.0.0.0:9464", nil, true, false},
-		{":9464", nil, false, false}, // a bare port is loopback
-		{"127.0.0.1:9464", nil, false, false},
-		{"[::1]:9464", nil, false, false},
-		{"localhost:9464", nil, false, false},
-		{"", nil, false, false}, // no admin listener
-	} {
-		err := checkAdminExposure(tc.addr, tc.tokens, tc.trusted)
-		if got := err != nil; got != tc.refused {
-			t.Errorf("checkAdminExposure(%q, %d tokens, trusted %v) = %v, want refused %v", tc.addr, len(tc.tokens), tc.trusted, err, tc.refused)
-		}
-	}
 }
 
 // TestServeAdminRefusesOpenNetwork: sluice serve --admin 0.0.0.0:PORT

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/wire"
 )
 
@@ -92,7 +93,7 @@ flags:`)
 		}
 		return fail("%v: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
 	}
-	store, err := openConfiguredStore(cfg, *redisURL)
+	store, err := launch.Open(cfg, *redisURL)
 	if err != nil {
 		return fail("%v", err)
 	}

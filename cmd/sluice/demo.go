@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -113,7 +114,7 @@ func formatDemoLine(l demoLine) string {
 // the windows an earlier run left behind (they expire with their window).
 func openDemoStore(url string) (store.Store, string, error) {
 	cfg := &config.Config{Store: &config.Store{Prefix: fmt.Sprintf("sluice-demo-%d", time.Now().UnixNano())}}
-	s, err := openConfiguredStore(cfg, url)
+	s, err := launch.Open(cfg, url)
 	if err != nil {
 		return nil, "", err
 	}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/server"
-	"github.com/sluicerate/sluice/store"
 )
 
 // envoyFlags are the flags of serve and check for envoyproxy/ratelimit's
@@ -319,7 +319,7 @@ func checkEnvoy(ctx context.Context, ef *envoyFlags, domain string, descs descri
 	for _, n := range cfg.Notes {
 		fmt.Fprintln(stderr, "note:", n)
 	}
-	st, err := openConfiguredStore(nil, redisURL)
+	st, err := launch.Open(nil, redisURL)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -380,23 +380,4 @@ func envoyRequest(domain string, descs descriptorFlag, hits uint32) *rlsv3.RateL
 		req.Descriptors = append(req.Descriptors, desc)
 	}
 	return req
-}
-
-// windowReset returns how sluice serve empties windows on st (for POST
-// /v1/envoy/reset): deleting their Redis keys; nil for the in-memory store.
-func windowReset(st *openedStore) func(ctx context.Context, req *store.Request) (int, error) {
-	if st.Redis == nil {
-		return nil
-	}
-	return func(ctx context.Context, req *store.Request) (int, error) {
-		n := 0
-		for _, k := range st.Redis.Keys(req) {
-			deleted, err := st.Client.Do(ctx, st.Client.B().Del().Key(k).Build()).AsInt64()
-			if err != nil {
-				return n, fmt.Errorf("deleting %s: %w", k, err)
-			}
-			n += int(deleted)
-		}
-		return n, nil
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/redisstore"
 	storepkg "github.com/sluicerate/sluice/store"
@@ -145,7 +146,7 @@ flags:`)
 		}
 		cfg.Store.Prefix = *prefix
 	}
-	store, err := openConfiguredStore(cfg, *redisURL)
+	store, err := launch.Open(cfg, *redisURL)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -313,7 +314,7 @@ flags:`)
 // scanWindows finds, with SCAN on every node, the windows of the policy
 // named policy whose attribute values are among attrs' values, and reads
 // them, sorted by key.
-func scanWindows(ctx context.Context, store *openedStore, policy string, attrs map[string]string) ([]redisstore.Window, time.Time, error) {
+func scanWindows(ctx context.Context, store *launch.Store, policy string, attrs map[string]string) ([]redisstore.Window, time.Time, error) {
 	values := make([]string, 0, len(attrs))
 	for _, v := range attrs {
 		values = append(values, v)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/launch"
 )
 
 // reserveLine is one reservation of `sluice reserve`, as printed with --json.
@@ -100,7 +101,7 @@ flags:`)
 		return fail("give the schedule with --config FILE --schedule NAME, or with --rate")
 	}
 
-	store, err := openConfiguredStore(cfg, *redisURL)
+	store, err := launch.Open(cfg, *redisURL)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/internal/server"
 )
@@ -151,7 +151,7 @@ func (c *serveCmd) check(getenv func(string) string) error {
 		return err
 	}
 	var err error
-	if c.adminTokens, err = c.af.check(getenv); err != nil {
+	if c.adminTokens, err = c.af.admin(c.adminSet).Check(getenv); err != nil {
 		return err
 	}
 	if err := c.of.check(); err != nil {
@@ -173,7 +173,7 @@ func (c *serveCmd) fail(format string, a ...any) int {
 
 // run serves until ctx ends or a listener fails.
 func (c *serveCmd) run(ctx context.Context) int {
-	log, err := newLogger(c.stderr, *c.logFormat, *c.logLevel)
+	log, err := launch.NewLogger(c.stderr, *c.logFormat, *c.logLevel)
 	if err != nil {
 		return c.fail("%v", err)
 	}
@@ -190,30 +190,22 @@ func (c *serveCmd) run(ctx context.Context) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	if ds.XDS != nil && *c.grpcAddr == "" || *c.ef.dir != "" && *c.grpcAddr == "" {
-		*c.grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
-	}
-	st, err := c.start(ctx, log, cfg, ds)
+	eo, err := c.ef.options()
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	defer st.close()
-	setGCPercent(os.Getenv, st.store.Redis != nil)
-	return st.serve(ctx, *c.grace)
-}
-
-// newLogger returns a logger writing to w in format at level.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	eo.Decide.DynamicMetadata, eo.Decide.QuotaMode, eo.RequireDomain = *c.df.dynMeta, *c.df.quota, *c.df.requireDomain
+	s, err := launch.Start(ctx, launch.Options{Log: log, Config: cfg, File: *c.file, Deploy: ds,
+		HTTPAddr: *c.httpAddr, GRPCAddr: *c.grpcAddr, RedisURL: *c.redis, RequireStore: *c.requireStore,
+		DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll,
+		Watch: *c.watch, Grace: *c.grace, Admin: c.af.admin(c.adminSet), AdminTokens: c.adminTokens,
+		EnvoyDir: *c.ef.dir, Envoy: eo})
+	if err != nil {
+		return c.fail("%v", err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	defer s.Close()
+	if s.Serve(ctx) != nil {
+		return 1
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return exitOK
 }

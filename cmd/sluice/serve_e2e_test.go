@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,7 +26,7 @@ import (
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
 
-// e2eConfig is the file the end-to-end tests serve; storeSection is
+// e2eConfig is the file the end-to-end tests serve; a redisStore section is
 // prepended for Redis.
 const e2eConfig = `
 policies:
@@ -46,9 +47,56 @@ forward_auth:
   trusted_proxies: ["127.0.0.1"]
 `
 
+// redisStore is the store section of a test server's file: Redis at
+// addrs in mode (standalone when ""), and the settings that are set.
+type redisStore struct {
+	addrs           []string
+	mode, master    string
+	waitForReplicas bool
+	prefix          string
+	layout          int
+	timeout         string // "": the default deadline
+	onError         string // "": the default, deny
+}
+
+// String is the section as YAML.
+func (s redisStore) String() string {
+	var b strings.Builder
+	quoted := make([]string, len(s.addrs))
+	for i, a := range s.addrs {
+		quoted[i] = strconv.Quote(a)
+	}
+	fmt.Fprintf(&b, "store:\n  redis:\n    addrs: [%s]\n", strings.Join(quoted, ", "))
+	for _, kv := range [][2]string{{"mode", s.mode}, {"master_name", s.master}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, "    %s: %s\n", kv[0], kv[1])
+		}
+	}
+	if s.waitForReplicas {
+		b.WriteString("    wait_for_replicas: true\n")
+	}
+	fmt.Fprintf(&b, "  prefix: %s\n", s.prefix)
+	if s.layout != 0 {
+		fmt.Fprintf(&b, "  layout: %d\n", s.layout)
+	}
+	for _, kv := range [][2]string{{"timeout", s.timeout}, {"on_error", s.onError}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, "  %s: %s\n", kv[0], kv[1])
+		}
+	}
+	return b.String()
+}
+
+// serveFile writes a test server's file, the store section s before
+// policies, and returns its path.
+func serveFile(t *testing.T, s redisStore, policies string) string {
+	t.Helper()
+	return writeFile(t, t.TempDir(), "sluice.yaml", s.String()+policies)
+}
+
 // redisSection is a store section for the Redis at addr.
 func redisSection(addr, prefix string) string {
-	return fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: %s\n  timeout: 2s\n", addr, prefix)
+	return redisStore{addrs: []string{addr}, prefix: prefix, timeout: "2s"}.String()
 }
 
 func TestServeMemory(t *testing.T) {

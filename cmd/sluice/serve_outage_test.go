@@ -24,8 +24,7 @@ import (
 func TestServeRedisStallLogs(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: stall\n  on_error: deny\n", rs.Addr())
-	p := startServe(t, writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig), "--admin", "")
+	p := startServe(t, serveFile(t, redisStore{addrs: []string{rs.Addr()}, prefix: "stall", onError: "deny"}, e2eConfig), "--admin", "")
 
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	var (

@@ -16,8 +16,7 @@ import (
 func TestServeRedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: cluster\n  prefix: cl\n  timeout: 2s\n", strings.Join(c.Addrs(), `", "`))
-	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	file := serveFile(t, redisStore{addrs: c.Addrs(), mode: "cluster", prefix: "cl", timeout: "2s"}, e2eConfig)
 	p := startServe(t, file)
 	type decision struct {
 		Allowed  bool
@@ -74,8 +73,7 @@ func TestServeRedisCluster(t *testing.T) {
 func TestServeRedisDown(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: down\n  timeout: 200ms\n  on_error: deny\n", rs.Addr())
-	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	file := serveFile(t, redisStore{addrs: []string{rs.Addr()}, prefix: "down", timeout: "200ms", onError: "deny"}, e2eConfig)
 	p := startServe(t, file)
 	body := `{"policy":"notify","attributes":{"category":"c"}}`
 	type decision struct{ Allowed, Degraded bool }
@@ -135,9 +133,8 @@ func TestServeRedisDown(t *testing.T) {
 func TestServeRedisSentinel(t *testing.T) {
 	t.Parallel()
 	st := redistest.StartSentinel(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: sentinel\n    master_name: %s\n    wait_for_replicas: true\n  prefix: st\n  timeout: 2s\n",
-		strings.Join(st.Addrs(), `", "`), redistest.SentinelMaster)
-	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	file := serveFile(t, redisStore{addrs: st.Addrs(), mode: "sentinel", master: redistest.SentinelMaster, waitForReplicas: true,
+		prefix: "st", timeout: "2s"}, e2eConfig)
 	p := startServe(t, file)
 	for i := range 11 {
 		var d struct{ Allowed, Degraded bool }
@@ -171,8 +168,7 @@ func TestServeRedisSentinel(t *testing.T) {
 func TestServeRedisLayout1(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: l1\n  layout: 1\n  timeout: 2s\n", srv.Addr())
-	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	file := serveFile(t, redisStore{addrs: []string{srv.Addr()}, prefix: "l1", layout: 1, timeout: "2s"}, e2eConfig)
 	p := startServe(t, file)
 	var d struct{ Allowed, Degraded bool }
 	p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
@@ -206,8 +202,7 @@ func TestServeStartsWarm(t *testing.T) {
 	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
 		t.Fatal(err)
 	}
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n  prefix: warm\n  timeout: 2s\n", srv.Addr())
-	p := startServe(t, writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig))
+	p := startServe(t, serveFile(t, redisStore{addrs: []string{srv.Addr()}, prefix: "warm", timeout: "2s"}, e2eConfig))
 	for range 3 {
 		var d struct{ Allowed, Degraded bool }
 		p.post("/v1/decide", `{"policy":"notify","attributes":{"category":"c"}}`, &d)
@@ -241,8 +236,7 @@ func TestServeRedisLater(t *testing.T) {
 	if pong, err := rs.Do("PING"); err == nil {
 		t.Fatalf("Redis answers %q after Shut", pong)
 	}
-	section := fmt.Sprintf("store:\n  redis:\n    addrs: [%q]\n  prefix: later\n  timeout: 200ms\n  on_error: deny\n", rs.Addr())
-	file := writeFile(t, t.TempDir(), "sluice.yaml", section+e2eConfig)
+	file := serveFile(t, redisStore{addrs: []string{rs.Addr()}, prefix: "later", timeout: "200ms", onError: "deny"}, e2eConfig)
 
 	code, _, errOut := runCLI(t, "serve", "--config", file, "--http", "127.0.0.1:0", "--admin", "", "--require-store")
 	if code != exitUsage || !strings.Contains(errOut, "connecting to Redis") {

@@ -65,8 +65,7 @@ func TestServeWarmCluster(t *testing.T) {
 	for run := range 5 {
 		warm := "yes"
 		prefix := fmt.Sprintf("warm%d", run)
-		section := fmt.Sprintf("store:\n  redis:\n    addrs: [\"%s\"]\n    mode: cluster\n  prefix: %s\n", strings.Join(c.Addrs(), `", "`), prefix)
-		file := writeFile(t, t.TempDir(), "sluice.yaml", section+warmConfig)
+		file := serveFile(t, redisStore{addrs: c.Addrs(), mode: "cluster", prefix: prefix}, warmConfig)
 		var servers []*serveProc
 		for i := range 3 {
 			flush(t, c.Nodes(), "SCRIPT FLUSH")

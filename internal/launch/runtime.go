@@ -1,6 +1,28 @@
-package main
+package launch
 
-import "runtime/debug"
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+)
+
+// NewLogger returns a logger writing to w in format (text or json) at
+// level (debug, info, warn or error).
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
 
 // redisGCPercent is the garbage collector's target (GOGC) of sluice serve
 // on a Redis store. Its heap is then the requests in flight, the deny
