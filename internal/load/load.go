@@ -6,6 +6,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -82,8 +83,12 @@ type runState struct {
 // Run calls newDecide once per goroutine, then drives the deciders as w
 // says and returns what they measured. The calls carry ctx and no deadline
 // of the run's, so the run's end fails none of them; when ctx ends the run
-// ends early.
+// ends early. A workload without goroutines or keys decides nothing and
+// says so in FirstErr.
 func Run(ctx context.Context, w Workload, newDecide func() Decide) Result {
+	if w.Goroutines < 1 || w.Keys < 1 {
+		return Result{FirstErr: fmt.Errorf("load: a workload of %d goroutines over %d keys: give at least 1 of each", w.Goroutines, w.Keys)}
+	}
 	workers := make([]worker, w.Goroutines)
 	for g := range workers {
 		workers[g].decide = newDecide()

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,5 +103,17 @@ func TestCallsAndKeys(t *testing.T) {
 		r.FirstErr == nil || r.FirstErr.Error() != "key 0 fails" || r.Latency.N() != r.Decisions {
 		t.Errorf("got %d decisions, %d allowed, %d local, %d errors (first %v), %d latencies; want %d, %d, %d, %d",
 			r.Decisions, r.Allowed, r.Local, r.Errors, r.FirstErr, r.Latency.N(), calls-perKey, 3*perKey, perKey, perKey)
+	}
+}
+
+// TestEmptyWorkload: a workload without goroutines or keys decides nothing
+// and says why, rather than panicking.
+func TestEmptyWorkload(t *testing.T) {
+	for _, w := range []Workload{{Goroutines: 0, Keys: 1, Calls: 10}, {Goroutines: 2, Keys: 0, Calls: 10}} {
+		called := false
+		r := Run(context.Background(), w, func() Decide { called = true; return nil })
+		if called || r.Decisions != 0 || r.FirstErr == nil || !strings.Contains(r.FirstErr.Error(), "give at least 1 of each") {
+			t.Errorf("%+v: deciders made %v, %d decisions, error %v", w, called, r.Decisions, r.FirstErr)
+		}
 	}
 }
