@@ -10,7 +10,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -121,41 +119,6 @@ func (s *callgrindServer) stop() {
 			_ = s.cmd.Process.Kill()
 		}
 	}
-}
-
-// runCount runs n decisions of newWorker's deciders from g goroutines over
-// keys, each goroutine walking the keys from its own offset.
-func runCount(n, g, keys int, newWorker func() decideFunc) (allowed int64, err error) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ctx := context.Background()
-	for w := range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f := newWorker()
-			i := (w * 7919) % keys
-			var ok int64
-			for range n / g {
-				a, e := f(ctx, i)
-				if e != nil {
-					mu.Lock()
-					err = e
-					mu.Unlock()
-				} else if a {
-					ok++
-				}
-				if i++; i == keys {
-					i = 0
-				}
-			}
-			mu.Lock()
-			allowed += ok
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return allowed, err
 }
 
 // instructionsTable counts the Redis server's instructions per decision of

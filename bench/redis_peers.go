@@ -267,17 +267,17 @@ func openNaiveGoRedis(addr string, names []string) (*instance, error) {
 // redisContenders are compared on one Redis with the same workload.
 func redisContenders() []contender {
 	return []contender{
-		{"sluice", "redisstore over rueidis, one rule, through Limiter.Allow", openSluice(onePolicy(), benchLimiterConfig)},
-		{"sluice notifier (2 rules)", "global + per-key, one script call per decision", openSluice(notifierPolicy(), benchLimiterConfig)},
-		{"sluice gcra", "one rule, GCRA: one small key", openSluice(algorithmPolicy(sluice.GCRA), benchLimiterConfig)},
-		{"sluice sliding-counter", "one rule, two fixed-window counters in one small key", openSluice(algorithmPolicy(sluice.SlidingCounter), benchLimiterConfig)},
-		{"sluice, 1 s window (keys older than it)", "one rule of 100 per second: entries keep leaving the window", openSluice(agedPolicy(), benchLimiterConfig)},
-		{"go-redis/redis_rate v10", "GCRA, go-redis v9", openRedisRate},
-		{"ulule/limiter v3", "fixed window, redis store, go-redis v9", openUlule},
-		{"throttled/throttled v2", "GCRA, goredisstore.v9", openThrottled},
-		{"naive Lua log (rueidis)", "textbook ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", openNaiveRueidis},
-		{"naive Lua log (go-redis)", "the same script through go-redis", openNaiveGoRedis},
-		{"rolling-rate-limiter 0.4.2 (Node.js)", "sliding log: MULTI of ZREMRANGEBYSCORE/ZADD/ZRANGE/EXPIRE over ioredis, a uuid per attempt", openRolling},
+		{name: "sluice", note: "redisstore over rueidis, one rule, through Limiter.Allow", open: openSluice(onePolicy(), benchLimiterConfig)},
+		{name: "sluice notifier (2 rules)", note: "global + per-key, one script call per decision", open: openSluice(notifierPolicy(), benchLimiterConfig)},
+		{name: "sluice gcra", note: "one rule, GCRA: one small key", open: openSluice(algorithmPolicy(sluice.GCRA), benchLimiterConfig)},
+		{name: "sluice sliding-counter", note: "one rule, two fixed-window counters in one small key", open: openSluice(algorithmPolicy(sluice.SlidingCounter), benchLimiterConfig)},
+		{name: "sluice, 1 s window (keys older than it)", note: "one rule of 100 per second: entries keep leaving the window", open: openSluice(agedPolicy(), benchLimiterConfig)},
+		{name: "go-redis/redis_rate v10", note: "GCRA, go-redis v9", open: openRedisRate},
+		{name: "ulule/limiter v3", note: "fixed window, redis store, go-redis v9", open: openUlule},
+		{name: "throttled/throttled v2", note: "GCRA, goredisstore.v9", open: openThrottled},
+		{name: "naive Lua log (rueidis)", note: "textbook ZREMRANGEBYSCORE/ZCARD/ZADD/EXPIRE, auto-pipelined", open: openNaiveRueidis},
+		{name: "naive Lua log (go-redis)", note: "the same script through go-redis", open: openNaiveGoRedis},
+		{name: "rolling-rate-limiter 0.4.2 (Node.js)", note: "sliding log: MULTI of ZREMRANGEBYSCORE/ZADD/ZRANGE/EXPIRE over ioredis, a uuid per attempt", open: openRolling},
 	}
 }
 

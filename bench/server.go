@@ -93,12 +93,6 @@ func startRedis(bin string) (*redisServer, error) {
 
 // stop stops the server and removes its directory.
 func (s *redisServer) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	terminate(s.cmd, s.done)
 	os.RemoveAll(s.dir)
 }

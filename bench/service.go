@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,28 +341,6 @@ func (b *bench) profileService(s *serviceRun, p *serviceProc, sc serviceScenario
 		return
 	}
 	fmt.Fprintf(os.Stderr, "bench: sluice serve's CPU profile under %s load (%s) is in %s: go tool pprof -top %s\n", sc.proto, sc.dom.name, path, path)
-}
-
-// fetchProfile writes a CPU profile of secs seconds from the pprof handler
-// on admin to path.
-func fetchProfile(admin string, secs int, path string) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /debug/pprof/profile on %s: %s", admin, resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, resp.Body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func (b *bench) printServiceTable(cs []serviceContender, scenarios []serviceScenario, results [][][]serviceRow, rounds int) {

@@ -153,7 +153,7 @@ func (c *grpcClient) run(w workload, reqs []*rlsv3.RateLimitRequest, progress fu
 	for _, n := range deniedBy {
 		denied += n
 	}
-	l := serviceLoad{requests: o.ops, allowed: o.allowed, denied: denied, failed: o.errors,
+	l := serviceLoad{requests: o.ops + o.errors, allowed: o.allowed, denied: denied, failed: o.errors,
 		elapsed: o.elapsed, p50: o.p50, p99: o.p99,
 		clientCPU: time.Duration(o.clientCPU * float64(o.ops) * float64(time.Microsecond))}
 	if o.firstErr != nil {

@@ -99,14 +99,15 @@ func startProcessEnv(name, bin string, args, env []string, ready string) (*proce
 }
 
 // stop ends the process: SIGTERM, then SIGKILL after 10 seconds.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+func (p *process) stop() { terminate(p.cmd, p.done) }
+
+// terminate sends cmd's process SIGTERM, and SIGKILL if it has not exited
+// (done is closed) 10 seconds later, and waits for it to exit.
+func terminate(cmd *exec.Cmd, done <-chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	kill := time.AfterFunc(10*time.Second, func() { _ = cmd.Process.Kill() })
+	<-done
+	kill.Stop()
 }
 
 // cpu returns the CPU time (user and system) the process has used so far,

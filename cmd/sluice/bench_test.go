@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestBenchMemory(t *testing.T) {
@@ -105,70 +103,5 @@ func TestBenchUsage(t *testing.T) {
 		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}
-	}
-}
-
-func TestLatencyBuckets(t *testing.T) {
-	var h latencies
-	for _, d := range []time.Duration{time.Microsecond, 3 * time.Microsecond, 40 * time.Microsecond, 900 * time.Microsecond, 7 * time.Millisecond} {
-		h.add(d)
-		if up := latencyUpper(latencyBucket(d)); up < d || float64(up) > 1.25*float64(d) {
-			t.Errorf("%v lands in a bucket ending at %v", d, up)
-		}
-	}
-	if got := h.quantile(1); got != 7*time.Millisecond {
-		t.Errorf("max quantile %v, want 7ms", got)
-	}
-	var buf bytes.Buffer
-	h.draw(&buf)
-	if n := strings.Count(buf.String(), "\n"); n < 5 {
-		t.Errorf("histogram of five spread latencies has %d lines:\n%s", n, buf.String())
-	}
-}
-
-// TestBenchErrorsAreNotDecisions: a failed call counts as an error and not
-// as a decision, and the run's end fails no call: the calls carry the
-// command's context, with no deadline of the run's (a Redis client checks a
-// deadline itself and fails at once, and such calls were once counted as
-// decisions in a tight loop at the run's end, doubling decisions/s). A call
-// failed by an interruption is neither.
-func TestBenchErrorsAreNotDecisions(t *testing.T) {
-	o := benchOptions{goroutines: 4, keys: 10, duration: 100 * time.Millisecond}
-	var calls, failed, deadlines atomic.Int64
-	newDecide := func() benchDecide {
-		return func(ctx context.Context, i int) (benchAnswer, error) {
-			if _, ok := ctx.Deadline(); ok {
-				deadlines.Add(1)
-			}
-			if err := ctx.Err(); err != nil {
-				return benchAnswer{}, err
-			}
-			if calls.Add(1)%4 == 0 {
-				failed.Add(1)
-				return benchAnswer{}, errors.New("store failed")
-			}
-			time.Sleep(100 * time.Microsecond)
-			return benchAnswer{allowed: i%2 == 0}, nil
-		}
-	}
-	var stderr bytes.Buffer
-	r := drive(context.Background(), o, newDecide, &stderr)
-	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() || r.ops == 0 || deadlines.Load() != 0 {
-		t.Errorf("%d decisions, %d errors, %d calls with a deadline; want %d decisions and %d errors (the store's failures alone), none",
-			r.ops, r.errors, deadlines.Load(), calls.Load()-failed.Load(), failed.Load())
-	}
-	if r.hist.n != r.ops || r.allowed > r.ops {
-		t.Errorf("%d latencies and %d allowed for %d decisions", r.hist.n, r.allowed, r.ops)
-	}
-
-	// Interrupted half way: the calls that fail for it count for nothing.
-	calls.Store(0)
-	failed.Store(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	o.duration = time.Minute
-	r = drive(ctx, o, newDecide, &stderr)
-	if r.errors != failed.Load() || r.ops != calls.Load()-failed.Load() {
-		t.Errorf("interrupted: %d decisions, %d errors; want %d and %d", r.ops, r.errors, calls.Load()-failed.Load(), failed.Load())
 	}
 }
