@@ -3,7 +3,6 @@ package inspect
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -78,13 +77,12 @@ func (s Source) Policy(ctx context.Context, p *sluice.Policy, attrs map[string]s
 
 // Stored is the Report of windows found without their policy's rules
 // (sluice inspect without --config): each as the store holds it at now,
-// sorted by key.
+// in order.
 func Stored(policy, storeName string, windows []StoredWindow, now time.Time) Report {
 	out := Report{Policy: policy, Store: storeName, Now: now.UTC(), Windows: []Window{}, EntriesShown: true}
 	for i := range windows {
 		out.Windows = append(out.Windows, newWindow(rule{}, &windows[i], windows[i].Slices, now))
 	}
-	slices.SortFunc(out.Windows, func(a, b Window) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

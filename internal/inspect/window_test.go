@@ -138,12 +138,12 @@ func TestWindowConcurrency(t *testing.T) {
 	}
 }
 
-// TestStored: windows found without their rules are sorted by key, their
-// algorithm the one the key gives, with nothing judged against a rule.
+// TestStored: windows found without their rules keep their order and the
+// algorithm their key gives, with nothing judged against a rule.
 func TestStored(t *testing.T) {
 	r := Stored("notify", "redis", []StoredWindow{
-		{Rule: "global", Key: "p:{notify}2l:global", Algorithm: store.Log, TTL: time.Minute, Entries: []StoredEntry{{Time: at(-2 * time.Minute), Cost: 1}}},
 		{Rule: "category", Key: "p:{notify,e}2g:category", Algorithm: store.GCRA, TTL: time.Second, State: []int64{42}},
+		{Rule: "global", Key: "p:{notify}2l:global", Algorithm: store.Log, TTL: time.Minute, Entries: []StoredEntry{{Time: at(-2 * time.Minute), Cost: 1}}},
 	}, t0)
 	if len(r.Windows) != 2 || r.Windows[0].Rule != "category" || r.Windows[0].Algorithm != "gcra" || r.Windows[1].Rule != "global" {
 		t.Fatalf("windows %+v, want category's bucket then global's log", r.Windows)

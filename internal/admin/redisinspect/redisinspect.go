@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -65,7 +66,7 @@ func stored(w *redisstore.Window) inspect.StoredWindow {
 // Scan finds, with SCAN on every node, the windows of the policy named
 // policy whose attribute values are among attrs' values
 // (redisstore.Store.PolicyPattern), and reads each once
-// (redisstore.Store.InspectKey), with Redis's time (else now, when it
+// (redisstore.Store.InspectKey), sorted by key, with Redis's time (else now, when it
 // finds none). A key that expired since the scan is left out.
 func (i Inspector) Scan(ctx context.Context, policy string, attrs map[string]string, now time.Time) ([]inspect.StoredWindow, time.Time, error) {
 	if i.Client == nil {
@@ -110,6 +111,7 @@ func (i Inspector) Scan(ctx context.Context, policy string, attrs map[string]str
 		read[w.Key] = true
 		out, now = append(out, stored(&w)), t
 	}
+	slices.SortFunc(out, func(a, b inspect.StoredWindow) int { return strings.Compare(a.Key, b.Key) })
 	return out, now, nil
 }
 
