@@ -86,18 +86,16 @@ func TestScanLeases(t *testing.T) {
 func TestScanSlices(t *testing.T) {
 	t.Parallel()
 	insp, lim := newInspector(t, "bz")
+	// A budgeted global log over a log per category; one decision leases
+	// a slice of global.
+	global := sluice.Rule{Name: "global", Limit: 1000, Window: time.Hour, Budget: 10 * time.Minute}
+	category := sluice.Rule{Name: "category", By: []string{"category"}, Limit: 100, Window: time.Minute}
+	p, attrs := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{global, category}}, map[string]string{"category": "errors"}
 	ctx := context.Background()
-	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{
-		{Name: "global", Limit: 1000, Window: time.Hour, Budget: 10 * time.Minute},
-		{Name: "category", By: []string{"category"}, Limit: 100, Window: time.Minute},
-	}}
-	attrs := map[string]string{"category": "errors"}
-	if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed {
-		t.Fatalf("allow: %+v, %v", d, err)
-	}
+	d, err := lim.AllowN(ctx, p, attrs, 2)
 	held := lim.Slices()
-	if len(held) != 1 {
-		t.Fatalf("the Limiter holds slices %+v, want one of global", held)
+	if err != nil || !d.Allowed || len(held) != 1 {
+		t.Fatalf("allow: %+v, %v; the Limiter holds slices %+v, want one of global", d, err, held)
 	}
 	windows, _, err := insp.Scan(ctx, "notify", attrs, time.Time{})
 	if err != nil {
