@@ -10,8 +10,15 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/inspect"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/redisstore"
+)
+
+// What sluice inspect --json prints: package inspect's Report.
+type (
+	inspectOutput = inspect.Report
+	inspectWindow = inspect.Window
 )
 
 // TestInspectLeases checks sluice inspect of a policy with a concurrency
@@ -78,9 +85,9 @@ policies:
 			w.Leases[0].ExpiresInMS <= 0 || w.Leases[0].ExpiresInMS > 60000 {
 			t.Errorf("%s: leases %+v, want the first alone (token %s, expiring at %v)", how, w.Leases, token(leases[0]), leases[0].Expires())
 		}
-		if withConfig != (w.Used != nil) || withConfig && (*w.Used != 1 || w.Limit != 3 || w.LeaseMS != 60000 || w.WindowMS != 0) {
-			t.Errorf("%s: figures used %v, limit %d, lease %d ms, window %d ms; want 1 of 3, lease 60000 ms with the file, none without",
-				how, w.Used, w.Limit, w.LeaseMS, w.WindowMS)
+		if withConfig != (w.Counted != nil) || withConfig && (*w.Counted != 1 || w.Limit != 3 || w.LeaseMS != 60000 || w.WindowMS != 60000) {
+			t.Errorf("%s: figures used %v, limit %d, lease %d ms, window %d ms; want 1 of 3, lease (and window) 60000 ms with the file, none without",
+				how, w.Counted, w.Limit, w.LeaseMS, w.WindowMS)
 		}
 	}
 
@@ -91,7 +98,7 @@ policies:
 	}
 	var in inspectOutput
 	(&response{Body: []byte(out)}).JSON(t, &in)
-	if len(in.Windows) != 2 || len(in.Windows[0].Entries) != 2 || in.Windows[0].Leases != nil || in.Windows[0].Used == nil || *in.Windows[0].Used != 1000 {
+	if len(in.Windows) != 2 || len(in.Windows[0].Entries) != 2 || in.Windows[0].Leases != nil || in.Windows[0].Counted == nil || *in.Windows[0].Counted != 1000 {
 		t.Fatalf("inspect --config = %+v, want the tokens log (2 entries of 500) and the in-flight leases", in.Windows)
 	}
 	check("--config", in.Windows[1], true)
@@ -195,9 +202,9 @@ policies:
 		for _, e := range w.Entries {
 			entries += e.Cost
 		}
-		if withConfig != (w.Used != nil) || withConfig && (*w.Used != entries+granted || w.Slices[0].Counts == nil || !*w.Slices[0].Counts) {
+		if withConfig != (w.Counted != nil) || withConfig && (*w.Counted != entries+granted || w.Slices[0].Counts == nil || !*w.Slices[0].Counts) {
 			t.Errorf("%s: used %v, slice counts %v; want the entries' %d plus the slice's %d with the file, none without",
-				how, w.Used, w.Slices[0].Counts, entries, granted)
+				how, w.Counted, w.Slices[0].Counts, entries, granted)
 		}
 	}
 	code, out, errOut := runCLI(t, "inspect", "--config", file, "--policy", "notify", "--attr", "category=errors", "--json")

@@ -122,7 +122,7 @@ func TestServeRedis(t *testing.T) {
 	}
 	var in inspectOutput
 	(&response{Body: []byte(out)}).JSON(t, &in)
-	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Used == nil || *in.Windows[1].Used != 10 || len(in.Windows[1].Entries) != 10 ||
+	if len(in.Windows) != 2 || in.Windows[1].Rule != "category" || in.Windows[1].Counted == nil || *in.Windows[1].Counted != 10 || len(in.Windows[1].Entries) != 10 ||
 		in.Windows[1].TTLMS <= 0 || in.Windows[1].TTLMS > 1800000 || !strings.HasPrefix(in.Windows[1].Key, "e2e:{notify}2l:category") {
 		t.Errorf("inspect = %+v", in)
 	}
@@ -144,7 +144,7 @@ func TestServeRedis(t *testing.T) {
 	rules := map[string]int{}
 	for _, w := range in.Windows {
 		rules[w.Rule] = len(w.Entries)
-		if w.Used != nil || w.TTLMS <= 0 {
+		if w.Counted != nil || w.TTLMS <= 0 {
 			t.Errorf("window %+v: want no count without the file, and a TTL", w)
 		}
 	}

@@ -54,7 +54,7 @@ func TestServeRedisCluster(t *testing.T) {
 	}
 	in = inspectOutput{}
 	(&response{Body: []byte(out)}).JSON(t, &in)
-	if len(in.Windows) != 2 || in.Windows[1].Used == nil || *in.Windows[1].Used != 10 {
+	if len(in.Windows) != 2 || in.Windows[1].Counted == nil || *in.Windows[1].Counted != 10 {
 		t.Errorf("inspect --config on the cluster = %+v", in.Windows)
 	}
 	var r struct{ OK bool }

@@ -137,7 +137,7 @@ func TestAdminInspectSlicesRedis(t *testing.T) {
 		}
 		var entries int64
 		for _, e := range w.Entries {
-			if e.Counts {
+			if *e.Counts {
 				entries += e.Cost
 			}
 		}

@@ -212,8 +212,11 @@ func newBrowserServer(t *testing.T, text string, denyCache int) *browserServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A store timeout well past the default 50 ms: under the race detector
+	// on a busy machine a fresh Redis's first call (it loads the scripts)
+	// can take longer, and the decision would fail closed.
 	srv, err := server.New(st, cfg, server.Options{Clock: bs.clock, Registry: bs.reg, DenyCache: denyCache,
-		Inspector: redisinspect.Inspector{Store: st}})
+		Inspector: redisinspect.Inspector{Store: st}, StoreTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
