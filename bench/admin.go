@@ -6,11 +6,14 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicerate/sluice/redisstore"
 )
 
 // admin reads the server's figures.
 type admin struct {
-	c rueidis.Client
+	c       rueidis.Client
+	windows *redisstore.Store // reads a sluice window's entries (InspectKey); made on first use
 }
 
 func newAdmin(addr string) (*admin, error) {
@@ -88,7 +91,8 @@ func (a *admin) dbsize() int64 {
 // memoryUsage returns MEMORY USAGE of key counting every element, and the
 // number of events a sorted-set log holds (0 for other types or a missing
 // key): one per member, except in a sluice window, whose last member is its
-// epoch ("@<µs>") and whose members "<end>:<cost>" hold cost events each.
+// epoch ("@<µs>") and whose entries, as redisstore reads them, hold their
+// cost in events each.
 func (a *admin) memoryUsage(key string, zset bool) (bytes, events int64, ok bool) {
 	ctx := context.Background()
 	n, err := a.c.Do(ctx, a.c.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
@@ -102,12 +106,17 @@ func (a *admin) memoryUsage(key string, zset bool) (bytes, events int64, ok bool
 	if len(members) == 0 || !strings.HasPrefix(members[len(members)-1], "@") {
 		return n, int64(len(members)), true
 	}
-	for _, m := range members[:len(members)-1] {
-		cost := int64(1)
-		if _, c, ok := strings.Cut(m, ":"); ok {
-			cost, _ = strconv.ParseInt(c, 10, 64)
+	if a.windows == nil {
+		if a.windows, err = redisstore.NewFromClient(a.c, redisstore.Config{}); err != nil {
+			return n, 0, false
 		}
-		events += cost
+	}
+	w, _, err := a.windows.InspectKey(ctx, key)
+	if err != nil {
+		return n, 0, false
+	}
+	for _, e := range w.Entries {
+		events += e.Cost
 	}
 	return n, events, true
 }

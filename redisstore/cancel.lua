@@ -25,7 +25,7 @@ if #last == 2 then
   if e <= now then
     call('DEL', key)
   else
-    call('PEXPIRE', key, int(ceil((e - now) / 1000)))
+    call('PEXPIRE', key, format('%d', ceil((e - now) / 1000)))
   end
 end
 return {1, now}

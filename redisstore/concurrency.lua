@@ -84,10 +84,9 @@ local function concurrency()
   -- their tokens and expiries (absolute µs). A member that is no token (32
   -- hex digits) is an error.
   local function alive(key, now)
-    local list = call('ZRANGEBYSCORE', key, format('(%d', now), '+inf', 'WITHSCORES')
-    local tokens, exps = {}, {}
-    for k = 1, #list, 2 do
-      local token, exp = unpack(list, k, k + 1)
+    local nxt, tokens, exps = reader(call('ZRANGEBYSCORE', key, format('(%d', now), '+inf', 'WITHSCORES')), {}, {}
+    for token in nxt do
+      local exp = nxt()
       if #token ~= 32 or find(token, '[^0-9a-f]') then
         error('key ' .. key .. ' is not a concurrency rule\'s window (its member "' .. token ..
           '" is not a lease token): remove it or use another prefix', 0)

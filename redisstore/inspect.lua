@@ -13,7 +13,8 @@
 --          slices are read too.
 --
 -- Each algorithm's codec reads its keys: window.lua's logEntries,
--- gcra.lua's and counter.lua's decode, concurrency.lua's alive.
+-- gcra.lua's and counter.lua's decode, concurrency.lua's alive, and
+-- slices.lua's held a window's slices.
 --
 -- Reply: {now µs, then per key: PTTL in ms (-2 no key, -1 no
 -- expiry), then
@@ -34,7 +35,7 @@
 local now = clock(tonumber(ARGV[1]))
 local kinds, sliced = ARGV[2] or '', ARGV[3] or ''
 local nw, ns = #kinds, 0
-local gcraCodec, counterCodec, concurrencyCodec -- made when a key needs them
+local gcraCodec, counterCodec, concurrencyCodec, slicesCodec -- made when a key needs them
 local out = {now}
 
 for i = 1, nw do
@@ -75,11 +76,11 @@ for i = 1, nw do
   end
   if sub(sliced, i, i) == 's' then
     ns = ns + 1
-    local list = call('ZRANGE', KEYS[nw + ns], '0', '-1', 'WITHSCORES')
-    out[#out + 1] = #list / 2
-    for j = 1, #list, 2 do
-      local m = list[j]
-      out[#out + 1], out[#out + 2] = tonumber(list[j + 1]), tonumber(sub(m, 1, find(m, ':', 1, true) - 1))
+    slicesCodec = slicesCodec or slices()
+    local scores, costs = slicesCodec.held(KEYS[nw + ns])
+    out[#out + 1] = #scores
+    for j = 1, #scores do
+      out[#out + 1], out[#out + 2] = scores[j], costs[j]
     end
   end
 end

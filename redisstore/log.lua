@@ -28,6 +28,15 @@ local function logWait(s, r, pending, now)
   return room, room, gap
 end
 
+-- flushAll writes every state this call grew in cache alone (window.lua's
+-- flush), before the call ends or reads at another time.
+local function flushAll()
+  for i = 1, #dirty do
+    flush(dirty[i])
+    dirty[i] = nil
+  end
+end
+
 -- logLoad returns key's state for rule r's window at now (the cached one
 -- when this call wrote the key at now, else read from Redis) and how r
 -- stands on it: 0 it fits, 1 no room for its cost, 2 too soon (its gap has

@@ -58,6 +58,17 @@ local function expireAt(key, at, now, own)
   end
 end
 
+-- reader returns a function that returns the next value of list at each
+-- call, nil past its end: scripts read ARGV, KEYS and a reply of pairs
+-- (ZRANGE's WITHSCORES) in order with it, never at a computed index.
+local function reader(list)
+  local i = 0
+  return function()
+    i = i + 1
+    return list[i]
+  end
+end
+
 -- idiv returns floor(a / b) for integers a >= 0 and b > 0, exactly: the
 -- division of two doubles can round up to the next integer.
 local function idiv(a, b)

@@ -29,7 +29,7 @@ local maxdelay = tonumber(arg())
 local maxqueue = tonumber(arg())
 local member = arg()
 
-local passed = call('ZCOUNT', key, '-inf', '(' .. int(now))
+local passed = call('ZCOUNT', key, '-inf', '(' .. format('%d', now))
 if passed > 1 then
   call('ZREMRANGEBYRANK', key, 0, passed - 2)
 end
@@ -42,7 +42,7 @@ if #last == 2 then
     slot = e
   end
 end
-local queue = call('ZCOUNT', key, int(now), '+inf')
+local queue = call('ZCOUNT', key, format('%d', now), '+inf')
 if passed > 0 then
   -- The one passed reservation left (rank 0) holds the schedule until its end.
   local first = call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -57,8 +57,8 @@ end
 if maxqueue > 0 and queue >= maxqueue then
   return {0, 2, now, slot, queue}
 end
-if call('ZADD', key, 'NX', int(slot), member) == 0 then
+if call('ZADD', key, 'NX', format('%d', slot), member) == 0 then
   return redis.error_reply('ERR reserve.lua: reservation ID ' .. member .. ' already in use')
 end
-call('PEXPIRE', key, int(math.ceil((slot + length - now) / 1000)))
+call('PEXPIRE', key, format('%d', math.ceil((slot + length - now) / 1000)))
 return {1, 0, now, slot, queue + 1}

@@ -16,9 +16,6 @@ import (
 //go:embed prelude.lua
 var preludeLua string
 
-//go:embed args.lua
-var argsLua string
-
 //go:embed window.lua
 var windowLua string
 
@@ -73,8 +70,8 @@ var (
 	// inspectScript reads windows for Inspect.
 	inspectScript = readerScript("inspect.lua", inspectLua)
 
-	reserveScript = newScript("reserve.lua", preludeLua+"\n"+argsLua+"\n-- reserve.lua\n\n"+reserveLua)
-	cancelScript  = newScript("cancel.lua", preludeLua+"\n"+argsLua+"\n-- cancel.lua\n\n"+cancelLua)
+	reserveScript = newScript("reserve.lua", preludeLua+"\n-- reserve.lua\n\n"+reserveLua)
+	cancelScript  = newScript("cancel.lua", preludeLua+"\n-- cancel.lua\n\n"+cancelLua)
 
 	// leaseScript decides a request and holds its lease; finishScript
 	// releases, settles or extends one (lease.go): where the server has
@@ -126,11 +123,11 @@ func windowScripts(name, main string) scriptPair {
 }
 
 // readerScript returns the script named name that reads or adjusts
-// windows with the algorithms' codecs, deciding nothing: the prelude,
-// args.lua, the codecs (window.lua, gcra.lua, counter.lua,
-// concurrency.lua), then main.
+// windows with the algorithms' codecs, deciding nothing: the prelude, the
+// codecs (window.lua and log.lua, gcra.lua, counter.lua, concurrency.lua,
+// slices.lua, which builds on the log's steps), then main.
 func readerScript(name, main string) *script {
-	return newScript(name, strings.Join([]string{preludeLua, argsLua, windowLua, gcraLua, counterLua, concurrencyLua, "-- " + name + "\n\n" + main}, "\n"))
+	return newScript(name, strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, "-- " + name + "\n\n" + main}, "\n"))
 }
 
 // forShape returns the build for a request of shape sh (appendShape): the

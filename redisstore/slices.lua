@@ -30,6 +30,16 @@ local function slices()
     return tonumber(sub(m, 1, find(m, ':', 1, true) - 1))
   end
 
+  -- held returns the scores (absolute µs) and costs of the slices at sk,
+  -- earliest first.
+  local function held(sk)
+    local nxt, scores, costs = reader(call('ZRANGE', sk, '0', '-1', 'WITHSCORES')), {}, {}
+    for m in nxt do
+      scores[#scores + 1], costs[#costs + 1] = tonumber(nxt()), costOf(m)
+    end
+    return scores, costs
+  end
+
   -- keepUntil makes key expire at at (absolute µs), or deletes it when at
   -- has passed.
   local function keepUntil(key, at, now, own)
@@ -89,14 +99,9 @@ local function slices()
     flush(s)
     local w, lt, lc, li, more, from = r.w, {}, {}, 1, s.epoch ~= nil, nil
     if more then from = format('(%d', now - w - s.epoch) end
-    local function fill()
-      local list = call('ZRANGEBYSCORE', s.key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', '64')
-      lt, lc, li = {}, {}, 1
-      for k = 1, #list, 2 do
-        local _, c = parse(list[k])
-        lt[#lt + 1], lc[#lc + 1] = s.epoch + tonumber(list[k + 1]), c
-      end
-      if #list < 128 then more = false else from = '(' .. list[#list] end
+    local function fill() -- the log's entries, 64 at a time (window.lua's logPage)
+      lt, lc, from = logPage(s.key, s.epoch, from, 64)
+      li, more = 1, from ~= nil
     end
     local st, sc, si, freed, last = s.st, s.sc, 1, 0, now
     local pend = pending > 0
@@ -268,6 +273,6 @@ local function slices()
     log = {load = logLoadB, wait = logWaitB, write = logWriteB, figures = logFiguresB},
     gcra = {load = gcraLoadB, wait = g.wait, write = gcraWriteB, figures = g.figures},
     logGrant = logGrant, logReturn = logReturn, gcraGrant = gcraGrant, gcraReturn = gcraReturn,
-    counterGrant = counterGrant,
+    counterGrant = counterGrant, held = held,
   }
 end

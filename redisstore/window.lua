@@ -1,7 +1,8 @@
 -- window.lua: the exact log's codec, the one place a window is read
--- (logRead, logFreed, logEntries), written (logWrite) and adjusted
--- (logResize, logRemove); docs/design.md ("Time and entries") says why.
--- A window is a sorted set: one entry per instant the key recorded at,
+-- (logRead, logFreed, logEntries), written (logWrite, flush), adjusted
+-- (logResize, logRemove), and its members formatted (member, reend) and
+-- parsed (parse, newest). A window is a sorted set (docs/design.md, "Time
+-- and entries", says why): one entry per instant the key recorded at,
 -- scored by its µs after the key's epoch, its member the running total of
 -- cost to that instant (its end), then ":<cost>" when not 1 ("7", "12:5");
 -- an entry a lease settled to 0 is "<end>:0:<time µs>" (ends may repeat,
@@ -16,12 +17,11 @@
 local TRIM = 8             -- units of cost recorded between two trims of what left the window
 local REBASE = 1073741824  -- 2^30 µs (about 18 min): the score past which a key gets a new epoch
 
--- member returns the member of an entry of end e and cost c; parse reads
--- one. Members of cost 1 with small ends, most of them, are kept in ends and
--- numbers: a function (function.go) formats and parses each once.
+-- member returns the member of an entry of end e, cost c and (settled to
+-- 0) time t; parse reads one; reend replaces its end. Members of cost 1 and
+-- end up to 4096, most, are formatted and parsed once (function.go's library).
 local ends, numbers = {}, {}
-
-local function member(e, c)
+local function member(e, c, t)
   if c == 1 then
     local m = ends[e]
     if not m then
@@ -29,6 +29,8 @@ local function member(e, c)
       if e <= 4096 then ends[e], numbers[m] = m, e end
     end
     return m
+  elseif c == 0 and t then
+    return format('%d:0:%d', e, t)
   end
   return format('%d:%d', e, c)
 end
@@ -40,8 +42,6 @@ local function parse(m)
   return tonumber(sub(m, 1, i - 1)), tonumber(sub(m, i + 1)) or 0 -- "e:0:t" is no number
 end
 
--- reend returns member m with its end replaced by e, its cost (and a zero
--- entry's time) kept.
 local function reend(m, e)
   local i = find(m, ':', 1, true)
   if not i then return member(e, 1) end
@@ -56,8 +56,7 @@ local function newest(key)
   if not last then return nil end
   local epoch = byte(last, 1) == 64 and tonumber(sub(last, 2)) -- '@'
   if not epoch then
-    error('key ' .. key .. ' is not a sluice window (its last member is "' .. last .. '"): ' ..
-      'remove it or use another prefix', 0)
+    error('key ' .. key .. ' is not a sluice window (its last member is "' .. last .. '"): remove it or use another prefix', 0)
   end
   if not r[3] then return epoch end
   return epoch, r[1], epoch + r[2]
@@ -67,10 +66,10 @@ end
 -- to add moved ds µs earlier, their ends by de; rewrite removes gone, then
 -- (a new end may equal an old one) adds add, in commands of 2,000 arguments.
 local function moved(list, ds, de, gone, add)
-  for k = 1, #list, 2 do
-    local m, score = unpack(list, k, k + 1)
+  local nxt = reader(list)
+  for m in nxt do
     gone[#gone + 1] = m
-    add[#add + 1], add[#add + 2] = format('%d', score - ds), reend(m, parse(m) + de)
+    add[#add + 1], add[#add + 2] = format('%d', nxt() - ds), reend(m, parse(m) + de)
   end
 end
 
@@ -79,17 +78,14 @@ local function rewrite(key, gone, add)
   for k = 1, #add, 2000 do call('ZADD', key, unpack(add, k, min(k + 1999, #add))) end
 end
 
--- A window's state: key, w (window µs), epoch (nil: no key); the newest
--- entry's m (member), at (time), e (end), c (cost) (m, at nil: none); used,
--- the cost counted at the state's time; the oldest counted entry's om, oe,
--- oc (false, 0, 0 while the epoch is in the window); dirty, the newest
--- entry grew and Redis does not hold it yet. A key a call wrote keeps its
--- state in cache: a later request of the call at the same time reads
--- nothing, one at the same instant grows the newest entry in the state
--- alone (flush writes it at the call's end or before the key is read
--- again). Cached states hold for cacheNow: a request of another time flushes them all.
+-- A window's state: key, w (µs), epoch (nil: no key); the newest entry's
+-- m (member), at (time), e (end), c (cost) (m, at nil: none); used, the
+-- cost counted at its time; the oldest counted entry's om, oe, oc (false, 0,
+-- 0 while the epoch is in the window); dirty: the newest entry grew in the
+-- state alone. A call caches the states of the keys it wrote (cache, for
+-- cacheNow): a later request at that time reads nothing, one at the same
+-- instant grows the newest entry in the state, and flush writes it.
 local cache, dirty, cacheNow = nil, {}, nil
-
 local function flush(s)
   if s.dirty then
     local old = s.m
@@ -97,13 +93,6 @@ local function flush(s)
     s.m, s.dirty = member(s.e, s.c), false
     call('ZADD', s.key, format('%d', s.at - s.epoch), s.m)
     if s.om == old then s.om = s.m end
-  end
-end
-
-local function flushAll()
-  for i = 1, #dirty do
-    flush(dirty[i])
-    dirty[i] = nil
   end
 end
 
@@ -133,25 +122,33 @@ local function logRead(key, w, now)
   return s
 end
 
+-- logPage returns the times (absolute µs) and costs of up to n (-1: all)
+-- of key's entries scored after from, oldest first, the from of the page
+-- after them (nil: none), then their ends.
+local function logPage(key, epoch, from, n)
+  local nxt, times, costs, es, score = reader(call('ZRANGEBYSCORE', key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', format('%d', n))), {}, {}, {}
+  for m in nxt do
+    score = nxt()
+    times[#times + 1], es[#es + 1], costs[#costs + 1] = epoch + score, parse(m)
+  end
+  return times, costs, #times == n and '(' .. score or nil, es
+end
+
 -- logFreed returns when enough of s's oldest counted entries leave to free
--- need units (need <= s.used), walking them need at a time: one settled to
--- 0 frees nothing.
+-- need units (need <= s.used); one settled to 0 frees nothing.
 local function logFreed(s, need, now)
-  if s.oc >= need then
-    if s.om == s.m then return s.at + s.w end -- the oldest counted entry is the newest
-    return s.epoch + call('ZSCORE', s.key, s.om) + s.w
+  if s.oc >= need then -- the oldest counted entry: the newest, or one Redis holds
+    return (s.om == s.m and s.at or s.epoch + call('ZSCORE', s.key, s.om)) + s.w
   end
   flush(s)
   local from = format('(%d', now - s.w - s.epoch)
-  while true do
-    local list = call('ZRANGEBYSCORE', s.key, from, '(+inf', 'WITHSCORES', 'LIMIT', '0', format('%d', need))
-    for k = 1, #list, 2 do
-      local m, score = unpack(list, k, k + 1)
-      if parse(m) - s.oe + s.oc >= need then return s.epoch + score + s.w end
+  repeat -- need entries at a time
+    local times, _, after, es = logPage(s.key, s.epoch, from, need)
+    for k = 1, #times do
+      if es[k] - s.oe + s.oc >= need then return times[k] + s.w end
     end
-    if #list < 2 * need then break end
-    from = '(' .. list[#list]
-  end
+    from = after
+  until not from
   error('window ' .. s.key .. ' counts ' .. s.used .. ' but its entries free less than ' .. need, 0)
 end
 
@@ -166,9 +163,8 @@ local function logWrite(s, r, now)
     cost = MAXCOST - s.used
     if cost <= 0 then return 0, s.used, (s.at and s.at > now - s.w) and s.at + s.w - now or 0 end
   end
-  local at = sat or now
+  local at, used = sat or now, s.used + cost
   if at < now then at = now end
-  local used = s.used + cost
   s.at, s.used = at, used
   if cache[key] == s and e + cost <= MAXCOST then -- this call's state at this instant: grown in the state alone
     if s.om == s.m then s.oe, s.oc = e + cost, s.c + cost end
@@ -186,17 +182,15 @@ local function logWrite(s, r, now)
     call('ZADD', key, '0', m, '+inf', '@' .. format('%d', at))
   else
     if s.om and (at - epoch >= REBASE and at - epoch >= 2 * (w + r.gap) or e + cost > MAXCOST) then
-      -- Rebase: the key anew (every member goes, its expiry too), from a new
-      -- epoch (the oldest counted entry's time), ends counted from the cost
-      -- before that entry.
+      -- Rebase: the key anew (its expiry too) from a new epoch, the oldest
+      -- counted entry's time, its ends from the cost before that entry.
       local shift, before = tonumber(call('ZSCORE', key, s.om)), oe - s.oc
       call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - w - epoch))
       local gone, add = {'@' .. format('%d', epoch)}, {'+inf', '@' .. format('%d', epoch + shift)}
       moved(call('ZRANGE', key, '0', '-2', 'WITHSCORES'), shift, -before, gone, add)
       rewrite(key, gone, add)
-      epoch, e, oe = epoch + shift, e - before, oe - before
+      epoch, e, oe, renew = epoch + shift, e - before, oe - before, true
       s.epoch, s.e, s.oe, s.m, s.om = epoch, e, oe, reend(s.m, e), reend(s.om, oe)
-      renew = true
     end
     local c, oldest = cost, at == sat and s.om == s.m -- oldest: the entry written to is the oldest counted
     if at == sat then
@@ -221,33 +215,31 @@ local function logWrite(s, r, now)
 end
 
 -- entryAt returns the score and member of key's entry of time at (abs. µs),
--- then key's epoch and newest member.
+-- key's epoch and newest member, then the entry's end and cost.
 local function entryAt(key, at)
   local epoch, nm = newest(key)
   if not epoch or at < epoch then return nil end
   local score = format('%d', at - epoch)
-  return score, call('ZRANGEBYSCORE', key, score, score)[1], epoch, nm
+  local m = call('ZRANGEBYSCORE', key, score, score)[1]
+  if m then return score, m, epoch, nm, parse(m) end
 end
 
--- logResize adds delta to the cost of key's entry recorded at at (absolute
--- µs), never below 0, while it counts in the window of w µs at now; the
--- ends from it on move by delta. An entry of cost 0 stays, as memstore's
--- does: a gap counts from it. Saturated at MAXCOST as a write is, ends that
--- would pass it count anew from before the oldest counted entry.
+-- logResize adds delta to the cost of key's entry of time at (absolute
+-- µs), never below 0, while it counts in the window of w µs at now, and
+-- moves the ends from it on; one settled to 0 stays, as memstore's does (a
+-- gap counts from it); it saturates at MAXCOST as a write does.
 local function logResize(key, w, at, delta, now)
   if at <= now - w then return end
-  local score, m, epoch, nm = entryAt(key, at)
+  local score, m, epoch, nm, e, c = entryAt(key, at)
   if not m then return end
-  local e, c = parse(m)
   if c + delta < 0 then delta = -c end
   local gone, add, shift, ne = {}, {}, 0, parse(nm)
   if delta > 0 and ne + delta > MAXCOST then
-    local cut, used, oe, oc = format('%d', now - w - epoch), ne, 0, 0
-    if epoch <= now - w then -- something left the window: used from the oldest counted entry
+    local cut, oe, oc = format('%d', now - w - epoch), 0, 0
+    if epoch <= now - w then -- something left the window: the oldest counted entry
       oe, oc = parse(call('ZRANGEBYSCORE', key, '(' .. cut, '(+inf', 'LIMIT', '0', '1')[1])
-      used = ne - oe + oc
     end
-    delta = min(delta, MAXCOST - used)
+    delta = min(delta, MAXCOST - (ne - oe + oc)) -- what the window counts is ne - oe + oc
     if delta > 0 and ne + delta > MAXCOST then
       shift = oe - oc
       call('ZREMRANGEBYSCORE', key, '-inf', cut)
@@ -255,9 +247,7 @@ local function logResize(key, w, at, delta, now)
     end
   end
   if delta == 0 and shift == 0 then return end
-  e = e - shift + delta
-  gone[#gone + 1], add[#add + 1], add[#add + 2] = m, score, format('%d:0:%d', e, at) -- settled to 0: its time keeps it apart
-  if c + delta > 0 then add[#add] = member(e, c + delta) end
+  gone[#gone + 1], add[#add + 1], add[#add + 2] = m, score, member(e - shift + delta, c + delta, at)
   moved(call('ZRANGEBYSCORE', key, '(' .. score, '(+inf', 'WITHSCORES'), 0, delta - shift, gone, add)
   rewrite(key, gone, add)
 end
@@ -266,27 +256,14 @@ end
 -- reports whether it did (not when it holds less); an entry left empty goes.
 -- Later ends still count the cost until they leave the window: it errs high.
 local function logRemove(key, at, cost)
-  local score, m = entryAt(key, at)
-  if not m then return false end
-  local e, c = parse(m)
-  if c < cost then return false end
-  call('ZREM', key, m)
-  if c > cost then
-    call('ZADD', key, score, member(e - cost, c - cost))
-  elseif call('ZCARD', key) == 1 then
-    call('DEL', key) -- the epoch alone is left
-  end
+  local score, m, _, _, e, c = entryAt(key, at)
+  if not m or c < cost then return false end
+  rewrite(key, {m}, c > cost and {score, member(e - cost, c - cost)} or {})
+  if c == cost and call('ZCARD', key) == 1 then call('DEL', key) end -- the epoch alone is left
   return true
 end
 
 -- logEntries returns the times (absolute µs) and costs of key's entries.
 local function logEntries(key)
-  local epoch, times, costs = newest(key), {}, {}
-  local list = epoch and call('ZRANGE', key, '0', '-2', 'WITHSCORES') or {}
-  for k = 1, #list, 2 do
-    local m, score = unpack(list, k, k + 1)
-    local _, c = parse(m)
-    times[#times + 1], costs[#costs + 1] = epoch + tonumber(score), c
-  end
-  return times, costs
+  return logPage(key, newest(key) or 0, '-inf', -1) -- no key: no entries
 end

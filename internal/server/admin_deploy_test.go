@@ -11,7 +11,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 )
 
@@ -84,16 +83,9 @@ func alertExprs(t *testing.T) []string {
 // traffic that gives every family a series.
 func TestDeployQueriesExist(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse("test.yaml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := memstore.New(memstore.Config{})
-	srv, err := New(st, cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &testServer{t: t, srv: srv, h: srv.Handler()}
+	ts := testServerFor(t, st, testConfig, Options{})
+	srv := ts.srv
 	for range 3 {
 		ts.do("POST", "/v1/decide", `{"policy":"notify","attributes":{"category":"a"}}`)
 		ts.do("POST", "/v1/decide", `{"policy":"shadowed"}`)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,13 +84,7 @@ func TestForwardAuthAttributeNotUTF8(t *testing.T) {
 
 func TestGRPCAttributeNotUTF8(t *testing.T) {
 	ts := newTestServer(t, grpcConfig)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte("domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	loadEnvoy(t, ts.srv, EnvoyOptions{}, map[string]string{"edge.yaml": edgeEnvoy})
 	ctx := context.Background()
 
 	// Over the wire, as a client that does not check UTF-8 sends them.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"reflect"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
 )
@@ -113,17 +111,9 @@ func TestBatch(t *testing.T) {
 }
 
 func TestBatchProblems(t *testing.T) {
-	cfg, err := config.Parse("test.yaml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := memstore.New(memstore.Config{})
 	t.Cleanup(func() { store.Close() })
-	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 1024, MaxBatch: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+	ts := testServerFor(t, store, testConfig, Options{Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 1024, MaxBatch: 3})
 	one := `{"policy":"shadowed"}`
 	tests := []struct {
 		name, body   string

@@ -6,12 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 )
 
@@ -72,26 +69,11 @@ policies:
 // memory store, with the Envoy configuration files envoy (name: content)
 // loaded when there are any.
 func benchServer(b *testing.B, text string, envoy map[string]string) *Server {
-	cfg, err := config.Parse("bench.yaml", []byte(text))
-	if err != nil {
-		b.Fatal(err)
-	}
 	store := memstore.New(memstore.Config{})
 	b.Cleanup(func() { store.Close() })
-	srv, err := New(store, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv := serverFor(b, store, text, Options{Logger: slog.New(slog.DiscardHandler)})
 	if len(envoy) > 0 {
-		dir := b.TempDir()
-		for name, yaml := range envoy {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
-			b.Fatal(err)
-		}
+		loadEnvoy(b, srv, EnvoyOptions{}, envoy)
 	}
 	return srv
 }

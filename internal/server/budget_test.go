@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/httpapi"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 )
@@ -134,11 +133,7 @@ func TestBudgetReload(t *testing.T) {
 	if local == 0 {
 		t.Fatal("no decision answered from a slice")
 	}
-	cfg, err := config.Parse("test.yaml", []byte(budgetConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.srv.Swap(cfg); err != nil {
+	if err := ts.srv.Swap(parseConfig(t, budgetConfig)); err != nil {
 		t.Fatal(err)
 	}
 	ts.srv.closing.Wait()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
@@ -45,17 +44,9 @@ const costConfig = `policies:
 // costServer is a server of costConfig over st, on st's clock.
 func costServer(t *testing.T, st store.Store) *testServer {
 	t.Helper()
-	cfg, err := config.Parse("cost.yaml", []byte(costConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A long store deadline: these are semantics, on a machine that may be
 	// loaded.
-	srv, err := New(st, cfg, Options{StoreTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testServer{t: t, srv: srv, h: srv.Handler()}
+	return testServerFor(t, st, costConfig, Options{StoreTimeout: 10 * time.Second})
 }
 
 // answer is a decision or a refusal as one front gave it.

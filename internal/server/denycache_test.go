@@ -42,16 +42,12 @@ func (s *countingStore) Decide(ctx context.Context, req *store.Request) error {
 // the cache and keeps the counters.
 func TestDenyCache(t *testing.T) {
 	parse := func(limit string) *config.Config {
-		cfg, err := config.Parse("test.yaml", []byte(`
+		return parseConfig(t, `
 policies:
   - name: api
     limits:
       - {name: per-ip, by: [ip], limit: `+limit+`, window: 1m}
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+`)
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &countingStore{Store: memstore.New(memstore.Config{Clock: func() time.Time { return t0 }})}
@@ -113,10 +109,7 @@ policies:
 	}
 
 	// A policy with deny_cache: false asks the store every time.
-	optOut, err := config.Parse("test.yaml", []byte("policies:\n  - name: api\n    deny_cache: false\n    limits: [{name: per-ip, by: [ip], limit: 1, window: 1m}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	optOut := parseConfig(t, "policies:\n  - name: api\n    deny_cache: false\n    limits: [{name: per-ip, by: [ip], limit: 1, window: 1m}]\n")
 	if err := srv.Swap(optOut); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -125,13 +123,7 @@ func replayTokenBudget(t *testing.T, st store.Store, clk *storetest.Clock, count
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "default-eg-http.yaml"), []byte(tokenBudget), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{Decide: envoy.Options{Counting: counting}}); err != nil {
-		t.Fatal(err)
-	}
+	loadEnvoy(t, srv, EnvoyOptions{Decide: envoy.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
 	client := rlsv3.NewRateLimitServiceClient(grpcConn(t, &testServer{t: t, srv: srv}))
 	start := clk.Now()
 	const (

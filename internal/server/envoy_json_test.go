@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,15 +32,8 @@ policies:
 `
 	newServer := func() *testServer {
 		ts := newTestServer(t, file)
-		dir := t.TempDir()
-		yaml := "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n" +
-			"  - key: route\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 1}\n"
-		if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yaml), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := ts.srv.LoadEnvoyConfig(dir, EnvoyOptions{Decide: envoy.Options{Headers: envoy.Headers{RateLimit: true, XRateLimit: true}}}); err != nil {
-			t.Fatal(err)
-		}
+		edge := edgeEnvoy + "  - key: route\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 1}\n"
+		loadEnvoy(t, ts.srv, EnvoyOptions{Decide: envoy.Options{Headers: envoy.Headers{RateLimit: true, XRateLimit: true}}}, map[string]string{"edge.yaml": edge})
 		return ts
 	}
 	got, want := newServer(), newServer()

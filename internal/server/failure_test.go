@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/store"
 )
@@ -34,15 +33,7 @@ func TestStoreFailure(t *testing.T) {
 		{"allow", true, 200},
 	} {
 		t.Run(tt.onError, func(t *testing.T) {
-			cfg, err := config.Parse("f.yaml", []byte("store:\n  on_error: "+tt.onError+"\n"+testConfig))
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, err := New(brokenStore{}, cfg, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := srv.Handler()
+			h := serverFor(t, brokenStore{}, "store:\n  on_error: "+tt.onError+"\n"+testConfig, Options{}).Handler()
 			do := func(method, path, body string) *httptest.ResponseRecorder {
 				r := httptest.NewRequest(method, path, strings.NewReader(body))
 				r.Header.Set("X-User-Id", "u")

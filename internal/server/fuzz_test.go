@@ -7,8 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +20,6 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
@@ -49,26 +46,13 @@ type fuzzFronts struct {
 }
 
 func newFuzzFronts(f *testing.F) *fuzzFronts {
-	cfg, err := config.Parse("fuzz.yaml", []byte(fuzzConfig))
-	if err != nil {
-		f.Fatal(err)
-	}
 	clk := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := memstore.New(memstore.Config{Clock: clk.Now})
 	f.Cleanup(func() { st.Close() })
-	dir := f.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "default-eg-http.yaml"), []byte(tokenBudget), 0o600); err != nil {
-		f.Fatal(err)
-	}
 	fr := &fuzzFronts{clock: clk}
 	for i, counting := range []envoy.Counting{envoy.PerDescriptor, envoy.AllOrNothing} {
-		srv, err := New(st, cfg, Options{StoreTimeout: 10 * time.Second})
-		if err != nil {
-			f.Fatal(err)
-		}
-		if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{Decide: envoy.Options{Counting: counting}}); err != nil {
-			f.Fatal(err)
-		}
+		srv := serverFor(f, st, fuzzConfig, Options{StoreTimeout: 10 * time.Second})
+		loadEnvoy(f, srv, EnvoyOptions{Decide: envoy.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			f.Fatal(err)

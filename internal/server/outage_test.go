@@ -7,14 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -60,10 +57,6 @@ func TestStoreOutageLogs(t *testing.T) {
 	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := &switchStore{mem: memstore.New(memstore.Config{Clock: clock.Now})}
 	t.Cleanup(func() { _ = st.Close() })
-	cfg, err := config.Parse("f.yaml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey && len(groups) == 0 {
@@ -71,17 +64,8 @@ func TestStoreOutageLogs(t *testing.T) {
 		}
 		return a
 	}}))
-	srv, err := New(st, cfg, Options{Logger: log, Clock: clock, OutageInterval: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "mail.yaml"), []byte("domain: mail\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.LoadEnvoyConfig(dir, EnvoyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv := serverFor(t, st, testConfig, Options{Logger: log, Clock: clock, OutageInterval: 5 * time.Second})
+	loadEnvoy(t, srv, EnvoyOptions{}, map[string]string{"mail.yaml": "domain: mail\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"})
 	h := srv.Handler()
 	post := func(path, body string) string {
 		t.Helper()
@@ -165,15 +149,7 @@ func switchServer(t *testing.T, file string) (*switchStore, *testServer) {
 	t.Helper()
 	st := &switchStore{mem: memstore.New(memstore.Config{})}
 	t.Cleanup(func() { _ = st.Close() })
-	cfg, err := config.Parse("f.yaml", []byte(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(st, cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, &testServer{t: t, srv: srv, h: srv.Handler(), log: &bytes.Buffer{}}
+	return st, testServerFor(t, st, file, Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
 // metric returns the value of the sample name (with its labels) that

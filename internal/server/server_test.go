@@ -1,99 +1,17 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
-	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/httpapi"
 	"github.com/sluicerate/sluice/internal/wire"
-	"github.com/sluicerate/sluice/memstore"
 )
-
-const testConfig = `
-policies:
-  - name: notify
-    limits:
-      - {name: global, limit: 5, window: 30m}
-      - {name: category, by: [category], limit: 2, window: 30m}
-  - name: edge
-    limits:
-      - {name: per-ip, by: [ip], limit: 2, window: 1m}
-      - {name: per-user, by: [user], limit: 100, window: 1m}
-  - name: shadowed
-    shadow: true
-    limits:
-      - {name: one, limit: 1, window: 1m}
-schedules:
-  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 500ms}
-forward_auth:
-  trusted_proxies: ["127.0.0.1"]
-  headers: {user: X-User-Id}
-`
-
-// testServer is a Server over a memory store with a frozen clock.
-type testServer struct {
-	t    *testing.T
-	srv  *Server
-	h    http.Handler
-	log  *bytes.Buffer
-	grpc *grpc.ClientConn // conn's
-}
-
-func newTestServer(t *testing.T, file string) *testServer {
-	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	store := memstore.New(memstore.Config{Clock: func() time.Time { return t0 }})
-	t.Cleanup(func() { store.Close() })
-	var buf bytes.Buffer
-	srv, err := New(store, cfg, Options{Logger: slog.New(slog.NewJSONHandler(&buf, nil)), MaxBodyBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testServer{t: t, srv: srv, h: srv.Handler(), log: &buf}
-}
-
-// do sends a request and returns the response.
-func (ts *testServer) do(method, path, body string, header ...string) *httptest.ResponseRecorder {
-	ts.t.Helper()
-	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	r.RemoteAddr = "127.0.0.1:5555"
-	for i := 0; i+1 < len(header); i += 2 {
-		r.Header.Set(header[i], header[i+1])
-	}
-	w := httptest.NewRecorder()
-	ts.h.ServeHTTP(w, r)
-	return w
-}
-
-// decide posts body to path and decodes a 200 decision.
-func (ts *testServer) decide(path, body string) wire.DecisionJSON {
-	ts.t.Helper()
-	w := ts.do("POST", path, body)
-	if w.Code != 200 {
-		ts.t.Fatalf("POST %s %s = %d %s", path, body, w.Code, w.Body)
-	}
-	var d wire.DecisionJSON
-	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
-		ts.t.Fatal(err)
-	}
-	return d
-}
 
 func TestDecideAPI(t *testing.T) {
 	ts := newTestServer(t, testConfig)

@@ -12,7 +12,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/memstore"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
 	"github.com/sluicerate/sluice/store"
@@ -38,19 +37,11 @@ func (g *gateStore) Decide(ctx context.Context, req *store.Request) error {
 
 func gatedServer(t *testing.T, opts Options) (*testServer, *gateStore, *prometheus.Registry) {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(grpcConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
 	st := &gateStore{Store: memstore.New(memstore.Config{}), entered: make(chan struct{}, 10), open: make(chan struct{})}
 	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
 	opts.Logger, opts.Registry, opts.StoreTimeout = slog.New(slog.DiscardHandler), reg, 10*time.Second
-	srv, err := New(st, cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testServer{t: t, srv: srv, h: srv.Handler()}, st, reg
+	return testServerFor(t, st, grpcConfig, opts), st, reg
 }
 
 // TestShedConcurrency: with MaxInFlight 1, a request beyond the one in
