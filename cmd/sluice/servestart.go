@@ -88,16 +88,12 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 // envoy sets up the envoyproxy/ratelimit model: from files or a control
 // plane.
 func (st *serving) envoy() error {
-	c := st.c
-	opts, err := c.ef.options()
-	if err != nil {
-		return err
-	}
-	opts.Decide.DynamicMetadata, opts.Decide.QuotaMode, opts.RequireDomain = *c.df.dynMeta, *c.df.quota, *c.df.requireDomain
+	opts := st.ds.Envoy
+	var err error
 	switch {
-	case *c.ef.dir != "":
-		if err := st.srv.LoadEnvoyConfig(*c.ef.dir, opts); err != nil {
-			return fmt.Errorf("--envoy-config %s:\n%v", *c.ef.dir, err)
+	case st.ds.EnvoyDir != "":
+		if err := st.srv.LoadEnvoyConfig(st.ds.EnvoyDir, opts); err != nil {
+			return fmt.Errorf("--envoy-config %s:\n%v", st.ds.EnvoyDir, err)
 		}
 	case st.ds.XDS != nil:
 		if st.xds, err = st.srv.UseEnvoyXDS(opts, *st.ds.XDS, st.ds.XDSForce); err != nil {
@@ -185,7 +181,7 @@ func (st *serving) follow(ctx context.Context) {
 		st.stop = append(st.stop, func() { signal.Stop(hup) })
 		go st.srv.Watch(ctx, *c.file, *c.watch, hup)
 	}
-	if *c.ef.dir != "" {
+	if st.ds.EnvoyDir != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		st.stop = append(st.stop, func() { signal.Stop(hup) })
