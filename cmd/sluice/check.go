@@ -10,7 +10,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/deploy"
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/wire"
 )
 
@@ -57,7 +57,7 @@ flags:`)
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` instead of the file's store")
 	ef := deploy.AddCheckFlags(fs)
-	var descs envoy.Descriptors
+	var descs rls.Descriptors
 	domain := fs.String("domain", "", "with --envoy-config: the request's `domain`")
 	fs.Var(&descs, "descriptor", "with --envoy-config: a descriptor's entries, `k=v[,k2=v2]`; repeat for several")
 	hits := fs.Uint("hits", 1, "with --envoy-config: the request's hits_addend")

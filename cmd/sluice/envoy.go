@@ -11,12 +11,12 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/deploy"
 	"github.com/sluicerate/sluice/internal/envoy"
-	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/internal/envoy/rls"
 )
 
 // checkEnvoy is sluice check --envoy-config: the statuses of one request,
 // decided without recording.
-func checkEnvoy(ctx context.Context, ef *deploy.Flags, domain string, descs envoy.Descriptors, hits uint32, redisURL string, asJSON bool, stdout, stderr io.Writer) int {
+func checkEnvoy(ctx context.Context, ef *deploy.Flags, domain string, descs rls.Descriptors, hits uint32, redisURL string, asJSON bool, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int { return usageError(stderr, "check", format, a...) }
 	switch {
 	case domain == "":
@@ -60,23 +60,4 @@ func checkEnvoy(ctx context.Context, ef *deploy.Flags, domain string, descs envo
 		return exitDenied
 	}
 	return exitOK
-}
-
-// windowReset returns how sluice serve empties windows on st (for POST
-// /v1/envoy/reset): deleting their Redis keys; nil for the in-memory store.
-func windowReset(st *openedStore) func(ctx context.Context, req *store.Request) (int, error) {
-	if st.Redis == nil {
-		return nil
-	}
-	return func(ctx context.Context, req *store.Request) (int, error) {
-		n := 0
-		for _, k := range st.Redis.Keys(req) {
-			deleted, err := st.Client.Do(ctx, st.Client.B().Del().Key(k).Build()).AsInt64()
-			if err != nil {
-				return n, fmt.Errorf("deleting %s: %w", k, err)
-			}
-			n += int(deleted)
-		}
-		return n, nil
-	}
 }

@@ -163,6 +163,9 @@ func (c *serveCmd) run(ctx context.Context) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
+	for _, n := range c.dep.Notes() {
+		log.Warn(n)
+	}
 	cfg := &config.Config{}
 	if *c.file != "" {
 		if cfg, err = config.Load(*c.file); err != nil {
@@ -173,10 +176,7 @@ func (c *serveCmd) run(ctx context.Context) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	for _, n := range ds.Notes {
-		log.Warn(n)
-	}
-	if ds.XDS != nil && *c.grpcAddr == "" || ds.EnvoyDir != "" && *c.grpcAddr == "" {
+	if ds.XDS != nil && *c.grpcAddr == "" || c.dep.EnvoyDir() != "" && *c.grpcAddr == "" {
 		*c.grpcAddr = ":8081" // Envoy's rate-limit service is gRPC: envoyproxy/ratelimit's port
 	}
 	st, err := c.start(ctx, log, cfg, ds)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -88,12 +89,14 @@ func (c *serveCmd) start(ctx context.Context, log *slog.Logger, cfg *config.Conf
 // envoy sets up the envoyproxy/ratelimit model: from files or a control
 // plane.
 func (st *serving) envoy() error {
-	opts := st.ds.Envoy
-	var err error
-	switch {
-	case st.ds.EnvoyDir != "":
-		if err := st.srv.LoadEnvoyConfig(st.ds.EnvoyDir, opts); err != nil {
-			return fmt.Errorf("--envoy-config %s:\n%v", st.ds.EnvoyDir, err)
+	opts, err := st.c.dep.EnvoyOptions()
+	if err != nil {
+		return err
+	}
+	switch dir := st.c.dep.EnvoyDir(); {
+	case dir != "":
+		if err := st.srv.LoadEnvoyConfig(dir, opts); err != nil {
+			return fmt.Errorf("--envoy-config %s:\n%v", dir, err)
 		}
 	case st.ds.XDS != nil:
 		if st.xds, err = st.srv.UseEnvoyXDS(opts, *st.ds.XDS, st.ds.XDSForce); err != nil {
@@ -181,7 +184,7 @@ func (st *serving) follow(ctx context.Context) {
 		st.stop = append(st.stop, func() { signal.Stop(hup) })
 		go st.srv.Watch(ctx, *c.file, *c.watch, hup)
 	}
-	if st.ds.EnvoyDir != "" {
+	if c.dep.EnvoyDir() != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		st.stop = append(st.stop, func() { signal.Stop(hup) })
@@ -279,4 +282,18 @@ func (st *serving) close() {
 	if st.store != nil {
 		st.store.Close()
 	}
+}
+
+// h2 is the protocols an HTTP listener with TLS offers: HTTP/2 first.
+var h2 = []string{"h2", "http/1.1"}
+
+// serveHTTP serves hs on l, with TLS when cfg is set.
+func serveHTTP(hs *http.Server, l net.Listener, cfg *tls.Config) error {
+	if cfg == nil {
+		return hs.Serve(l)
+	}
+	c := cfg.Clone()
+	c.NextProtos = h2
+	hs.TLSConfig = c
+	return hs.ServeTLS(l, "", "")
 }

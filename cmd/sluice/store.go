@@ -289,3 +289,22 @@ func useTLSFiles(opt *rueidis.ClientOption, files *tlsfiles.ClientFiles) {
 		return (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", dst)
 	}
 }
+
+// windowReset returns how sluice serve empties windows on st (for POST
+// /v1/envoy/reset): deleting their Redis keys; nil for the in-memory store.
+func windowReset(st *openedStore) func(ctx context.Context, req *store.Request) (int, error) {
+	if st.Redis == nil {
+		return nil
+	}
+	return func(ctx context.Context, req *store.Request) (int, error) {
+		n := 0
+		for _, k := range st.Redis.Keys(req) {
+			deleted, err := st.Client.Do(ctx, st.Client.B().Del().Key(k).Build()).AsInt64()
+			if err != nil {
+				return n, fmt.Errorf("deleting %s: %w", k, err)
+			}
+			n += int(deleted)
+		}
+		return n, nil
+	}
+}

@@ -78,6 +78,10 @@ func AddCheckFlags(fs *flag.FlagSet) *Flags {
 // configuration files, "" for none.
 func (f *Flags) EnvoyDir() string { return f.envoyDir }
 
+// Notes are what the environment asks for that sluice takes but does
+// otherwise, for the log at start.
+func (f *Flags) Notes() []string { return f.env.notes }
+
 // The flags' declarations, each bound to its field.
 
 func stringFlag(p *string, def string) func(fs *flag.FlagSet, name, usage string) {

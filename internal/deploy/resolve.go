@@ -24,12 +24,9 @@ import (
 // configuration file (empty when none); log receives the TLS files'
 // reloads.
 func (f *Flags) Resolve(cfg *config.Config, log *slog.Logger) (*Settings, error) {
-	s := &Settings{EnvoyDir: f.envoyDir, Notes: f.env.notes, MetricsAddr: f.metricsAddr, MetricsPath: f.metricsPath,
-		MaxInFlight: f.maxInFlight, RequestTimeout: f.requestTimeout, StoreTimeout: f.storeTimeout}
+	s := &Settings{MetricsAddr: f.metricsAddr, MetricsPath: f.metricsPath, MaxInFlight: f.maxInFlight, RequestTimeout: f.requestTimeout,
+		StoreTimeout: f.storeTimeout}
 	var err error
-	if s.Envoy, err = f.EnvoyOptions(); err != nil {
-		return nil, err
-	}
 	for _, l := range []struct {
 		flag, spec string
 		file       *config.ListenerTLS
@@ -85,7 +82,7 @@ func (f *Flags) grpcOptions(c *tls.Config) ([]grpc.ServerOption, error) {
 }
 
 // EnvoyOptions are the options of the envoyproxy/ratelimit model: loading
-// its files, deciding, readiness.
+// its files (or the control plane's resources), deciding, readiness.
 func (f *Flags) EnvoyOptions() (rls.Options, error) {
 	o := rls.Options{Load: envoy.LoadOptions{MergeDomains: f.merge}, RequireDomain: f.requireDomain}
 	switch f.counting {

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/tlsfiles"
 	"github.com/sluicerate/sluice/internal/tracing"
@@ -19,9 +18,6 @@ import (
 // Settings are the deploy settings resolved: the command line, then the
 // environment, then the configuration file's envoy and tls sections.
 type Settings struct {
-	EnvoyDir string      // the envoyproxy/ratelimit configuration files' directory; "": none
-	Envoy    rls.Options // loading, deciding and readiness of the Envoy configuration
-
 	XDS      *xds.Options // nil: the Envoy configuration is not from a control plane
 	XDSForce bool         // serve before the control plane's first version
 
@@ -35,8 +31,4 @@ type Settings struct {
 	MaxInFlight    int
 	RequestTimeout time.Duration
 	StoreTimeout   time.Duration
-
-	// Notes are what the environment asks for that sluice takes but does
-	// otherwise, for the log at start.
-	Notes []string
 }

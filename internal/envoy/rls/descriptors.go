@@ -1,4 +1,4 @@
-package envoy
+package rls
 
 import (
 	"fmt"
@@ -10,8 +10,9 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
-// Descriptors are a request's descriptors as a command line gives them,
-// each "k=v[,k2=v2]"; as a flag.Value, each Set adds one.
+// Descriptors are a request's descriptors as a command line gives them
+// (sluice check --envoy-config), each "k=v[,k2=v2]"; as a flag.Value,
+// each Set adds one.
 type Descriptors [][][2]string
 
 func (d *Descriptors) String() string { return fmt.Sprint(*d) }

@@ -1,4 +1,4 @@
-package envoy_test
+package rls_test
 
 import (
 	"math"
@@ -7,14 +7,14 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/rls"
 )
 
 // TestDescriptors: the command line's descriptors make a request, and its
 // answer a line per descriptor.
 func TestDescriptors(t *testing.T) {
 	t.Parallel()
-	var d envoy.Descriptors
+	var d rls.Descriptors
 	for _, s := range []string{"k=v,k2=v2", "user=alice"} {
 		if err := d.Set(s); err != nil {
 			t.Fatal(err)
