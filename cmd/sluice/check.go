@@ -9,6 +9,8 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/deploy"
+	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/wire"
 )
@@ -55,22 +57,22 @@ flags:`)
 	cost := fs.Int64("cost", 1, "the request's cost")
 	asJSON := fs.Bool("json", false, "print the decision as JSON")
 	redisURL := fs.String("redis", "", "use Redis at this `URL` instead of the file's store")
-	ef := addEnvoyFlags(fs, false)
-	var descs descriptorFlag
+	ef := deploy.AddCheckFlags(fs)
+	var descs rls.Descriptors
 	domain := fs.String("domain", "", "with --envoy-config: the request's `domain`")
 	fs.Var(&descs, "descriptor", "with --envoy-config: a descriptor's entries, `k=v[,k2=v2]`; repeat for several")
 	hits := fs.Uint("hits", 1, "with --envoy-config: the request's hits_addend")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *policy == "" && *domain == "" && len(descs) == 0 && len(attrs.keys) == 0 && (*file != "" || *ef.dir != "") {
-		opts, err := ef.options()
+	if *policy == "" && *domain == "" && len(descs) == 0 && len(attrs.keys) == 0 && (*file != "" || ef.EnvoyDir() != "") {
+		opts, err := ef.EnvoyOptions()
 		if err != nil {
 			return usageError(stderr, "check", "%v", err)
 		}
-		return checkFiles(*file, *ef.dir, opts.Load, *asJSON, stdout, stderr)
+		return checkFiles(*file, ef.EnvoyDir(), opts.Load, *asJSON, stdout, stderr)
 	}
-	if *ef.dir != "" {
+	if ef.EnvoyDir() != "" {
 		return checkEnvoy(ctx, ef, *domain, descs, uint32(*hits), *redisURL, *asJSON, stdout, stderr)
 	}
 	fail := func(format string, a ...any) int { return usageError(stderr, "check", format, a...) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/deploy"
 	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/internal/server"
@@ -84,8 +84,7 @@ type serveCmd struct {
 	outageEvery, watch, grace       *time.Duration
 	denyCache                       *int
 	requireStore                    *bool
-	ef                              *envoyFlags
-	df                              *deployFlags
+	dep                             *deploy.Flags
 	adminSet                        bool
 	stderr                          io.Writer
 }
@@ -120,8 +119,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 		denyCache:    fs.Int("deny-cache", server.DefaultDenyCache, "answer the requests of the last `N` keys a policy denied from memory until they have room (0: off)"),
 		requireStore: fs.Bool("require-store", false, "exit at start when a standalone Redis does not answer, instead of serving unready (/readyz 503) until it does"),
 	}
-	c.ef = addEnvoyFlags(fs, true)
-	c.df = addDeployFlags(fs)
+	c.dep = deploy.AddFlags(fs)
 	c.af = addAdminFlags(fs)
 	c.of = addOverrideFlags(fs)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -144,26 +142,14 @@ func (c *serveCmd) check(getenv func(string) string) error {
 	case *c.outageEvery <= 0:
 		return fmt.Errorf("--log-outage-interval %v: give a positive duration, such as 10s", *c.outageEvery)
 	}
-	if err := applyDeployEnv(c.fs, c.df, getenv); err != nil {
-		return err
-	}
-	if err := applyEnvoyEnv(c.fs, c.ef, getenv); err != nil {
+	if err := c.dep.Apply(c.fs, getenv, *c.file); err != nil {
 		return err
 	}
 	var err error
 	if c.adminTokens, err = c.af.admin(c.adminSet).Check(getenv); err != nil {
 		return err
 	}
-	if err := c.of.check(); err != nil {
-		return err
-	}
-	switch {
-	case *c.ef.dir != "" && *c.df.xds != "":
-		return fmt.Errorf("--envoy-config %s and --envoy-xds %s: the Envoy configuration comes from files or from a control plane; give one", *c.ef.dir, *c.df.xds)
-	case *c.file == "" && *c.ef.dir == "" && *c.df.xds == "":
-		return errors.New("--config FILE, --envoy-config DIR or --envoy-xds HOST:PORT is required")
-	}
-	return nil
+	return c.of.check()
 }
 
 func (c *serveCmd) fail(format string, a ...any) int {
@@ -177,7 +163,7 @@ func (c *serveCmd) run(ctx context.Context) int {
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	for _, n := range c.df.env.notes {
+	for _, n := range c.dep.Notes() {
 		log.Warn(n)
 	}
 	cfg := &config.Config{}
@@ -186,20 +172,19 @@ func (c *serveCmd) run(ctx context.Context) int {
 			return c.fail("%v", err)
 		}
 	}
-	ds, err := c.df.settings(cfg, log)
+	ds, err := c.dep.Resolve(cfg, log)
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	eo, err := c.ef.options()
+	eo, err := c.dep.EnvoyOptions()
 	if err != nil {
 		return c.fail("%v", err)
 	}
-	eo.Decide.DynamicMetadata, eo.Decide.QuotaMode, eo.RequireDomain = *c.df.dynMeta, *c.df.quota, *c.df.requireDomain
 	s, err := launch.Start(ctx, launch.Options{Log: log, Config: cfg, File: *c.file, Deploy: ds,
 		HTTPAddr: *c.httpAddr, GRPCAddr: *c.grpcAddr, RedisURL: *c.redis, RequireStore: *c.requireStore,
 		DenyCache: *c.denyCache, OutageInterval: *c.outageEvery, MaxOverrides: *c.of.max, OverridePoll: *c.of.poll,
 		Watch: *c.watch, Grace: *c.grace, Admin: c.af.admin(c.adminSet), AdminTokens: c.adminTokens,
-		EnvoyDir: *c.ef.dir, Envoy: eo})
+		EnvoyDir: c.dep.EnvoyDir(), Envoy: eo})
 	if err != nil {
 		return c.fail("%v", err)
 	}
