@@ -206,11 +206,12 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // lease time passes. A Shadow policy's would-be denial is allowed with a
 // lease that holds nothing. The deny cache is not used.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
-	if err := leasable(p); err != nil {
+	cp, err := p.compiled()
+	if err != nil {
 		return nil, Decision{}, err
 	}
-	cp, err := l.policies.get(p)
-	if err != nil {
+	p = &cp.snap // the policy as frozen
+	if err := leasable(p); err != nil {
 		return nil, Decision{}, err
 	}
 	s := getScratch()

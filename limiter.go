@@ -106,8 +106,7 @@ type Limiter struct {
 	sharded  store.Sharded // store, when it is a store.Sharded
 	cfg      Config
 	breakers *breakers
-	denials  *denyCache // nil: none
-	policies policyCache
+	denials  *denyCache     // nil: none
 	abandons abandons       // leases of failed acquires to abandon (abandon.go)
 	budgeter store.Budgeter // store, when it leases slices (budget.go)
 	budgets  budgets        // the slices of budgeted rules (budget.go)
@@ -189,7 +188,7 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (d Decision, err error) {
-	err = l.do(ctx, p, attrs, cost, allowMode(p), false, false, &d)
+	err = l.do(ctx, p, attrs, cost, store.ModeAllow, false, false, &d)
 	return d, err
 }
 
@@ -200,7 +199,7 @@ func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string
 // and a denial the store gives it is remembered as AllowN's is.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	var d Decision
-	err := l.do(ctx, p, attrs, cost, allowMode(p), true, false, &d)
+	err := l.do(ctx, p, attrs, cost, store.ModeAllow, true, false, &d)
 	return d, err
 }
 
@@ -263,22 +262,18 @@ func hasBudget(req *store.Request) bool {
 	return false
 }
 
-// allowMode is the mode of AllowN on p: a Penalize policy records denied
-// attempts too.
-func allowMode(p *Policy) store.Mode {
-	if p != nil && p.Penalize {
-		return store.ModeRecord
-	}
-	return store.ModeAllow
-}
-
 // do decides a request of p for AllowN, Peek and Record into d, which is
 // the zero Decision: the Decision is filled in place, not returned by value
-// through every call of the road.
+// through every call of the road. In store.ModeAllow, a Penalize policy
+// records denied attempts too.
 func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool, d *Decision) error {
-	cp, err := l.policies.get(p)
+	cp, err := p.compiled()
 	if err != nil {
 		return err
+	}
+	p = &cp.snap // the policy as frozen
+	if mode == store.ModeAllow && p.Penalize {
+		mode = store.ModeRecord
 	}
 	s := getScratch()
 	defer putScratch(s)

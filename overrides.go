@@ -115,8 +115,8 @@ func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, er
 // results.
 func (l *Limiter) cacheHit(s *scratch, d *Decision) {
 	res := s.req.ResultsBuffer()
-	for i := range min(len(res), len(d.Limits)) {
-		st := &d.Limits[i]
+	for i := range min(len(res), len(d.Limits())) {
+		st := &d.Limits()[i]
 		res[i] = store.Result{Fits: st.Fits, Cause: storeCauses[st.Cause], Used: st.Used, Remaining: st.Remaining,
 			RetryAfter: st.RetryAfter, ResetAfter: st.ResetAfter}
 	}
@@ -131,7 +131,7 @@ var storeCauses = map[Cause]store.Cause{"": store.CauseNone, CauseLimit: store.C
 // its figures after l's runtime overrides (Config.Overrides) and the
 // rule's own. It returns the errors AllowN returns for bad input.
 func (l *Limiter) Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
-	cp, err := l.policies.get(p)
+	cp, err := p.compiled()
 	if err != nil {
 		return nil, err
 	}

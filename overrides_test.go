@@ -72,7 +72,7 @@ func TestRuntimeOverridePrecedence(t *testing.T) {
 		if d.Unlimited {
 			return 0, true
 		}
-		return d.Limits[0].Limit, false
+		return d.Limits()[0].Limit, false
 	}
 	ann := map[string]string{"user": "ann", "plan": "paid"}
 	bob := map[string]string{"user": "bob", "plan": "internal"}
@@ -228,7 +228,7 @@ func TestRuntimeOverrideDenyCache(t *testing.T) {
 		t.Errorf("cache hit %+v, want the ip's window, not fitting for its limit, used 1, retry in 1m", h)
 	}
 	ov.set("flood|r|203.0.113.7", sluice.RuntimeOverride{Limit: 5})
-	if d := allow(); !d.Allowed || d.Cached || d.Limits[0].Limit != 5 {
+	if d := allow(); !d.Allowed || d.Cached || d.Limits()[0].Limit != 5 {
 		t.Errorf("after raising the limit: %+v, want admitted by the store under 5", d)
 	}
 }

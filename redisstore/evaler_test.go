@@ -60,7 +60,7 @@ func TestNoScriptLoadsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.Allowed || d.Limits[0].Used != 1 {
+	if !d.Allowed || d.Limits()[0].Used != 1 {
 		t.Errorf("decision %+v, want allowed with used 1", d)
 	}
 	if got := strings.Join(ev.calls, " "); got != "EVALSHA EVAL" {

@@ -101,7 +101,7 @@ func (e *env) status(p *sluice.Policy) status {
 		top = r.Burst
 	}
 	d := e.peek(p, nil, top)
-	return status{d.Allowed, d.Limits[0].Used, d.Limits[0].Remaining, d.RetryAfter, d.ResetAfter}
+	return status{d.Allowed, d.Limits()[0].Used, d.Limits()[0].Remaining, d.RetryAfter, d.ResetAfter}
 }
 
 // counts checks the Used and Remaining of p's first rule's window.
@@ -411,8 +411,8 @@ var budgetCases = []testCase{
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if d.Allowed || d.Limits[0].Used != int64(len(events))+stranded {
-			e.t.Errorf("after Close the global window counts %d: %d admitted, %d stranded", d.Limits[0].Used, len(events), stranded)
+		if d.Allowed || d.Limits()[0].Used != int64(len(events))+stranded {
+			e.t.Errorf("after Close the global window counts %d: %d admitted, %d stranded", d.Limits()[0].Used, len(events), stranded)
 		}
 		if len(events) < 80 {
 			e.t.Errorf("%d admitted of a global cap of 100 under 12 categories of 10 (%d stranded)", len(events), stranded)

@@ -90,12 +90,12 @@ func rateOnly(name string, rate sluice.Rule) *sluice.Policy {
 // expectReset checks each rule's ResetAfter, in policy order.
 func (e *env) expectReset(what string, d sluice.Decision, reset ...time.Duration) {
 	e.t.Helper()
-	if len(d.Limits) != len(reset) {
-		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits), len(reset))
+	if len(d.Limits()) != len(reset) {
+		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits()), len(reset))
 	}
 	for i, r := range reset {
-		if got := d.Limits[i].ResetAfter; got != r {
-			e.t.Errorf("%s at T0+%v: rule %q resets after %v, want %v", what, e.elapsed(), d.Limits[i].Rule, got, r)
+		if got := d.Limits()[i].ResetAfter; got != r {
+			e.t.Errorf("%s at T0+%v: rule %q resets after %v, want %v", what, e.elapsed(), d.Limits()[i].Rule, got, r)
 		}
 	}
 }
@@ -118,8 +118,8 @@ var leaseCases = []testCase{
 		// Full: the earliest lease expires at 10s, 8s from now.
 		_, d = e.acquire(p, user("ann"), 1)
 		e.expect("third", d, denied("in-flight", 0, 8*time.Second))
-		if d.Cause != sluice.CauseConcurrency || d.Limits[0].Used != 2 {
-			e.t.Errorf("third: cause %q used %d, want %q and 2", d.Cause, d.Limits[0].Used, sluice.CauseConcurrency)
+		if d.Cause != sluice.CauseConcurrency || d.Limits()[0].Used != 2 {
+			e.t.Errorf("third: cause %q used %d, want %q and 2", d.Cause, d.Limits()[0].Used, sluice.CauseConcurrency)
 		}
 		e.expect("peek", e.peek(p, user("ann"), 1), denied("in-flight", 0, 8*time.Second))
 		_, d = e.acquire(p, user("bob"), 1)
@@ -216,8 +216,8 @@ var leaseCases = []testCase{
 		e.end("settle to 0", c, 0, true)
 		_, d = e.acquire(p, user("ann"), 95)
 		e.expect("refunded", d, allowed(0))
-		if d.Limits[0].Used != 100 {
-			e.t.Errorf("refunded: used %d, want 100", d.Limits[0].Used)
+		if d.Limits()[0].Used != 100 {
+			e.t.Errorf("refunded: used %d, want 100", d.Limits()[0].Used)
 		}
 	})},
 

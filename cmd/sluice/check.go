@@ -119,7 +119,7 @@ flags:`)
 		default:
 			fmt.Fprintf(stdout, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, store.Where, d.DeniedBy, d.Cause, *cost, d.Remaining)
 		}
-		for _, l := range d.Limits {
+		for _, l := range d.Limits() {
 			if r := ruleNamed(p, l.Rule); r != nil && r.Algorithm == sluice.GCRA {
 				fmt.Fprintf(stdout, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
 			} else {

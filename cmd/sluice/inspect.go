@@ -186,7 +186,7 @@ flags:`)
 		if req != nil {
 			r = &req.Checks[i]
 			iw.Limit, iw.WindowMS, iw.Used = r.Limit, r.Window.Milliseconds(), new(int64)
-			iw.Cause = string(next.Limits[i].Cause)
+			iw.Cause = string(next.Limits()[i].Cause)
 		}
 		if w.Algorithm == storepkg.Concurrency {
 			iw.Leases = []inspectLease{}

@@ -303,13 +303,13 @@ func (wj *inspectWindowJSON) slices(c *store.Check, policy string, win *Window, 
 // concurrency rule's its lease): when every rule that is not shadow fits.
 func peekCounted(req *store.Request, d *sluice.Decision) bool {
 	for _, c := range req.Checks {
-		for _, l := range d.Limits {
+		for _, l := range d.Limits() {
 			if l.Rule == c.Rule && l.Cause != "" && !c.Shadow {
 				return false
 			}
 		}
 	}
-	return len(d.Limits) > 0
+	return len(d.Limits()) > 0
 }
 
 // windowJSON is the window of check c: the figures the peek d gave it
@@ -318,7 +318,7 @@ func peekCounted(req *store.Request, d *sluice.Decision) bool {
 func windowJSON(c *store.Check, d *sluice.Decision, counted bool, win *Window, now time.Time) inspectWindowJSON {
 	wj := inspectWindowJSON{Rule: c.Rule, Algorithm: c.Algorithm.String(), Limit: c.Limit, WindowMS: wire.Millis(c.Window),
 		MinGapMS: wire.Millis(c.MinGap), Shadow: c.Shadow, Entries: []inspectEntryJSON{}}
-	for _, l := range d.Limits {
+	for _, l := range d.Limits() {
 		if l.Rule == c.Rule {
 			wj.Used, wj.Remaining, wj.RetryAfterMS, wj.ResetAfterMS = l.Used, l.Remaining, wire.Millis(l.RetryAfter), wire.Millis(l.ResetAfter)
 			wj.Cause = string(l.Cause)
