@@ -61,7 +61,7 @@ func compile(p *Policy) (*compiled, error) {
 		if r.conditional() || r.concurrent() || r.Spread > 1 {
 			continue
 		}
-		f, err := r.overridden(r.Limit, RuntimeOverride{}, false)
+		f, err := r.overridden(r.Limit, Override{}, false)
 		if err != nil {
 			return nil, err // not reached: overridden fails only with an override
 		}

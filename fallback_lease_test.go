@@ -416,11 +416,11 @@ func TestFallbackLeaseShadow(t *testing.T) {
 // concurrencyOverride sets every in-flight rule's concurrency.
 type concurrencyOverride struct{ n atomic.Int64 }
 
-func (o *concurrencyOverride) Override(_, rule string, _ []string) (sluice.RuntimeOverride, bool) {
+func (o *concurrencyOverride) Override(_, rule string, _ []string) (sluice.Override, bool) {
 	if rule != "in-flight" || o.n.Load() == 0 {
-		return sluice.RuntimeOverride{}, false
+		return sluice.Override{}, false
 	}
-	return sluice.RuntimeOverride{Limit: o.n.Load()}, true
+	return sluice.Override{Limit: o.n.Load()}, true
 }
 
 // TestFallbackLeaseOverride: the fallback divides the concurrency a

@@ -412,7 +412,7 @@ func (l *Limiter) figure(p *Policy, r *Rule, c *store.Check) {
 		limit = r.Concurrency
 	}
 	var (
-		o   RuntimeOverride
+		o   Override
 		has bool
 	)
 	if l.cfg.Overrides != nil {
@@ -420,7 +420,7 @@ func (l *Limiter) figure(p *Policy, r *Rule, c *store.Check) {
 	}
 	f, err := r.overridden(limit, o, has)
 	if err != nil {
-		f, _ = r.overridden(limit, RuntimeOverride{}, false)
+		f, _ = r.overridden(limit, Override{}, false)
 	}
 	c.Limit, c.Window, c.MinGap, c.Burst = f.limit, f.window, f.minGap, f.burst
 }

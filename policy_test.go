@@ -168,6 +168,9 @@ func TestRuleValidate(t *testing.T) {
 		{"unless its own attribute", func(r *Rule) { r.Unless = []string{"a"} }, "never apply"},
 		{"star inside a pattern", func(r *Rule) { r.Match = map[string]string{"p": "/a/*/b"} }, "before its end"},
 		{"override without match", func(r *Rule) { r.Overrides = []Override{{Limit: 3}} }, "has no match"},
+		{"override with a window", func(r *Rule) {
+			r.Overrides = []Override{{Match: map[string]string{"plan": "paid"}, Limit: 3, Window: time.Hour}}
+		}, "only a runtime override"},
 		{"unlimited with a limit", func(r *Rule) {
 			r.Overrides = []Override{{Match: map[string]string{"a": "x"}, Limit: 3, Unlimited: true}}
 		}, "keep one"},

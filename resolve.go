@@ -91,7 +91,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 		}
 		from, missing := s.appendValues(r.By, attrs)
 		var (
-			o   RuntimeOverride
+			o   Override
 			has bool
 		)
 		if ov != nil && missing == "" {

@@ -461,7 +461,7 @@ var leaseCases = []testCase{
 		held := &sluice.Policy{Name: "lease-overrides", Rules: []sluice.Rule{
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 1, Lease: 10 * time.Second},
 		}}
-		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: time.Hour})
+		ov.set("lease-overrides|in-flight|ann", sluice.Override{Limit: 1, Window: time.Hour})
 		a, d := e.acquire(held, user("ann"), 1)
 		e.expect("leased", d, outcome{Allowed: true, ResetAfter: time.Hour})
 		if a.TTL() != time.Hour || !a.Expires().Equal(T0.Add(time.Hour)) {
@@ -476,7 +476,7 @@ var leaseCases = []testCase{
 		e.expect("extended", d, denied("in-flight", 0, time.Hour))
 		// An override changed while the lease is held: the next extension
 		// lasts the new lease time, and TTL says so.
-		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: 2 * time.Hour})
+		ov.set("lease-overrides|in-flight|ann", sluice.Override{Limit: 1, Window: 2 * time.Hour})
 		if ok, err := x.Extend(e.ctx); err != nil || !ok || x.TTL() != 2*time.Hour || !x.Expires().Equal(T0.Add(2*time.Hour+time.Minute)) {
 			e.t.Errorf("extend after the override changed: held %v, err %v, lease time %v, expiry T0+%v; want held, 2h, T0+2h1m",
 				ok, err, x.TTL(), x.Expires().Sub(T0))
@@ -496,9 +496,9 @@ var leaseCases = []testCase{
 			{Name: "gcra", By: []string{"user"}, Limit: 10, Window: time.Second, Algorithm: sluice.GCRA},
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
 		}}
-		ov.set("settle-overrides|log|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides|counter|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides|gcra|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Second})
+		ov.set("settle-overrides|log|ann", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|counter|ann", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|gcra|ann", sluice.Override{Limit: 100, Window: time.Second})
 		b, _ := e.acquire(p, user("ann"), 10)
 		e.clock.Set(T0.Add(31 * time.Minute))
 		e.end("settle resumed", e.resume(p, b.ID()), 30, true)
@@ -515,8 +515,8 @@ var leaseCases = []testCase{
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
 		}}
 		c, _ := e.acquire(q, user("bob"), 10)
-		ov.set("settle-overrides-later|log|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides-later|counter|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|log|bob", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|counter|bob", sluice.Override{Limit: 100, Window: time.Hour})
 		e.clock.Advance(30 * time.Second)
 		y, _ := e.acquire(q, user("bob"), 1)
 		e.end("release", y, release, true)
@@ -652,21 +652,21 @@ func (e *env) resume(p *sluice.Policy, id string) *sluice.Lease {
 // "policy|rule|values" (the values joined by "|").
 type overrideMap struct {
 	mu sync.Mutex
-	m  map[string]sluice.RuntimeOverride
+	m  map[string]sluice.Override
 }
 
-func (o *overrideMap) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+func (o *overrideMap) Override(policy, rule string, values []string) (sluice.Override, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	v, ok := o.m[policy+"|"+rule+"|"+strings.Join(values, "|")]
 	return v, ok
 }
 
-func (o *overrideMap) set(key string, v sluice.RuntimeOverride) {
+func (o *overrideMap) set(key string, v sluice.Override) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[string]sluice.RuntimeOverride{}
+		o.m = map[string]sluice.Override{}
 	}
 	o.m[key] = v
 }
