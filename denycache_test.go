@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -348,7 +349,7 @@ func TestDenyCacheBypassed(t *testing.T) {
 		t.Errorf("record after a cached denial: %+v, %v", d, err)
 	}
 	// Nor Decide, which callers resolve themselves.
-	req, err := sluice.Resolve(p, nil, 1)
+	req, err := resolve.Request(p, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestResolveConcurrency(t *testing.T) {
 		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 30 * time.Second,
 			Overrides: []Override{{Match: map[string]string{"plan": "paid"}, Limit: 16}}},
 	}}
-	req, err := Resolve(p, map[string]string{"user": "ann", "plan": "paid"}, 2_000)
+	req, err := new(Limiter).Resolve(p, map[string]string{"user": "ann", "plan": "paid"}, 2_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestResumeLeaseShared(t *testing.T) {
 		{Name: "in-flight", By: []string{"user", "tenant"}, Concurrency: 2, Lease: time.Minute},
 	}}
 	attrs := map[string]string{"tenant": "t1", "user": "ann", "plan": "free"}
-	req, err := Resolve(p, attrs, 1)
+	req, err := new(Limiter).Resolve(p, attrs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

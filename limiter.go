@@ -166,9 +166,6 @@ func (l *Limiter) queueBreaker(q store.Queue) *breaker {
 	return l.breakers.of(l.sharded.QueueShard(q))
 }
 
-// Store returns the limiter's store.
-func (l *Limiter) Store() store.Store { return l.store }
-
 // Allow decides one unit of cost against p. It is shorthand for
 // AllowN(ctx, p, attrs, 1).
 func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string) (Decision, error) {

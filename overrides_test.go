@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -134,7 +135,7 @@ func TestRuntimeOverrideFigures(t *testing.T) {
 		t.Errorf("spread check %+v, want a quarter of 40 in one of 4 sub-windows", c)
 	}
 	// The package-level Resolve knows no Limiter: the file's figures.
-	plain, err := sluice.Resolve(p, map[string]string{"k": "a"}, 1)
+	plain, err := resolve.Request(p, map[string]string{"k": "a"}, 1)
 	if err != nil || plain.Checks[0].Limit != 5 {
 		t.Errorf("sluice.Resolve = %+v, %v; want the rule's limit 5", plain, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 )
 
@@ -32,7 +33,7 @@ func memContenders() []memContender {
 			s := memstore.New(memstore.Config{})
 			p := onePolicy()
 			return func() decideFunc {
-				req, err := sluice.Resolve(p, map[string]string{"key": ""}, 1)
+				req, err := resolve.Request(p, map[string]string{"key": ""}, 1)
 				if err != nil {
 					panic(err)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -29,7 +30,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 // request returns the store request of cost units of p for attrs.
 func request(t testing.TB, p *sluice.Policy, attrs map[string]string, cost int64) *store.Request {
 	t.Helper()
-	req, err := sluice.Resolve(p, attrs, cost)
+	req, err := resolve.Request(p, attrs, cost)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -54,7 +55,7 @@ func budgetPolicy(name string, alg sluice.Algorithm, limit int64, window, budget
 // Limiter resolves it.
 func (e *env) checkOf(p *sluice.Policy, attrs map[string]string, cost int64) store.Check {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, attrs, cost)
+	req, err := resolve.Request(p, attrs, cost)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func (e *env) counts(what string, p *sluice.Policy, used, remaining int64) {
 // budgeted check from slices when it does).
 func (e *env) perRequest(p *sluice.Policy, cost int64) sluice.Decision {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, nil, cost)
+	req, err := resolve.Request(p, nil, cost)
 	if err != nil {
 		e.t.Fatal(err)
 	}

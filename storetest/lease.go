@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -153,7 +154,7 @@ var leaseCases = []testCase{
 		if _, err := e.lim.Record(e.ctx, p, user("ann"), 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
 			e.t.Errorf("Record on a concurrency rule: %v, want ErrInvalidPolicy", err)
 		}
-		req, err := sluice.Resolve(p, user("ann"), 1)
+		req, err := resolve.Request(p, user("ann"), 1)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -542,7 +543,7 @@ var leaseCases = []testCase{
 		// abandon's lease time (10 minutes) has passed.
 		lost := func(when string, want bool) {
 			e.t.Helper()
-			req, err := sluice.Resolve(p, user("ann"), 10)
+			req, err := resolve.Request(p, user("ann"), 10)
 			if err != nil {
 				e.t.Fatal(err)
 			}
@@ -620,7 +621,7 @@ var leaseCases = []testCase{
 // user, of p's lease time, and checks whether it was held.
 func (e *env) abandon(what string, p *sluice.Policy, u, id string, held bool) {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, user(u), 1)
+	req, err := resolve.Request(p, user(u), 1)
 	if err != nil {
 		e.t.Fatal(err)
 	}

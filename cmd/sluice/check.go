@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/wire"
 )
 
@@ -90,7 +91,7 @@ flags:`)
 		for _, q := range cfg.Policies {
 			names = append(names, q.Name)
 		}
-		return fail("%v: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
+		return fail("%v: %q is not in %s (policies: %s)", edge.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
 	}
 	store, err := openConfiguredStore(cfg, *redisURL)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/redisstore"
 	storepkg "github.com/sluicerate/sluice/store"
@@ -133,7 +135,7 @@ flags:`)
 			return exitUsage
 		}
 		if p = cfg.Policy(*policy); p == nil {
-			return fail("%v: %q is not in %s", sluice.ErrUnknownPolicy, *policy, *file)
+			return fail("%v: %q is not in %s", edge.ErrUnknownPolicy, *policy, *file)
 		}
 	}
 	if *prefix != "" {
@@ -157,7 +159,7 @@ flags:`)
 	var now time.Time
 	var req *storepkg.Request // the windows of the rules that apply, with --config
 	if p != nil {
-		if req, err = sluice.Resolve(p, attrs.values, 1); err != nil {
+		if req, err = resolve.Request(p, attrs.values, 1); err != nil {
 			return fail("%v", err)
 		}
 		windows, now, err = store.Redis.Inspect(ctx, req)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // reserveLine is one reservation of `sluice reserve`, as printed with --json.
@@ -82,7 +83,7 @@ flags:`)
 			for _, s := range cfg.Schedules {
 				names = append(names, s.Name)
 			}
-			return fail("%v: %q is not in %s (schedules: %s)", sluice.ErrUnknownSchedule, *name, *file, strings.Join(names, ", "))
+			return fail("%v: %q is not in %s (schedules: %s)", edge.ErrUnknownSchedule, *name, *file, strings.Join(names, ", "))
 		}
 	case *rate != "":
 		r, err := sluice.ParseRate(*rate)

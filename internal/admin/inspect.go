@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/store"
@@ -218,7 +219,7 @@ func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectReques
 		for i := range st.Config.Policies {
 			names[i] = st.Config.Policies[i].Name
 		}
-		return inspectJSON{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, req.Policy, names)
+		return inspectJSON{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", edge.ErrUnknownPolicy, req.Policy, names)
 	}
 	resolved, err := st.Limiter.Resolve(p, req.Attributes, 1)
 	if err != nil {

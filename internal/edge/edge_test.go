@@ -325,8 +325,8 @@ func TestClassify(t *testing.T) {
 		err  error
 		code string // "" when not bad input
 	}{
-		{fmt.Errorf("%w: x", sluice.ErrUnknownPolicy), "unknown_policy"},
-		{fmt.Errorf("%w: x", sluice.ErrUnknownSchedule), "unknown_schedule"},
+		{fmt.Errorf("%w: x", ErrUnknownPolicy), "unknown_policy"},
+		{fmt.Errorf("%w: x", ErrUnknownSchedule), "unknown_schedule"},
 		{fmt.Errorf("%w: x", sluice.ErrMissingAttribute), "missing_attribute"},
 		{InvalidAttribute("user"), "invalid_attribute"},
 		{CheckCost(0), "invalid_cost"},
