@@ -137,7 +137,7 @@ func TestRuntimeOverrideFigures(t *testing.T) {
 	// The package-level Resolve knows no Limiter: the file's figures.
 	plain, err := resolve.Request(p, map[string]string{"k": "a"}, 1)
 	if err != nil || plain.Checks[0].Limit != 5 {
-		t.Errorf("sluice.Resolve = %+v, %v; want the rule's limit 5", plain, err)
+		t.Errorf("resolve.Request = %+v, %v; want the rule's limit 5", plain, err)
 	}
 
 	for _, tc := range []struct {
