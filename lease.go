@@ -114,7 +114,7 @@ func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.Lea
 	}
 	req := x.request(op, cost)
 	st, err := x.send(ctx, &req)
-	if op == store.LeaseSettle && err == nil && st.Held && x.fb == nil && x.l.cfg.OnOverLimit != nil {
+	if op == store.LeaseSettle && err == nil && st.Held && x.fb == nil && x.l.cfg.hooks.OnOverLimit != nil {
 		x.l.overLimit(req.Policy, req.Checks, cost)
 	}
 	if op == store.LeaseExtend && st.Held {

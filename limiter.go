@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/hooks"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -69,21 +70,12 @@ type Config struct {
 	// Default nil: none.
 	Overrides Overrides
 
-	// OnCacheHit, when set, is told of each request the deny cache
-	// answered, as the store is told of those it decides: req holds the
-	// request's windows and, in Results, the statuses of the cached
-	// decision. It runs on the request's goroutine and must not keep req.
-	// Default nil.
-	OnCacheHit func(req *store.Request)
+	// hooks observe the Limiter for sluice's server (internal/hooks).
+	hooks hooks.Hooks
+}
 
-	// OnOverLimit, when set, is told of each rate rule that a Record or a
-	// lease's Settle counted a cost above: a cost no decision could ever
-	// admit, most often a unit mistake (bytes against a limit in
-	// kilobytes), which keeps the rule's key denied for most of a window.
-	// c is the rule's window (Rule, Values, Limit) and must not be kept;
-	// it runs on the caller's goroutine, after the store recorded the
-	// cost. Default nil.
-	OnOverLimit func(policy string, c *store.Check, cost int64)
+func init() {
+	hooks.Register(func(cfg any, h hooks.Hooks) { cfg.(*Config).hooks = h })
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -297,7 +289,7 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	default:
 		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
 	}
-	if record && err == nil && !d.Degraded && l.cfg.OnOverLimit != nil {
+	if record && err == nil && !d.Degraded && l.cfg.hooks.OnOverLimit != nil {
 		l.overLimit(p.Name, s.req.Checks, cost)
 	}
 	if p.Shadow && !d.Allowed {
@@ -320,7 +312,7 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *De
 		s.sent = l.sendTime()
 		if cached, ok := l.denials.lookup(s, s.sent); ok {
 			*d = cached
-			if l.cfg.OnCacheHit != nil {
+			if l.cfg.hooks.OnCacheHit != nil {
 				l.cacheHit(s, d)
 			}
 			return nil
@@ -378,14 +370,14 @@ func (e *leaseOnlyError) Unwrap() error { return ErrInvalidPolicy }
 // LeaseOnly returns the policy and the concurrency rule that need a lease.
 func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.rule }
 
-// overLimit tells Config.OnOverLimit of each rate check of checks whose
+// overLimit tells the OnOverLimit hook of each rate check of checks whose
 // rule's limit cost is above (a spread rule's whole limit, not its
 // sub-window's share).
 func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
 	for i := range checks {
 		c := &checks[i]
 		if c.Algorithm != store.Concurrency && cost > c.Limit*int64(max(c.Parts, 1)) {
-			l.cfg.OnOverLimit(policy, c, cost)
+			l.cfg.hooks.OnOverLimit(policy, c, cost)
 		}
 	}
 }

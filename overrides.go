@@ -96,7 +96,7 @@ func (r *Rule) overridden(limit int64, o Override, has bool) (figures, error) {
 	return f, nil
 }
 
-// cacheHit tells Config.OnCacheHit of s's request, answered from the deny
+// cacheHit tells the OnCacheHit hook of s's request, answered from the deny
 // cache with d: the request's windows, with d's statuses as their
 // results.
 func (l *Limiter) cacheHit(s *scratch, d *Decision) {
@@ -106,7 +106,7 @@ func (l *Limiter) cacheHit(s *scratch, d *Decision) {
 		res[i] = store.Result{Fits: st.Fits, Cause: storeCauses[st.Cause], Used: st.Used, Remaining: st.Remaining,
 			RetryAfter: st.RetryAfter, ResetAfter: st.ResetAfter}
 	}
-	l.cfg.OnCacheHit(&s.req)
+	l.cfg.hooks.OnCacheHit(&s.req)
 }
 
 // storeCauses maps a Decision's causes to a store's.

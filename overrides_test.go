@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/hooks"
 	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
@@ -195,15 +196,16 @@ func TestRuntimeOverrideDenyCache(t *testing.T) {
 	ov := &overrideMap{}
 	clock := storetest.NewClock(t0)
 	var hits []store.Request
-	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{Clock: clock, Overrides: ov,
-		OnCacheHit: func(req *store.Request) {
-			c := *req
-			c.Checks, c.Results = slices.Clone(req.Checks), slices.Clone(req.Results)
-			for i := range c.Checks {
-				c.Checks[i].Values = slices.Clone(c.Checks[i].Values)
-			}
-			hits = append(hits, c)
-		}})
+	cfg := sluice.Config{Clock: clock, Overrides: ov}
+	hooks.Set(&cfg, hooks.Hooks{OnCacheHit: func(req *store.Request) {
+		c := *req
+		c.Checks, c.Results = slices.Clone(req.Checks), slices.Clone(req.Results)
+		for i := range c.Checks {
+			c.Checks[i].Values = slices.Clone(c.Checks[i].Values)
+		}
+		hits = append(hits, c)
+	}})
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), cfg)
 	p := cached("flood", 1, time.Minute, "ip")
 	ip := map[string]string{"ip": "203.0.113.7"}
 	allow := func() sluice.Decision {
