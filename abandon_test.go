@@ -126,10 +126,10 @@ func expectAbandons(t *testing.T, what string, lim *sluice.Limiter, want sluice.
 func used(t *testing.T, s store.Store) (tokens, leases int64) {
 	t.Helper()
 	d, err := sluice.NewLimiter(s, sluice.Config{}).Peek(context.Background(), llm, nil, 1)
-	if err != nil || len(d.Limits) != 2 || !d.Allowed {
+	if err != nil || len(d.Limits()) != 2 || !d.Allowed {
 		t.Fatalf("peek: %+v, %v; want it to fit", d, err)
 	}
-	return d.Limits[0].Used - 1, d.Limits[1].Used - 1
+	return d.Limits()[0].Used - 1, d.Limits()[1].Used - 1
 }
 
 // TestAbandonLostReply: an acquire that the store ran but whose reply was

@@ -103,9 +103,9 @@ func TestBudgetConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if admitted > 1000 || admitted+st.UnitsReturned != 1000 || d.Limits[0].Used != admitted || st.UnitsStranded != 0 {
+	if admitted > 1000 || admitted+st.UnitsReturned != 1000 || d.Limits()[0].Used != admitted || st.UnitsStranded != 0 {
 		t.Errorf("admitted %d (%d locally), stats %+v, the store counts %d after Close; want at most 1000, the rest returned, and the store to count what was admitted",
-			admitted, local, st, d.Limits[0].Used)
+			admitted, local, st, d.Limits()[0].Used)
 	}
 	if local == 0 || st.Local != local {
 		t.Errorf("%d decisions answered locally, stats %+v", local, st)
@@ -258,8 +258,8 @@ func TestBudgetStoreFailure(t *testing.T) {
 	}
 	// The slice that ended before the failing calls is stranded: its
 	// return went with a call that failed.
-	if st := lim.BudgetStats(); d.Limits[0].Used != int64(admitted)+st.UnitsStranded {
-		t.Errorf("the global window counts %d after Close, %d admitted, stats %+v", d.Limits[0].Used, admitted, st)
+	if st := lim.BudgetStats(); d.Limits()[0].Used != int64(admitted)+st.UnitsStranded {
+		t.Errorf("the global window counts %d after Close, %d admitted, stats %+v", d.Limits()[0].Used, admitted, st)
 	}
 }
 
@@ -288,16 +288,16 @@ func TestBudgetDecide(t *testing.T) {
 		if len(req.Results) != 0 || req.Checks[1].Values[0] != user.Values[0] {
 			t.Fatalf("Decide changed the caller's request: results %v, checks %+v", req.Results, req.Checks)
 		}
-		if len(d.Limits) != 2 || d.Limits[0].Rule != "global" || d.Limits[1].Rule != "user" {
-			t.Fatalf("decision %d: limits %+v, want global and user", i, d.Limits)
+		if len(d.Limits()) != 2 || d.Limits()[0].Rule != "global" || d.Limits()[1].Rule != "user" {
+			t.Fatalf("decision %d: limits %+v, want global and user", i, d.Limits())
 		}
 		if d.Allowed {
 			admitted++
 		} else if d.DeniedBy == "" || d.RetryAfter <= 0 {
 			t.Fatalf("decision %d: a denial without its rule or the store's wait: %+v", i, d)
 		}
-		if d.Limits[0].Remaining > 500 {
-			t.Fatalf("decision %d: global remaining %d above the limit", i, d.Limits[0].Remaining)
+		if d.Limits()[0].Remaining > 500 {
+			t.Fatalf("decision %d: global remaining %d above the limit", i, d.Limits()[0].Remaining)
 		}
 		if d.Local {
 			local++
@@ -324,8 +324,8 @@ func TestBudgetDecide(t *testing.T) {
 	// Four users of 100 each: at most 400 admitted, all within the global
 	// limit; the store counts exactly what was admitted once the slices
 	// are back (and the peek's unit, as it would admit it).
-	if admitted != 400 || d.Limits[0].Used != admitted+stats.UnitsStranded+1 {
-		t.Errorf("admitted %d, the store counts %d (stranded %d); want 400, all counted", admitted, d.Limits[0].Used, stats.UnitsStranded)
+	if admitted != 400 || d.Limits()[0].Used != admitted+stats.UnitsStranded+1 {
+		t.Errorf("admitted %d, the store counts %d (stranded %d); want 400, all counted", admitted, d.Limits()[0].Used, stats.UnitsStranded)
 	}
 	// The user check asks the store every time: no decision is answered
 	// from slices alone, but most take the global unit from one.

@@ -39,18 +39,18 @@ func (s *localStore) Decide(_ context.Context, req *store.Request) error {
 	return nil
 }
 
-// TestPolicyChangedBetweenCalls checks that a Limiter decides with a
-// policy's figures as they are at each call: a policy changed after it
-// was used (its limit, an attribute in place, a rule made invalid) is
-// validated and resolved again.
-func TestPolicyChangedBetweenCalls(t *testing.T) {
+// TestPolicyFrozenAfterFirstUse checks that a policy is frozen by its
+// first use: a change made to it later (its limit, an attribute in place)
+// has no effect on any Limiter, a copy of it is a new policy, and a policy
+// that failed validation is not frozen and may be fixed.
+func TestPolicyFrozenAfterFirstUse(t *testing.T) {
 	t.Parallel()
 	st := &localStore{}
-	lim := NewLimiter(st, Config{})
+	lim, other := NewLimiter(st, Config{}), NewLimiter(st, Config{})
 	p := &Policy{Name: "p", Rules: []Rule{{Name: "per-user", Limit: 5, Window: time.Minute, By: []string{"user"}}}}
 	ctx := context.Background()
 	attrs := map[string]string{"user": "ann", "team": "blue"}
-	allow := func(want bool, wantLimit int64, wantValue string) {
+	allow := func(lim *Limiter, p *Policy, want bool, wantLimit int64, wantValue string) {
 		t.Helper()
 		d, err := lim.Allow(ctx, p, attrs)
 		if err != nil {
@@ -61,28 +61,34 @@ func TestPolicyChangedBetweenCalls(t *testing.T) {
 			t.Fatalf("allowed %v with limit %d on %q, want %v with %d on %q", d.Allowed, c.Limit, c.Values[0], want, wantLimit, wantValue)
 		}
 	}
-	allow(true, 5, "ann")
+	allow(lim, p, true, 5, "ann")
 	p.Rules[0].Limit = 0
-	allow(false, 0, "ann")
-	p.Rules[0].Limit = 7
 	p.Rules[0].By[0] = "team" // in place: the same slice
-	allow(true, 7, "blue")
+	allow(lim, p, true, 5, "ann")
+	allow(other, p, true, 5, "ann") // frozen for every Limiter
 	p.Rules[0].Window = 0
-	if _, err := lim.Allow(ctx, p, attrs); !errors.Is(err, ErrInvalidPolicy) {
-		t.Fatalf("a policy made invalid: %v, want ErrInvalidPolicy", err)
+	allow(lim, p, true, 5, "ann")
+
+	q := *p // a copy is a new policy, frozen as it stands at its first use
+	q.Rules = []Rule{{Name: "per-team", Limit: 0, Window: time.Minute, By: []string{"team"}}}
+	allow(lim, &q, false, 0, "blue")
+	allow(lim, p, true, 5, "ann")
+
+	bad := &Policy{Name: "bad", Rules: []Rule{{Name: "r", Limit: 7, By: []string{"user"}}}}
+	if _, err := lim.Allow(ctx, bad, attrs); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("a policy with no window: %v, want ErrInvalidPolicy", err)
 	}
-	p.Rules[0].Window = time.Minute
-	allow(true, 7, "blue")
+	bad.Rules[0].Window = time.Minute
+	allow(lim, bad, true, 7, "ann")
 }
 
-// TestPolicyPerCall checks that policies built anew for each call, more
-// than the compiled policies a Limiter keeps, are each decided with their
-// own figures.
+// TestPolicyPerCall checks that policies built anew for each call are
+// each decided with their own figures.
 func TestPolicyPerCall(t *testing.T) {
 	t.Parallel()
 	st := &localStore{}
 	lim := NewLimiter(st, Config{})
-	for i := range 3 * policyCacheSize {
+	for i := range 768 {
 		p := &Policy{Name: fmt.Sprint("p", i), Rules: []Rule{{Name: "r", Limit: int64(i + 1), Window: time.Minute}}}
 		if _, err := lim.Allow(context.Background(), p, nil); err != nil {
 			t.Fatal(err)
@@ -93,11 +99,11 @@ func TestPolicyPerCall(t *testing.T) {
 	}
 }
 
-// TestSamePolicyEveryField checks that a change to any field of a
-// policy, of one of its rules or of a rule's override makes it another
-// policy for the compiled policies' check: a field added later must be
-// compared too.
-func TestSamePolicyEveryField(t *testing.T) {
+// TestPolicyFrozenEveryField checks that a change to any field of a used
+// policy, of one of its rules or of a rule's override changes nothing of
+// the policy as compiled: no slice or map is shared with it, and a field
+// added later is copied too.
+func TestPolicyFrozenEveryField(t *testing.T) {
 	t.Parallel()
 	base := func() *Policy {
 		return &Policy{Name: "p", Rules: []Rule{{Name: "r", Limit: 1, Window: time.Second, By: []string{"a"},
@@ -131,28 +137,34 @@ func TestSamePolicyEveryField(t *testing.T) {
 	}
 	check := func(what string, field func(p *Policy) reflect.Value, n int) {
 		for i := range n {
+			if !field(base()).Type().Field(i).IsExported() {
+				continue
+			}
 			p := base()
-			snap := copyPolicy(p)
-			f := field(p).Field(i)
-			change(f)
-			if samePolicy(&snap, p) {
-				t.Errorf("%s field %s changed, and samePolicy reports the same policy", what, field(p).Type().Field(i).Name)
+			cp, err := p.compiled()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := copyPolicy(base())
+			change(field(p).Field(i))
+			if again, err := p.compiled(); err != nil || again != cp || !reflect.DeepEqual(cp.snap, want) {
+				t.Errorf("%s field %s changed after the first use, and the compiled policy changed too (%v)", what, field(p).Type().Field(i).Name, err)
 			}
 		}
 	}
 	check("Policy", func(p *Policy) reflect.Value { return reflect.ValueOf(p).Elem() }, reflect.TypeFor[Policy]().NumField())
 	check("Rule", func(p *Policy) reflect.Value { return reflect.ValueOf(&p.Rules[0]).Elem() }, reflect.TypeFor[Rule]().NumField())
 	check("Override", func(p *Policy) reflect.Value { return reflect.ValueOf(&p.Rules[0].Overrides[0]).Elem() }, reflect.TypeFor[Override]().NumField())
-	if p := base(); !samePolicy(new(copyPolicy(p)), p) {
+	if p := base(); !reflect.DeepEqual(copyPolicy(p), *p) {
 		t.Error("a policy and its copy differ")
 	}
 }
 
-// TestPolicyCacheConcurrent decides, from many goroutines at once, with
-// policies kept and policies built for each call, more of them than the
-// compiled policies a Limiter keeps: each decision has its policy's own
+// TestPolicyFrozenConcurrent decides, from many goroutines at once, with
+// policies kept and policies built for each call, each kept one used
+// first by several goroutines at once: each decision has its policy's own
 // figures (run with -race).
-func TestPolicyCacheConcurrent(t *testing.T) {
+func TestPolicyFrozenConcurrent(t *testing.T) {
 	t.Parallel()
 	lim := NewLimiter(&limitStore{}, Config{})
 	kept := make([]*Policy, 8)
@@ -162,7 +174,7 @@ func TestPolicyCacheConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
-			for i := range 2 * policyCacheSize {
+			for i := range 512 {
 				p := kept[(g+i)%len(kept)]
 				if i%2 == 1 {
 					p = &Policy{Name: fmt.Sprint("new", g, "-", i), Rules: []Rule{{Name: "r", Limit: int64(1000 + i), Window: time.Minute}}}
@@ -172,8 +184,8 @@ func TestPolicyCacheConcurrent(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if d.Limits[0].Limit != p.Rules[0].Limit {
-					t.Errorf("policy %s decided with limit %d, want %d", p.Name, d.Limits[0].Limit, p.Rules[0].Limit)
+				if d.Limits()[0].Limit != p.Rules[0].Limit {
+					t.Errorf("policy %s decided with limit %d, want %d", p.Name, d.Limits()[0].Limit, p.Rules[0].Limit)
 					return
 				}
 			}

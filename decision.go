@@ -113,11 +113,12 @@ type Decision struct {
 	// less that, and ResetAfter the store's at the lease counted down since.
 	Local bool
 
-	// Limits holds one status per rule that applied to the request, in
-	// policy order, whoever answered (the store, the deny cache or a
-	// fallback store); it is empty only for an Unlimited decision and one
-	// the failure policy made alone (FailedClosed).
-	Limits []LimitStatus
+	// one and more hold the statuses Limits returns: one when a single
+	// rule applied (hasOne), more when several did. A decision of one rule,
+	// the most common, carries its status in itself and allocates nothing.
+	hasOne bool
+	one    [1]LimitStatus
+	more   []LimitStatus
 }
 
 // UnlimitedRemaining is Decision.Remaining when no rule limits the request
@@ -147,13 +148,38 @@ const (
 	CauseConcurrency Cause = "concurrency"
 )
 
+// Limits returns one status per rule that applied to the request, in
+// policy order, whoever answered (the store, the deny cache or a fallback
+// store); it is empty only for an Unlimited decision and one the failure
+// policy made alone (FailedClosed). The statuses are d's own: the slice
+// may point into d, so a status read through it after d was overwritten
+// (by another decision assigned to d) reads the new one; copy a status, or
+// d, to keep it. Changing a status through the slice changes d's.
+func (d *Decision) Limits() []LimitStatus {
+	if d.hasOne {
+		return d.one[:]
+	}
+	return d.more
+}
+
+// SetLimits sets the statuses Limits returns to ls, which d keeps (for
+// a front end or a test that builds a Decision of its own; a Limiter fills
+// its decisions itself). It leaves d's other fields as they are.
+func (d *Decision) SetLimits(ls []LimitStatus) {
+	if len(ls) == 1 {
+		d.hasOne, d.one[0], d.more = true, ls[0], nil
+		return
+	}
+	d.hasOne, d.one[0], d.more = false, LimitStatus{}, ls
+}
+
 // FailedClosed reports whether d is a denial made by the failure policy
 // alone: the store failed and no fallback store decided, so no rule was
 // checked. Serve it as "unavailable" (HTTP 503), not as a quota denial (429).
 // A degraded decision from a fallback store has rule statuses and is an
 // ordinary decision.
 func (d *Decision) FailedClosed() bool {
-	return d.Degraded && !d.Allowed && len(d.Limits) == 0
+	return d.Degraded && !d.Allowed && !d.hasOne && len(d.more) == 0
 }
 
 // LimitStatus is the state of one rule's window as a decision leaves it
@@ -211,8 +237,8 @@ type LimitStatus struct {
 // allowed, unless a shadow rule would deny: then its wait), ResetAfter the
 // largest, DeniedBy and Cause from the first rule that does not fit, a
 // shadow rule only when no other denies. Every store's results are combined
-// the same way. The statuses are taken from b, or from a shared block when b
-// is nil (see statuses).
+// the same way. A single status is held in the Decision; several are taken
+// from b, or from a shared block when b is nil (see statuses).
 func newDecision(req *store.Request, b *statuses) Decision {
 	var d Decision
 	d.combine(req, b)
@@ -236,14 +262,20 @@ func (d *Decision) combine(req *store.Request, b *statuses) {
 
 // combineAll is combine for any number of checks.
 func (d *Decision) combineAll(req *store.Request, b *statuses) {
-	*d = Decision{Allowed: true, Limits: b.take(len(req.Checks))}
+	*d = Decision{Allowed: true}
+	if len(req.Checks) == 1 {
+		d.hasOne = true
+	} else {
+		d.more = b.take(len(req.Checks))
+	}
+	limits := d.Limits()
 	var shadowRetry time.Duration
 	shadowedBy, shadowCause := "", Cause("")
 	for i := range req.Checks {
 		c, r := &req.Checks[i], &req.Results[i]
 		s := LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, r.Remaining),
 			Fits: r.Fits, Cause: causes[r.Cause], RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Shadow: c.Shadow}
-		d.Limits[i] = s
+		limits[i] = s
 		if i == 0 || s.Remaining < d.Remaining {
 			d.Remaining = s.Remaining
 		}
@@ -270,8 +302,8 @@ func (d *Decision) combineAll(req *store.Request, b *statuses) {
 		return
 	}
 	d.RetryAfter = 0
-	for i := range d.Limits {
-		if s := &d.Limits[i]; s.Fits || !s.Shadow {
+	for i := range limits {
+		if s := &limits[i]; s.Fits || !s.Shadow {
 			s.RetryAfter = 0
 		}
 	}
@@ -284,19 +316,18 @@ func (d *Decision) combineAll(req *store.Request, b *statuses) {
 // common request: the same figures without the loop's bookkeeping.
 func (d *Decision) combineOne(req *store.Request, b *statuses) {
 	c, r := &req.Checks[0], &req.Results[0]
-	limits := b.take(1)
-	s := &limits[0]
-	*s = LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, r.Remaining),
-		Fits: r.Fits, Cause: causes[r.Cause], ResetAfter: r.ResetAfter}
-	*d = Decision{Allowed: r.Fits, Remaining: s.Remaining, ResetAfter: max(0, s.ResetAfter), Limits: limits}
+	remaining := max(0, r.Remaining)
+	*d = Decision{Allowed: r.Fits, Remaining: remaining, ResetAfter: max(0, r.ResetAfter), hasOne: true,
+		one: [1]LimitStatus{{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: remaining,
+			Fits: r.Fits, Cause: causes[r.Cause], ResetAfter: r.ResetAfter}}}
 	if !r.Fits {
-		s.RetryAfter = r.RetryAfter
-		d.RetryAfter, d.DeniedBy, d.Cause = max(0, r.RetryAfter), c.Rule, s.Cause
+		d.one[0].RetryAfter = r.RetryAfter
+		d.RetryAfter, d.DeniedBy, d.Cause = max(0, r.RetryAfter), c.Rule, d.one[0].Cause
 	}
 }
 
-// statuses hands out the rule statuses of decisions from blocks of
-// statusBlock, which the decisions after one share, so that most decisions
+// statuses hands out the rule statuses of decisions of several rules from
+// blocks of statusBlock, which the decisions after one share, so that most decisions
 // allocate nothing (a Decision that is kept keeps its block alive: at most
 // statusBlock statuses). A decision's scratch holds one, and the decisions
 // made without a scratch share a pool of them. The zero value is ready.

@@ -163,8 +163,13 @@ func (c *denyCache) get(key []byte, now time.Time) (Decision, bool) {
 		sh.unlink(e)
 		sh.pushFront(e)
 	}
-	d := Decision{Remaining: e.remaining, DeniedBy: e.deniedBy, Cause: e.cause, Cached: true,
-		Limits: make([]LimitStatus, len(e.limits))}
+	d := Decision{Remaining: e.remaining, DeniedBy: e.deniedBy, Cause: e.cause, Cached: true}
+	if len(e.limits) == 1 {
+		d.hasOne = true
+	} else {
+		d.more = make([]LimitStatus, len(e.limits))
+	}
+	limits := d.Limits()
 	for i := range e.limits {
 		s := e.limits[i]
 		s.RetryAfter, s.ResetAfter = left(e.ends[i].retry, now), left(e.ends[i].reset, now)
@@ -172,7 +177,7 @@ func (c *denyCache) get(key []byte, now time.Time) (Decision, bool) {
 			d.RetryAfter = max(d.RetryAfter, s.RetryAfter)
 		}
 		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
-		d.Limits[i] = s
+		limits[i] = s
 	}
 	return d, true
 }
@@ -214,7 +219,7 @@ func (c *denyCache) put(key []byte, until time.Time, d *Decision, ends []waitEnd
 		sh.entries[e.key] = e
 	}
 	e.until, e.remaining, e.deniedBy, e.cause = until, d.Remaining, d.DeniedBy, d.Cause
-	e.limits = append(e.limits[:0], d.Limits...)
+	e.limits = append(e.limits[:0], d.Limits()...)
 	e.ends = append(e.ends[:0], ends...)
 	sh.pushFront(e)
 }
@@ -263,8 +268,9 @@ func (c *denyCache) fill(s *scratch, d *Decision) {
 	var buf [8]waitEnds
 	ends := buf[:0]
 	var until time.Time
-	for i := range d.Limits {
-		st := &d.Limits[i]
+	limits := d.Limits()
+	for i := range limits {
+		st := &limits[i]
 		e := waitEnds{}
 		if st.RetryAfter > 0 {
 			e.retry = s.sent.Add(st.RetryAfter)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -159,7 +160,7 @@ func TestDenyCacheShape(t *testing.T) {
 	}
 	stored, asked := e.allow(p, ada, 1)
 	e.expect("the store's denial", stored, asked, false, 28*time.Second, true)
-	if len(stored.Limits) != 4 {
+	if len(stored.Limits()) != 4 {
 		t.Fatalf("the store's denial: %+v", stored)
 	}
 	for _, at := range []time.Duration{2 * time.Second, 12 * time.Second, 30*time.Second - time.Microsecond} {
@@ -179,7 +180,7 @@ func TestDenyCacheShape(t *testing.T) {
 	elsewhere := map[string]string{"user": "ada", "ip": "192.0.2.99"}
 	d, asked := e.allow(p, elsewhere, 1)
 	e.expect("another address", d, asked, false, 10*time.Second, true)
-	if ip := d.Limits[2]; ip.Rule != "per-ip" || ip.Used != 0 || !ip.Fits {
+	if ip := d.Limits()[2]; ip.Rule != "per-ip" || ip.Used != 0 || !ip.Fits {
 		t.Errorf("another address's per-ip status: %+v", ip)
 	}
 	e.set(25 * time.Second)
@@ -213,7 +214,7 @@ func TestDenyCacheUntilFirstRoom(t *testing.T) {
 	e.set(10 * time.Second)
 	d, asked = e.allow(p, nil, 1)
 	e.expect("short has room", d, asked, false, 50*time.Second, true)
-	if d.DeniedBy != "long" || !d.Limits[0].Fits {
+	if d.DeniedBy != "long" || !d.Limits()[0].Fits {
 		t.Errorf("short has room: %+v", d)
 	}
 }
@@ -348,7 +349,7 @@ func TestDenyCacheBypassed(t *testing.T) {
 		t.Errorf("record after a cached denial: %+v, %v", d, err)
 	}
 	// Nor Decide, which callers resolve themselves.
-	req, err := sluice.Resolve(p, nil, 1)
+	req, err := resolve.Request(p, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,6 @@ var (
 	// Optional).
 	ErrMissingAttribute = errors.New("sluice: missing attribute")
 
-	// ErrUnknownPolicy reports a policy name that is not configured.
-	ErrUnknownPolicy = errors.New("sluice: unknown policy")
-
 	// ErrStoreClosed reports a call on a store after Close. It is
 	// store.ErrClosed, for callers that know the store only as sluice's.
 	ErrStoreClosed = store.ErrClosed
@@ -48,9 +45,6 @@ var (
 	// ErrInvalidSchedule reports a schedule that cannot be used: a missing
 	// name, a rate of zero, a negative MaxDelay or MaxQueue.
 	ErrInvalidSchedule = errors.New("sluice: invalid schedule")
-
-	// ErrUnknownSchedule reports a schedule name that is not configured.
-	ErrUnknownSchedule = errors.New("sluice: unknown schedule")
 
 	// ErrRejected reports, from Wait, a reservation the schedule rejected
 	// (its MaxDelay or MaxQueue); Reserve reports a rejection as a value.

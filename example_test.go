@@ -83,13 +83,13 @@ func ExampleLimiter_Record() {
 	peer := map[string]string{"peer": "45"}
 	lim.Record(ctx, calls, peer, 1)
 	d, _ := lim.Record(ctx, calls, peer, 1)
-	for _, s := range d.Limits {
+	for _, s := range d.Limits() {
 		fmt.Printf("%s: %d of %d used\n", s.Rule, s.Used, s.Limit)
 	}
 	// A peek answers what Allow would: a third call fits, and would leave
 	// 3 of 10 used.
 	d, _ = lim.Peek(ctx, calls, peer, 1)
-	fmt.Printf("a third: allowed %v, peer %d of 10 after it\n", d.Allowed, d.Limits[1].Used)
+	fmt.Printf("a third: allowed %v, peer %d of 10 after it\n", d.Allowed, d.Limits()[1].Used)
 	// Output:
 	// platform: 2 of 100 used
 	// peer: 2 of 10 used

@@ -149,7 +149,7 @@ func TestFallbackDividesLimits(t *testing.T) {
 		if !errors.Is(err, errStoreDown) && !errors.Is(err, sluice.ErrCircuitOpen) {
 			t.Fatalf("err = %v, want the store's or ErrCircuitOpen", err)
 		}
-		if !d.Degraded || len(d.Limits) != 1 || d.Limits[0].Limit != 2 {
+		if !d.Degraded || len(d.Limits()) != 1 || d.Limits()[0].Limit != 2 {
 			t.Fatalf("decision %+v, want a degraded decision of the fallback, limit 8/4 = 2", d)
 		}
 		if d.Allowed {

@@ -94,10 +94,10 @@ var llm = &sluice.Policy{Name: "llm", Rules: []sluice.Rule{
 func inFlight(t *testing.T, s store.Store) int64 {
 	t.Helper()
 	d, err := sluice.NewLimiter(s, sluice.Config{}).Peek(context.Background(), llm, nil, 1)
-	if err != nil || len(d.Limits) != 2 || !d.Allowed {
+	if err != nil || len(d.Limits()) != 2 || !d.Allowed {
 		t.Fatalf("peek: %+v, %v; want it to fit (fewer than 8 in flight)", d, err)
 	}
-	return d.Limits[1].Used - 1
+	return d.Limits()[1].Used - 1
 }
 
 // failed reports whether err is a store failure the failure policy
@@ -132,7 +132,7 @@ func TestFallbackLeases(t *testing.T) {
 		if !failed(err) {
 			t.Fatalf("acquire #%d: err %v, want the store's or ErrCircuitOpen", i+1, err)
 		}
-		if !d.Allowed || !d.Degraded || len(d.Limits) != 2 || d.Limits[0].Limit != 250 || d.Limits[1].Limit != 2 || d.Limits[1].Used != int64(i+1) {
+		if !d.Allowed || !d.Degraded || len(d.Limits()) != 2 || d.Limits()[0].Limit != 250 || d.Limits()[1].Limit != 2 || d.Limits()[1].Used != int64(i+1) {
 			t.Fatalf("acquire #%d: %+v; want allowed, degraded, by the fallback's limits 1000/4 and 8/4, %d in flight", i+1, d, i+1)
 		}
 		if x == nil || x.ID() == "" || !x.Degraded() || x.TTL() != time.Minute || !x.Expires().Equal(clock.Now().Add(time.Minute)) {
@@ -166,7 +166,7 @@ func TestFallbackLeases(t *testing.T) {
 	main.setDown(false)
 	clock.Advance(2 * time.Second)
 	y, d, err := l.Acquire(ctx, llm, nil, 10)
-	if err != nil || !d.Allowed || d.Degraded || y.Degraded() || d.Limits[1].Limit != 8 {
+	if err != nil || !d.Allowed || d.Degraded || y.Degraded() || d.Limits()[1].Limit != 8 {
 		t.Fatalf("acquire with the store back: %+v, %v; want allowed by the store", d, err)
 	}
 	if ok, err := held[0].Settle(ctx, 4); err != nil || !ok {
@@ -366,7 +366,7 @@ func TestFallbackLeaseOnError(t *testing.T) {
 			main := newLeaseStore(clock)
 			l := sluice.NewLimiter(main, sluice.Config{Fallback: tc.fallback, FallbackShare: 4, OnError: onError, Clock: clock})
 			x, d, err := l.Acquire(tc.ctx, llm, nil, tc.cost)
-			if !failed(err) || !d.Degraded || d.Allowed != (onError == sluice.Allow) || len(d.Limits) != 0 {
+			if !failed(err) || !d.Degraded || d.Allowed != (onError == sluice.Allow) || len(d.Limits()) != 0 {
 				t.Errorf("%s, OnError %v: %+v, %v; want the failure policy's degraded decision", tc.name, onError, d, err)
 			}
 			switch {
@@ -416,11 +416,11 @@ func TestFallbackLeaseShadow(t *testing.T) {
 // concurrencyOverride sets every in-flight rule's concurrency.
 type concurrencyOverride struct{ n atomic.Int64 }
 
-func (o *concurrencyOverride) Override(_, rule string, _ []string) (sluice.RuntimeOverride, bool) {
+func (o *concurrencyOverride) Override(_, rule string, _ []string) (sluice.Override, bool) {
 	if rule != "in-flight" || o.n.Load() == 0 {
-		return sluice.RuntimeOverride{}, false
+		return sluice.Override{}, false
 	}
-	return sluice.RuntimeOverride{Limit: o.n.Load()}, true
+	return sluice.Override{Limit: o.n.Load()}, true
 }
 
 // TestFallbackLeaseOverride: the fallback divides the concurrency a
@@ -434,7 +434,7 @@ func TestFallbackLeaseOverride(t *testing.T) {
 	var held []*sluice.Lease
 	for i := range 4 {
 		x, d, err := l.Acquire(ctx, llm, nil, 1)
-		if !failed(err) || d.Allowed != (i < 3) || d.Limits[1].Limit != 3 {
+		if !failed(err) || d.Allowed != (i < 3) || d.Limits()[1].Limit != 3 {
 			t.Fatalf("acquire #%d under an override of 12 shared by 4: %+v, %v; want allowed while under 3", i+1, d, err)
 		}
 		if x != nil {

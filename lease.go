@@ -114,7 +114,7 @@ func (x *Lease) do(ctx context.Context, op store.LeaseOp, cost int64) (store.Lea
 	}
 	req := x.request(op, cost)
 	st, err := x.send(ctx, &req)
-	if op == store.LeaseSettle && err == nil && st.Held && x.fb == nil && x.l.cfg.OnOverLimit != nil {
+	if op == store.LeaseSettle && err == nil && st.Held && x.fb == nil && x.l.cfg.hooks.OnOverLimit != nil {
 		x.l.overLimit(req.Policy, req.Checks, cost)
 	}
 	if op == store.LeaseExtend && st.Held {
@@ -206,11 +206,12 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // lease time passes. A Shadow policy's would-be denial is allowed with a
 // lease that holds nothing. The deny cache is not used.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
-	if err := leasable(p); err != nil {
+	cp, err := p.compiled()
+	if err != nil {
 		return nil, Decision{}, err
 	}
-	cp, err := l.policies.get(p)
-	if err != nil {
+	p = &cp.snap // the policy as frozen
+	if err := leasable(p); err != nil {
 		return nil, Decision{}, err
 	}
 	s := getScratch()
@@ -411,7 +412,7 @@ func (l *Limiter) figure(p *Policy, r *Rule, c *store.Check) {
 		limit = r.Concurrency
 	}
 	var (
-		o   RuntimeOverride
+		o   Override
 		has bool
 	)
 	if l.cfg.Overrides != nil {
@@ -419,7 +420,7 @@ func (l *Limiter) figure(p *Policy, r *Rule, c *store.Check) {
 	}
 	f, err := r.overridden(limit, o, has)
 	if err != nil {
-		f, _ = r.overridden(limit, RuntimeOverride{}, false)
+		f, _ = r.overridden(limit, Override{}, false)
 	}
 	c.Limit, c.Window, c.MinGap, c.Burst = f.limit, f.window, f.minGap, f.burst
 }

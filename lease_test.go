@@ -57,7 +57,7 @@ func TestResolveConcurrency(t *testing.T) {
 		{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 30 * time.Second,
 			Overrides: []Override{{Match: map[string]string{"plan": "paid"}, Limit: 16}}},
 	}}
-	req, err := Resolve(p, map[string]string{"user": "ann", "plan": "paid"}, 2_000)
+	req, err := new(Limiter).Resolve(p, map[string]string{"user": "ann", "plan": "paid"}, 2_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestResumeLeaseShared(t *testing.T) {
 		{Name: "in-flight", By: []string{"user", "tenant"}, Concurrency: 2, Lease: time.Minute},
 	}}
 	attrs := map[string]string{"tenant": "t1", "user": "ann", "plan": "free"}
-	req, err := Resolve(p, attrs, 1)
+	req, err := new(Limiter).Resolve(p, attrs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +167,10 @@ func TestResumeLeaseShared(t *testing.T) {
 // oneOverride overrides one rule's windows with o.
 type oneOverride struct {
 	rule string
-	o    RuntimeOverride
+	o    Override
 }
 
-func (v oneOverride) Override(_, rule string, _ []string) (RuntimeOverride, bool) {
+func (v oneOverride) Override(_, rule string, _ []string) (Override, bool) {
 	return v.o, rule == v.rule
 }
 
@@ -183,16 +183,16 @@ func TestResolveConcurrencyOverride(t *testing.T) {
 	attrs := map[string]string{"user": "ann"}
 	cp := mustCompile(t, p)
 	var s scratch
-	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", RuntimeOverride{Limit: 1}}); err != nil {
+	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", Override{Limit: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if c := s.req.Checks[0]; c.Limit != 1 || c.Window != time.Minute || c.Algorithm != store.Concurrency || c.Cost != 1 {
 		t.Errorf("overridden check %+v, want limit 1, window 1m (the lease)", c)
 	}
-	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", RuntimeOverride{Limit: 2, Window: time.Second}}); err != nil || s.req.Checks[0].Window != time.Second {
+	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", Override{Limit: 2, Window: time.Second}}); err != nil || s.req.Checks[0].Window != time.Second {
 		t.Errorf("an override's window: %v, %+v; want the lease time 1s", err, s.req.Checks)
 	}
-	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", RuntimeOverride{Limit: 2, MinGap: time.Second}}); !errors.Is(err, ErrInvalidPolicy) {
+	if err := s.resolve(cp, attrs, 1, oneOverride{"in-flight", Override{Limit: 2, MinGap: time.Second}}); !errors.Is(err, ErrInvalidPolicy) {
 		t.Errorf("an override's min gap on a concurrency rule: %v, want ErrInvalidPolicy", err)
 	}
 }

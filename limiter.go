@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/hooks"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -69,21 +70,12 @@ type Config struct {
 	// Default nil: none.
 	Overrides Overrides
 
-	// OnCacheHit, when set, is told of each request the deny cache
-	// answered, as the store is told of those it decides: req holds the
-	// request's windows and, in Results, the statuses of the cached
-	// decision. It runs on the request's goroutine and must not keep req.
-	// Default nil.
-	OnCacheHit func(req *store.Request)
+	// hooks observe the Limiter for sluice's server (internal/hooks).
+	hooks hooks.Hooks
+}
 
-	// OnOverLimit, when set, is told of each rate rule that a Record or a
-	// lease's Settle counted a cost above: a cost no decision could ever
-	// admit, most often a unit mistake (bytes against a limit in
-	// kilobytes), which keeps the rule's key denied for most of a window.
-	// c is the rule's window (Rule, Values, Limit) and must not be kept;
-	// it runs on the caller's goroutine, after the store recorded the
-	// cost. Default nil.
-	OnOverLimit func(policy string, c *store.Check, cost int64)
+func init() {
+	hooks.Register(func(cfg any, h hooks.Hooks) { cfg.(*Config).hooks = h })
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -106,8 +98,7 @@ type Limiter struct {
 	sharded  store.Sharded // store, when it is a store.Sharded
 	cfg      Config
 	breakers *breakers
-	denials  *denyCache // nil: none
-	policies policyCache
+	denials  *denyCache     // nil: none
 	abandons abandons       // leases of failed acquires to abandon (abandon.go)
 	budgeter store.Budgeter // store, when it leases slices (budget.go)
 	budgets  budgets        // the slices of budgeted rules (budget.go)
@@ -167,9 +158,6 @@ func (l *Limiter) queueBreaker(q store.Queue) *breaker {
 	return l.breakers.of(l.sharded.QueueShard(q))
 }
 
-// Store returns the limiter's store.
-func (l *Limiter) Store() store.Store { return l.store }
-
 // Allow decides one unit of cost against p. It is shorthand for
 // AllowN(ctx, p, attrs, 1).
 func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string) (Decision, error) {
@@ -189,7 +177,7 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string)
 // Config.Breaker), so a caller may log the error and act on the
 // decision.
 func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (d Decision, err error) {
-	err = l.do(ctx, p, attrs, cost, allowMode(p), false, false, &d)
+	err = l.do(ctx, p, attrs, cost, store.ModeAllow, false, false, &d)
 	return d, err
 }
 
@@ -200,7 +188,7 @@ func (l *Limiter) AllowN(ctx context.Context, p *Policy, attrs map[string]string
 // and a denial the store gives it is remembered as AllowN's is.
 func (l *Limiter) Peek(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (Decision, error) {
 	var d Decision
-	err := l.do(ctx, p, attrs, cost, allowMode(p), true, false, &d)
+	err := l.do(ctx, p, attrs, cost, store.ModeAllow, true, false, &d)
 	return d, err
 }
 
@@ -263,22 +251,18 @@ func hasBudget(req *store.Request) bool {
 	return false
 }
 
-// allowMode is the mode of AllowN on p: a Penalize policy records denied
-// attempts too.
-func allowMode(p *Policy) store.Mode {
-	if p != nil && p.Penalize {
-		return store.ModeRecord
-	}
-	return store.ModeAllow
-}
-
 // do decides a request of p for AllowN, Peek and Record into d, which is
 // the zero Decision: the Decision is filled in place, not returned by value
-// through every call of the road.
+// through every call of the road. In store.ModeAllow, a Penalize policy
+// records denied attempts too.
 func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, cost int64, mode store.Mode, dry, record bool, d *Decision) error {
-	cp, err := l.policies.get(p)
+	cp, err := p.compiled()
 	if err != nil {
 		return err
+	}
+	p = &cp.snap // the policy as frozen
+	if mode == store.ModeAllow && p.Penalize {
+		mode = store.ModeRecord
 	}
 	s := getScratch()
 	defer putScratch(s)
@@ -305,7 +289,7 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	default:
 		err = l.decide(ctx, &s.req, &s.statuses, d) // what decideCached does then
 	}
-	if record && err == nil && !d.Degraded && l.cfg.OnOverLimit != nil {
+	if record && err == nil && !d.Degraded && l.cfg.hooks.OnOverLimit != nil {
 		l.overLimit(p.Name, s.req.Checks, cost)
 	}
 	if p.Shadow && !d.Allowed {
@@ -328,7 +312,7 @@ func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *De
 		s.sent = l.sendTime()
 		if cached, ok := l.denials.lookup(s, s.sent); ok {
 			*d = cached
-			if l.cfg.OnCacheHit != nil {
+			if l.cfg.hooks.OnCacheHit != nil {
 				l.cacheHit(s, d)
 			}
 			return nil
@@ -386,14 +370,14 @@ func (e *leaseOnlyError) Unwrap() error { return ErrInvalidPolicy }
 // LeaseOnly returns the policy and the concurrency rule that need a lease.
 func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.rule }
 
-// overLimit tells Config.OnOverLimit of each rate check of checks whose
+// overLimit tells the OnOverLimit hook of each rate check of checks whose
 // rule's limit cost is above (a spread rule's whole limit, not its
 // sub-window's share).
 func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
 	for i := range checks {
 		c := &checks[i]
 		if c.Algorithm != store.Concurrency && cost > c.Limit*int64(max(c.Parts, 1)) {
-			l.cfg.OnOverLimit(policy, c, cost)
+			l.cfg.hooks.OnOverLimit(policy, c, cost)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func TestAllowAllocations(t *testing.T) {
 	attrs := map[string]string{"user": "ann"}
 	fifteen := func() {
 		for range 15 {
-			if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed || len(d.Limits) != 1 {
+			if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed || len(d.Limits()) != 1 {
 				t.Fatalf("Allow = %+v, %v; want allowed with one status", d, err)
 			}
 		}

@@ -25,28 +25,12 @@ import (
 type Overrides interface {
 	// Override returns the figures of the window of rule of policy whose
 	// By attributes have values (in the rule's order), and whether an
-	// override applies to it. It is called for every rule that applies to
-	// every request, so it must be fast; it must be safe for concurrent
-	// use and must not keep values.
-	Override(policy, rule string, values []string) (RuntimeOverride, bool)
-}
-
-// RuntimeOverride is the figures of one window set at runtime (see
-// Overrides). A zero Window, Burst or MinGap keeps the rule's.
-type RuntimeOverride struct {
-	// Limit replaces the rule's limit; 0 blocks every request of the
-	// window.
-	Limit int64
-
-	// Window replaces the rule's window when above 0.
-	Window time.Duration
-
-	// Burst replaces a GCRA rule's burst when above 0; otherwise the
-	// rule's Burst applies, or Limit when the rule sets none.
-	Burst int64
-
-	// MinGap replaces a log rule's minimum gap when above 0.
-	MinGap time.Duration
+	// override applies to it: its Limit, and its Window, Burst and MinGap
+	// when above 0 (an Override's Match and Unlimited are for a rule's
+	// Overrides, and an Unlimited one is refused). It is called for every
+	// rule that applies to every request, so it must be fast; it must be
+	// safe for concurrent use and must not keep values.
+	Override(policy, rule string, values []string) (Override, bool)
 }
 
 // figures are the figures of one window of a rule: its own, or a runtime
@@ -61,7 +45,7 @@ type figures struct {
 // ErrInvalidPolicy when o cannot apply to r (a window under 1µs, a gap on
 // a rule that keeps no log, more than one event per µs for GCRA, fewer
 // than one unit per spread sub-window).
-func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, error) {
+func (r *Rule) overridden(limit int64, o Override, has bool) (figures, error) {
 	f := figures{limit: limit, window: r.Window, minGap: r.MinGap}
 	if r.concurrent() {
 		f.window = r.Lease // a concurrency rule's window is its lease time
@@ -88,6 +72,8 @@ func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, er
 		return figures{}, fmt.Errorf("%w: the runtime override of rule %q: %s", ErrInvalidPolicy, r.Name, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case o.Unlimited:
+		return invalid("unlimited is for a rule's overrides; give a runtime override a limit")
 	case f.limit < 0:
 		return invalid("limit %d is negative", f.limit)
 	case f.limit > MaxCost:
@@ -110,17 +96,17 @@ func (r *Rule) overridden(limit int64, o RuntimeOverride, has bool) (figures, er
 	return f, nil
 }
 
-// cacheHit tells Config.OnCacheHit of s's request, answered from the deny
+// cacheHit tells the OnCacheHit hook of s's request, answered from the deny
 // cache with d: the request's windows, with d's statuses as their
 // results.
 func (l *Limiter) cacheHit(s *scratch, d *Decision) {
 	res := s.req.ResultsBuffer()
-	for i := range min(len(res), len(d.Limits)) {
-		st := &d.Limits[i]
+	for i := range min(len(res), len(d.Limits())) {
+		st := &d.Limits()[i]
 		res[i] = store.Result{Fits: st.Fits, Cause: storeCauses[st.Cause], Used: st.Used, Remaining: st.Remaining,
 			RetryAfter: st.RetryAfter, ResetAfter: st.ResetAfter}
 	}
-	l.cfg.OnCacheHit(&s.req)
+	l.cfg.hooks.OnCacheHit(&s.req)
 }
 
 // storeCauses maps a Decision's causes to a store's.
@@ -131,7 +117,7 @@ var storeCauses = map[Cause]store.Cause{"": store.CauseNone, CauseLimit: store.C
 // its figures after l's runtime overrides (Config.Overrides) and the
 // rule's own. It returns the errors AllowN returns for bad input.
 func (l *Limiter) Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
-	cp, err := l.policies.get(p)
+	cp, err := p.compiled()
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/hooks"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -19,11 +21,11 @@ import (
 // by '|'.
 type overrideMap struct {
 	mu  sync.Mutex
-	m   map[string]sluice.RuntimeOverride
+	m   map[string]sluice.Override
 	ask int
 }
 
-func (o *overrideMap) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+func (o *overrideMap) Override(policy, rule string, values []string) (sluice.Override, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ask++
@@ -31,11 +33,11 @@ func (o *overrideMap) Override(policy, rule string, values []string) (sluice.Run
 	return v, ok
 }
 
-func (o *overrideMap) set(key string, v sluice.RuntimeOverride) {
+func (o *overrideMap) set(key string, v sluice.Override) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[string]sluice.RuntimeOverride{}
+		o.m = map[string]sluice.Override{}
 	}
 	o.m[key] = v
 }
@@ -72,7 +74,7 @@ func TestRuntimeOverridePrecedence(t *testing.T) {
 		if d.Unlimited {
 			return 0, true
 		}
-		return d.Limits[0].Limit, false
+		return d.Limits()[0].Limit, false
 	}
 	ann := map[string]string{"user": "ann", "plan": "paid"}
 	bob := map[string]string{"user": "bob", "plan": "internal"}
@@ -83,8 +85,8 @@ func TestRuntimeOverridePrecedence(t *testing.T) {
 	if _, unl := limit(bob); !unl {
 		t.Error("bob (internal) before any override: want unlimited by the file override")
 	}
-	ov.set("api|per-user|ann", sluice.RuntimeOverride{Limit: 50})
-	ov.set("api|per-user|bob", sluice.RuntimeOverride{Limit: 0})
+	ov.set("api|per-user|ann", sluice.Override{Limit: 50})
+	ov.set("api|per-user|bob", sluice.Override{Limit: 0})
 	if l, _ := limit(ann); l != 50 {
 		t.Errorf("ann with a runtime override: limit %d, want 50 over the file's 10", l)
 	}
@@ -116,9 +118,9 @@ func TestRuntimeOverrideFigures(t *testing.T) {
 		{Name: "bucket", By: []string{"k"}, Limit: 100, Window: time.Hour, Algorithm: sluice.GCRA, Burst: 10},
 		{Name: "spread", By: []string{"k"}, Limit: 8, Window: time.Minute, Spread: 4},
 	}}
-	ov.set("mix|log|a", sluice.RuntimeOverride{Limit: 7, Window: 2 * time.Minute})
-	ov.set("mix|bucket|a", sluice.RuntimeOverride{Limit: 200, Burst: 20})
-	ov.set("mix|spread|a", sluice.RuntimeOverride{Limit: 40})
+	ov.set("mix|log|a", sluice.Override{Limit: 7, Window: 2 * time.Minute})
+	ov.set("mix|bucket|a", sluice.Override{Limit: 200, Burst: 20})
+	ov.set("mix|spread|a", sluice.Override{Limit: 40})
 	req, err := lim.Resolve(p, map[string]string{"k": "a"}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -134,20 +136,21 @@ func TestRuntimeOverrideFigures(t *testing.T) {
 		t.Errorf("spread check %+v, want a quarter of 40 in one of 4 sub-windows", c)
 	}
 	// The package-level Resolve knows no Limiter: the file's figures.
-	plain, err := sluice.Resolve(p, map[string]string{"k": "a"}, 1)
+	plain, err := resolve.Request(p, map[string]string{"k": "a"}, 1)
 	if err != nil || plain.Checks[0].Limit != 5 {
-		t.Errorf("sluice.Resolve = %+v, %v; want the rule's limit 5", plain, err)
+		t.Errorf("resolve.Request = %+v, %v; want the rule's limit 5", plain, err)
 	}
 
 	for _, tc := range []struct {
 		rule string
-		o    sluice.RuntimeOverride
+		o    sluice.Override
 		want string
 	}{
-		{"bucket", sluice.RuntimeOverride{Limit: 10, MinGap: time.Second}, "min gap needs the log algorithm"},
-		{"bucket", sluice.RuntimeOverride{Limit: 1 << 40, Window: time.Second}, "more than one event per µs"},
-		{"spread", sluice.RuntimeOverride{Limit: 3}, "spread over 4 sub-windows"},
-		{"log", sluice.RuntimeOverride{Limit: -1}, "negative"},
+		{"bucket", sluice.Override{Limit: 10, MinGap: time.Second}, "min gap needs the log algorithm"},
+		{"bucket", sluice.Override{Limit: 1 << 40, Window: time.Second}, "more than one event per µs"},
+		{"spread", sluice.Override{Limit: 3}, "spread over 4 sub-windows"},
+		{"log", sluice.Override{Limit: -1}, "negative"},
+		{"log", sluice.Override{Unlimited: true}, "unlimited is for a rule's overrides"},
 	} {
 		ov.set("mix|"+tc.rule+"|b", tc.o)
 		_, err := lim.AllowN(context.Background(), p, map[string]string{"k": "b"}, 1)
@@ -158,7 +161,7 @@ func TestRuntimeOverrideFigures(t *testing.T) {
 		ov.del("mix|" + tc.rule + "|b")
 	}
 	// A cost over the overridden limit is the usual error.
-	ov.set("mix|log|c", sluice.RuntimeOverride{Limit: 1})
+	ov.set("mix|log|c", sluice.Override{Limit: 1})
 	if _, err := lim.AllowN(context.Background(), p, map[string]string{"k": "c"}, 2); !errors.Is(err, sluice.ErrCostExceedsLimit) {
 		t.Errorf("cost 2 over an override of 1: %v, want ErrCostExceedsLimit", err)
 	}
@@ -193,15 +196,16 @@ func TestRuntimeOverrideDenyCache(t *testing.T) {
 	ov := &overrideMap{}
 	clock := storetest.NewClock(t0)
 	var hits []store.Request
-	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{Clock: clock, Overrides: ov,
-		OnCacheHit: func(req *store.Request) {
-			c := *req
-			c.Checks, c.Results = slices.Clone(req.Checks), slices.Clone(req.Results)
-			for i := range c.Checks {
-				c.Checks[i].Values = slices.Clone(c.Checks[i].Values)
-			}
-			hits = append(hits, c)
-		}})
+	cfg := sluice.Config{Clock: clock, Overrides: ov}
+	hooks.Set(&cfg, hooks.Hooks{OnCacheHit: func(req *store.Request) {
+		c := *req
+		c.Checks, c.Results = slices.Clone(req.Checks), slices.Clone(req.Results)
+		for i := range c.Checks {
+			c.Checks[i].Values = slices.Clone(c.Checks[i].Values)
+		}
+		hits = append(hits, c)
+	}})
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), cfg)
 	p := cached("flood", 1, time.Minute, "ip")
 	ip := map[string]string{"ip": "203.0.113.7"}
 	allow := func() sluice.Decision {
@@ -227,8 +231,8 @@ func TestRuntimeOverrideDenyCache(t *testing.T) {
 		h.Results[0].RetryAfter != time.Minute {
 		t.Errorf("cache hit %+v, want the ip's window, not fitting for its limit, used 1, retry in 1m", h)
 	}
-	ov.set("flood|r|203.0.113.7", sluice.RuntimeOverride{Limit: 5})
-	if d := allow(); !d.Allowed || d.Cached || d.Limits[0].Limit != 5 {
+	ov.set("flood|r|203.0.113.7", sluice.Override{Limit: 5})
+	if d := allow(); !d.Allowed || d.Cached || d.Limits()[0].Limit != 5 {
 		t.Errorf("after raising the limit: %+v, want admitted by the store under 5", d)
 	}
 }

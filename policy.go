@@ -3,6 +3,7 @@ package sluice
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 )
 
 // Policy is a set of rules decided together: a request is allowed only when
@@ -10,11 +11,14 @@ import (
 // every such rule's window or in none. A global cap over a per-category cap
 // is a policy of two rules.
 //
-// A Policy is a plain value; it is safe for concurrent use as long as it is
-// not modified while in use. It may be changed between calls: a Limiter
-// validates a policy once and keeps the result, but it compares the policy
-// with what it validated at every call, and validates a changed policy
-// again before deciding with it.
+// A Policy is frozen by its first use: the first call that decides with it
+// validates it and keeps, in the policy, what every later call needs (its
+// checks prebuilt, its modes worked out), so that no call validates it
+// again. A change made to a used policy has no effect on any Limiter: to
+// change the figures, build a new Policy (a copy, q := *p, made while no
+// call is using p for the first time, is a new policy, frozen at its own
+// first use). A policy that fails validation is not frozen, and may be
+// fixed. A Policy is safe for concurrent use.
 type Policy struct {
 	// Name identifies the policy; it is part of every store key. Required.
 	Name string
@@ -48,6 +52,10 @@ type Policy struct {
 	// admits. Penalize policies, Record and Limiter.Decide do not use the
 	// cache. See docs/design.md, "Deny cache". Off by default.
 	CacheDenials bool
+
+	// frozen is the policy compiled at its first use (a *compiled, see
+	// compile.go), read and set atomically.
+	frozen unsafe.Pointer
 }
 
 // Validate reports why p cannot be enforced: an empty name, no rules, or a

@@ -76,23 +76,23 @@ func TestNewDecision(t *testing.T) {
 	}}
 	d := newDecision(req, nil)
 	if d.Allowed || d.Remaining != 0 || d.RetryAfter != 40*time.Second || d.ResetAfter != time.Minute ||
-		d.DeniedBy != "category" || d.Cause != CauseLimit || d.Limits[2].Cause != CauseGap {
+		d.DeniedBy != "category" || d.Cause != CauseLimit || d.Limits()[2].Cause != CauseGap {
 		want := "denied by category for its limit, remaining 0, retry 40s, reset 1m"
 		t.Fatalf("newDecision = %+v, want %s", d, want)
 	}
 	req.Results = []store.Result{{Fits: true, Used: 5, Remaining: 5, RetryAfter: time.Second}, {Fits: true, Used: 1, Remaining: 2}, {Fits: true, Remaining: 5}}
 	d = newDecision(req, nil)
-	if !d.Allowed || d.Remaining != 2 || d.RetryAfter != 0 || d.Limits[0].RetryAfter != 0 || d.DeniedBy != "" {
+	if !d.Allowed || d.Remaining != 2 || d.RetryAfter != 0 || d.Limits()[0].RetryAfter != 0 || d.DeniedBy != "" {
 		t.Fatalf("all fit: %+v", d)
 	}
 	// A shadow rule that does not fit: admitted, shadowed, its wait kept.
 	req.Checks[1].Shadow = true
 	req.Results = []store.Result{{Fits: true}, {Cause: store.CauseLimit, Used: 3, RetryAfter: 9 * time.Second}, {Fits: true}}
 	d = newDecision(req, nil)
-	if !d.Allowed || !d.Shadowed || d.DeniedBy != "category" || d.RetryAfter != 9*time.Second || !d.Limits[1].Shadow {
+	if !d.Allowed || !d.Shadowed || d.DeniedBy != "category" || d.RetryAfter != 9*time.Second || !d.Limits()[1].Shadow {
 		t.Fatalf("shadow rule over its limit: %+v", d)
 	}
-	if d := newDecision(&store.Request{Policy: "p"}, nil); !d.Allowed || !d.Unlimited || len(d.Limits) != 0 {
+	if d := newDecision(&store.Request{Policy: "p"}, nil); !d.Allowed || !d.Unlimited || len(d.Limits()) != 0 {
 		t.Fatalf("no checks: %+v, want allowed with no limit", d)
 	}
 }
@@ -168,6 +168,9 @@ func TestRuleValidate(t *testing.T) {
 		{"unless its own attribute", func(r *Rule) { r.Unless = []string{"a"} }, "never apply"},
 		{"star inside a pattern", func(r *Rule) { r.Match = map[string]string{"p": "/a/*/b"} }, "before its end"},
 		{"override without match", func(r *Rule) { r.Overrides = []Override{{Limit: 3}} }, "has no match"},
+		{"override with a window", func(r *Rule) {
+			r.Overrides = []Override{{Match: map[string]string{"plan": "paid"}, Limit: 3, Window: time.Hour}}
+		}, "only a runtime override"},
 		{"unlimited with a limit", func(r *Rule) {
 			r.Overrides = []Override{{Match: map[string]string{"a": "x"}, Limit: 3, Unlimited: true}}
 		}, "keep one"},

@@ -91,7 +91,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 		}
 		from, missing := s.appendValues(r.By, attrs)
 		var (
-			o   RuntimeOverride
+			o   Override
 			has bool
 		)
 		if ov != nil && missing == "" {
@@ -364,22 +364,4 @@ func sameWindow(a, b *store.Check) bool {
 		}
 	}
 	return true
-}
-
-// Resolve returns the store request that deciding cost units of p for
-// attrs makes: a check per rule that applies, with its values and limit,
-// without runtime overrides (Limiter.Resolve applies a Limiter's).
-// It is for tools that look at a store's windows (sluice inspect) and for
-// front ends that adjust a request before Limiter.Decide. It returns the
-// errors AllowN returns for bad input.
-func Resolve(p *Policy, attrs map[string]string, cost int64) (*store.Request, error) {
-	cp, err := compile(p)
-	if err != nil {
-		return nil, err
-	}
-	var s scratch
-	if err := s.resolve(cp, attrs, cost, nil); err != nil {
-		return nil, err
-	}
-	return &s.req, nil
 }

@@ -142,17 +142,37 @@ func (r *Rule) concurrent() bool { return r.Concurrency > 0 }
 // maxSpread is the most sub-windows a rule may spread a window over.
 const maxSpread = 64
 
-// Override is a limit of a rule for the requests whose attributes match.
+// Override gives some of a rule's windows figures of their own. It comes
+// from one of two places, with one meaning: a rule's Overrides, for the
+// requests whose attributes match (Match, with Limit or Unlimited), part of
+// the policy; or the Limiter's Overrides (Config.Overrides), for one window
+// at runtime (Limit, and Window, Burst or MinGap when above 0), which an
+// operator changes while the Limiter runs. See Overrides for the
+// precedence.
 type Override struct {
 	// Match holds attribute patterns, as Rule.Match; every one must match.
-	// At least one.
+	// At least one in a rule's Overrides; a runtime override is for the
+	// window it was given for, and its Match is not read.
 	Match map[string]string
 
 	// Limit replaces the rule's limit (0 blocks).
 	Limit int64
 
-	// Unlimited exempts the matching requests from the rule instead.
+	// Unlimited exempts the matching requests from the rule instead. Only
+	// in a rule's Overrides.
 	Unlimited bool
+
+	// Window replaces the rule's window when above 0. Only at runtime.
+	Window time.Duration
+
+	// Burst replaces a GCRA rule's burst when above 0; otherwise the
+	// rule's Burst applies, or Limit when the rule sets none. Only at
+	// runtime.
+	Burst int64
+
+	// MinGap replaces a log rule's minimum gap when above 0. Only at
+	// runtime.
+	MinGap time.Duration
 }
 
 // validate reports why r cannot be enforced, or nil.
@@ -258,6 +278,8 @@ func (r *Rule) validateConditions(invalid func(format string, args ...any) error
 			return invalid("override %d has limit %d; use 0 to block, or a positive limit", i+1, o.Limit)
 		case o.Unlimited && o.Limit != 0:
 			return invalid("override %d is unlimited and has limit %d; keep one", i+1, o.Limit)
+		case o.Window != 0 || o.Burst != 0 || o.MinGap != 0:
+			return invalid("override %d sets a window, burst or min gap, which only a runtime override (Config.Overrides) may; give a rule of its own other figures", i+1)
 		}
 		if err := checkPatterns(o.Match); err != nil {
 			return invalid("override %d: %v", i+1, err)

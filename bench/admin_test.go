@@ -30,7 +30,7 @@ func TestMemoryUsageEvents(t *testing.T) {
 		}
 		want += cost
 	}
-	req, err := sluice.Resolve(p, attrs, 1)
+	req, err := lim.Resolve(p, attrs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

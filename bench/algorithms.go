@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/redistest"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/store"
 )
@@ -57,7 +58,7 @@ func algorithmContenders() []algorithmContender {
 				}
 			}
 			key := func(i int) string {
-				req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
+				req, err := resolve.Request(p, map[string]string{"key": names[i]}, 1)
 				if err != nil {
 					return ""
 				}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 )
 
@@ -32,7 +33,7 @@ func memContenders() []memContender {
 			s := memstore.New(memstore.Config{})
 			p := onePolicy()
 			return func() decideFunc {
-				req, err := sluice.Resolve(p, map[string]string{"key": ""}, 1)
+				req, err := resolve.Request(p, map[string]string{"key": ""}, 1)
 				if err != nil {
 					panic(err)
 				}
@@ -43,7 +44,7 @@ func memContenders() []memContender {
 				}
 			}
 		}},
-		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: validation, a Request, statuses from shared blocks", func(names []string) func() decideFunc {
+		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: a policy compiled at its first use, a Request, the status held in the Decision", func(names []string) func() decideFunc {
 			lim := sluice.NewLimiter(memstore.New(memstore.Config{}), benchLimiterConfig)
 			p := onePolicy()
 			return func() decideFunc {

@@ -15,6 +15,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 )
 
@@ -128,7 +129,7 @@ func openSluiceOp(p *sluice.Policy, limiterCfg sluice.Config, op func(ctx contex
 				}
 			},
 			redisKey: func(i int) string {
-				req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
+				req, err := resolve.Request(p, map[string]string{"key": names[i]}, 1)
 				if err != nil {
 					return ""
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 )
 
@@ -180,7 +181,7 @@ func (b *bench) limitsTable() {
 			return
 		}
 		inst := &instance{redisKey: func(i int) string {
-			req, err := sluice.Resolve(p, map[string]string{"key": names[i]}, 1)
+			req, err := resolve.Request(p, map[string]string{"key": names[i]}, 1)
 			if err != nil {
 				return ""
 			}

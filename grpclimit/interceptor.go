@@ -185,7 +185,7 @@ func Denied(p *sluice.Policy, d sluice.Decision) error {
 	msg := fmt.Sprintf("rate limit exceeded: policy %q rule %q; retry after %v", p.Name, d.DeniedBy, d.RetryAfter.Round(time.Millisecond))
 	st := status.New(codes.ResourceExhausted, msg)
 	qf := &errdetails.QuotaFailure{}
-	for _, s := range d.Limits {
+	for _, s := range d.Limits() {
 		if !s.Fits {
 			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 				Subject:     p.Name,

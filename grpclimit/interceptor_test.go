@@ -257,7 +257,7 @@ func TestClientIPAndMethod(t *testing.T) {
 	d, err := lim.Peek(context.Background(), p, map[string]string{
 		"client": "203.0.113.7", "method": healthpb.Health_Check_FullMethodName,
 	}, 1)
-	if err != nil || d.Limits[0].Used != 1 {
+	if err != nil || d.Limits()[0].Used != 1 {
 		t.Errorf("window of 203.0.113.7: %+v, %v; want one entry", d, err)
 	}
 }

@@ -53,8 +53,8 @@ func TestLease(t *testing.T) {
 		}
 		return d
 	}
-	if d := peek(); d.Limits[0].Used != 7+1 || d.Limits[1].Used != 1 {
-		t.Errorf("after the unary call: tokens %d, in flight %d (the peek's own included); want 8 and 1", d.Limits[0].Used, d.Limits[1].Used)
+	if d := peek(); d.Limits()[0].Used != 7+1 || d.Limits()[1].Used != 1 {
+		t.Errorf("after the unary call: tokens %d, in flight %d (the peek's own included); want 8 and 1", d.Limits()[0].Used, d.Limits()[1].Used)
 	}
 	// A stream holds its lease until its handler returns.
 	err = ic.Stream(nil, stream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: "/llm.Model/Stream"}, func(_ any, ss grpc.ServerStream) error {
@@ -67,7 +67,7 @@ func TestLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := peek(); d.Limits[0].Used != 7+20+1 || d.Limits[1].Used != 1 {
-		t.Errorf("after the stream: tokens %d, in flight %d; want 28 and 1", d.Limits[0].Used, d.Limits[1].Used)
+	if d := peek(); d.Limits()[0].Used != 7+20+1 || d.Limits()[1].Used != 1 {
+		t.Errorf("after the stream: tokens %d, in flight %d; want 28 and 1", d.Limits()[0].Used, d.Limits()[1].Used)
 	}
 }

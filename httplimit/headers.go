@@ -89,8 +89,8 @@ func writeHeaders(h http.Header, ds []sluice.Decision, policyField string, legac
 			denied = true
 			retry = max(retry, d.RetryAfter)
 		}
-		for j := range d.Limits {
-			s := &d.Limits[j]
+		for j := range d.Limits() {
+			s := &d.Limits()[j]
 			if len(rl) > 0 {
 				rl = append(rl, ", "...)
 			}
@@ -104,11 +104,11 @@ func writeHeaders(h http.Header, ds []sluice.Decision, policyField string, legac
 		var pbuf [256]byte
 		p := pbuf[:0]
 		for i := range ds {
-			for j := range ds[i].Limits {
+			for j := range ds[i].Limits() {
 				if len(p) > 0 {
 					p = append(p, ", "...)
 				}
-				p = appendQuotaPolicy(p, ds[i].Limits[j].Rule, ds[i].Limits[j].Limit, ds[i].Limits[j].Window)
+				p = appendQuotaPolicy(p, ds[i].Limits()[j].Rule, ds[i].Limits()[j].Limit, ds[i].Limits()[j].Window)
 			}
 		}
 		policyField = string(p)

@@ -71,10 +71,10 @@ func checkFields(t *testing.T, h http.Header, d sluice.Decision) {
 	t.Helper()
 	policy := parseField(t, h, HeaderRateLimitPolicy)
 	limit := parseField(t, h, HeaderRateLimit)
-	if len(policy) != len(d.Limits) || len(limit) != len(d.Limits) {
-		t.Fatalf("%d policy items and %d limit items for %d rules", len(policy), len(limit), len(d.Limits))
+	if len(policy) != len(d.Limits()) || len(limit) != len(d.Limits()) {
+		t.Fatalf("%d policy items and %d limit items for %d rules", len(policy), len(limit), len(d.Limits()))
 	}
-	for i, s := range d.Limits {
+	for i, s := range d.Limits() {
 		p, l := policy[i], limit[i]
 		if p.name != s.Rule || l.name != s.Rule {
 			t.Errorf("item %d named %q and %q, want %q", i, p.name, l.name, s.Rule)
@@ -186,11 +186,11 @@ func TestRetryAfterRounding(t *testing.T) {
 				Allowed:    false,
 				RetryAfter: c.retry,
 				DeniedBy:   "per-user",
-				Limits: []sluice.LimitStatus{{
-					Rule: "per-user", Limit: 1, Window: time.Minute, Used: 1,
-					RetryAfter: c.retry, ResetAfter: c.retry,
-				}},
 			}
+			d.SetLimits([]sluice.LimitStatus{{
+				Rule: "per-user", Limit: 1, Window: time.Minute, Used: 1,
+				RetryAfter: c.retry, ResetAfter: c.retry,
+			}})
 			h := http.Header{}
 			WriteHeaders(h, d, HeaderOptions{})
 			if got := h.Get(HeaderRetryAfter); got != c.want {
@@ -243,10 +243,11 @@ func TestWriteHeadersDegraded(t *testing.T) {
 
 func TestWriteHeadersSubSecondWindow(t *testing.T) {
 	t.Parallel()
-	d := sluice.Decision{Allowed: true, Limits: []sluice.LimitStatus{{
+	d := sluice.Decision{Allowed: true}
+	d.SetLimits([]sluice.LimitStatus{{
 		Rule: "burst", Limit: 5, Window: 100 * time.Millisecond, Used: 1, Remaining: 4,
 		Fits: true, ResetAfter: 100 * time.Millisecond,
-	}}}
+	}})
 	h := http.Header{}
 	WriteHeaders(h, d, HeaderOptions{})
 	p := parseField(t, h, HeaderRateLimitPolicy)
@@ -257,10 +258,11 @@ func TestWriteHeadersSubSecondWindow(t *testing.T) {
 
 func TestWriteHeadersEscapesNames(t *testing.T) {
 	t.Parallel()
-	d := sluice.Decision{Allowed: true, Limits: []sluice.LimitStatus{
+	d := sluice.Decision{Allowed: true}
+	d.SetLimits([]sluice.LimitStatus{
 		{Rule: `say "hi" \o/`, Limit: 3, Window: time.Second, Remaining: 3, Fits: true},
 		{Rule: "café", Limit: 3, Window: time.Second, Remaining: 3, Fits: true},
-	}}
+	})
 	h := http.Header{}
 	WriteHeaders(h, d, HeaderOptions{})
 	items := parseField(t, h, HeaderRateLimit)

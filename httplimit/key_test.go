@@ -72,8 +72,8 @@ func TestKeyAbsentOrUnreadable(t *testing.T) {
 			}
 			// The route policy, decided first, recorded nothing.
 			d, err := e.lim.Peek(t.Context(), route, map[string]string{"route": "GET /items"}, 1)
-			if err != nil || d.Limits[0].Used != 1 {
-				t.Errorf("route window %+v, %v; want nothing recorded", d.Limits, err)
+			if err != nil || d.Limits()[0].Used != 1 {
+				t.Errorf("route window %+v, %v; want nothing recorded", d.Limits(), err)
 			}
 			mw = mustNew(t, Config{Limiter: e.lim, Policies: []*sluice.Policy{route, user},
 				Keys:         map[string]KeyFunc{"user": c.key, "route": Route},

@@ -50,8 +50,8 @@ func TestMiddlewareLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Limits[0].Used != 10+10+1 || d.Limits[1].Used != 1 {
-		t.Errorf("after the requests: tokens %d, in flight %d (the peek's own included); want 21 and 1", d.Limits[0].Used, d.Limits[1].Used)
+	if d.Limits()[0].Used != 10+10+1 || d.Limits()[1].Used != 1 {
+		t.Errorf("after the requests: tokens %d, in flight %d (the peek's own included); want 21 and 1", d.Limits()[0].Used, d.Limits()[1].Used)
 	}
 	// A handler that panics releases its slot; without ReportCost the
 	// estimate, 1, stands.
@@ -64,8 +64,8 @@ func TestMiddlewareLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Limits[0].Used != 21+1 || d.Limits[1].Used != 1 {
-		t.Errorf("after a panic: tokens %d, in flight %d; want 22 and 1", d.Limits[0].Used, d.Limits[1].Used)
+	if d.Limits()[0].Used != 21+1 || d.Limits()[1].Used != 1 {
+		t.Errorf("after a panic: tokens %d, in flight %d; want 22 and 1", d.Limits()[0].Used, d.Limits()[1].Used)
 	}
 	// Without Lease, a policy with a concurrency rule cannot be decided.
 	plain := mustNew(t, Config{Limiter: e.lim, Policies: []*sluice.Policy{p}, Keys: map[string]KeyFunc{"ip": res.Key}})

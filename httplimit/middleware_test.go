@@ -396,16 +396,16 @@ func TestMiddlewareSeveralPolicies(t *testing.T) {
 	}
 	// A peek counts the request it would admit: 1 used, and itself.
 	d, err := e.lim.Peek(context.Background(), route, map[string]string{"route": "GET /users/{user}/items"}, 1)
-	if err != nil || d.Limits[0].Used != 2 {
-		t.Errorf("per-route used %d (%v), want 1: a denied request must not reach later policies", d.Limits[0].Used-1, err)
+	if err != nil || d.Limits()[0].Used != 2 {
+		t.Errorf("per-route used %d (%v), want 1: a denied request must not reach later policies", d.Limits()[0].Used-1, err)
 	}
 	// Other users pass; the route window counts every user.
 	if resp := get("/users/bob/items"); resp.StatusCode != http.StatusOK {
 		t.Errorf("bob: status %d", resp.StatusCode)
 	}
 	d, _ = e.lim.Peek(context.Background(), route, map[string]string{"route": "GET /users/{user}/items"}, 1)
-	if d.Limits[0].Used != 3 {
-		t.Errorf("per-route used %d, want 2", d.Limits[0].Used-1)
+	if d.Limits()[0].Used != 3 {
+		t.Errorf("per-route used %d, want 2", d.Limits()[0].Used-1)
 	}
 }
 

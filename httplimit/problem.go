@@ -52,7 +52,7 @@ func QuotaExceeded(d sluice.Decision) Problem {
 		Title:  "Request cannot be satisfied as assigned quota has been exceeded",
 		Status: http.StatusTooManyRequests,
 	}
-	for _, s := range d.Limits {
+	for _, s := range d.Limits() {
 		if !s.Fits {
 			p.ViolatedPolicies = append(p.ViolatedPolicies, s.Rule)
 		}

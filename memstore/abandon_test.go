@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -25,7 +26,7 @@ func TestAbandonRacesAcquire(t *testing.T) {
 	ctx := context.Background()
 	granted, held := 0, 0
 	for i := range 2000 {
-		req, err := sluice.Resolve(p, nil, 10)
+		req, err := resolve.Request(p, nil, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestAbandonRacesAcquire(t *testing.T) {
 			held++
 		}
 	}
-	req, err := sluice.Resolve(p, nil, 1)
+	req, err := resolve.Request(p, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

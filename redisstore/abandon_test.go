@@ -80,7 +80,7 @@ func TestAbandonTombstoneKey(t *testing.T) {
 		if !finish(x.ID()) {
 			t.Errorf("layout %d: an abandon of a lease taken reports it not held", layout.layout)
 		}
-		if d, err := lim.Peek(ctx, p, attrs, 1); err != nil || d.Limits[0].Used != 1 {
+		if d, err := lim.Peek(ctx, p, attrs, 1); err != nil || d.Limits()[0].Used != 1 {
 			t.Errorf("layout %d: after the abandon: %+v, %v; want no lease alive", layout.layout, d, err)
 		}
 		if keys, err := ttls(ctx, c, prefix); err != nil || len(keys) != 1 {

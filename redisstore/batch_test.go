@@ -43,7 +43,7 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if d.Allowed {
-				globalUsed = append(globalUsed, d.Limits[0].Used)
+				globalUsed = append(globalUsed, d.Limits()[0].Used)
 				admittedFor[k]++
 			} else if d.RetryAfter != time.Minute {
 				t.Errorf("denied %s: retry after %v, want 1m (every entry is at T0)", k, d.RetryAfter)

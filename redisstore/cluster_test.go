@@ -370,8 +370,8 @@ func TestClusterBatchesBySlot(t *testing.T) {
 	}
 	// A peek counts the request it would admit.
 	d := peek(t, s, p, nil, 1)
-	if want := int64(goroutines*each) + 1; d.Limits[0].Used != want {
-		t.Errorf("the key counts %d, want %d", d.Limits[0].Used, want)
+	if want := int64(goroutines*each) + 1; d.Limits()[0].Used != want {
+		t.Errorf("the key counts %d, want %d", d.Limits()[0].Used, want)
 	}
 	t.Logf("%d decisions, %d script calls", goroutines*each, calls)
 }
@@ -475,8 +475,8 @@ func TestClusterBatchesByMaster(t *testing.T) {
 	}
 	for u := range users {
 		attrs := map[string]string{"user": fmt.Sprintf("u%d", u)}
-		if d := peek(t, s, p, attrs, 1); d.Limits[0].Used != int64(goroutines*each/users)+1 {
-			t.Fatalf("user u%d counts %d, want %d", u, d.Limits[0].Used-1, goroutines*each/users)
+		if d := peek(t, s, p, attrs, 1); d.Limits()[0].Used != int64(goroutines*each/users)+1 {
+			t.Fatalf("user u%d counts %d, want %d", u, d.Limits()[0].Used-1, goroutines*each/users)
 		}
 	}
 	t.Logf("%d decisions over %d users, %d script calls", goroutines*each, users, n)

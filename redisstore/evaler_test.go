@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 )
 
 // stubEvaler answers with canned replies, to test what the store does with
@@ -47,7 +48,7 @@ func decideWith(t *testing.T, ev Evaler) (sluice.Decision, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := sluice.Resolve(onePolicy, nil, 1)
+	req, err := resolve.Request(onePolicy, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestNoScriptLoadsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.Allowed || d.Limits[0].Used != 1 {
+	if !d.Allowed || d.Limits()[0].Used != 1 {
 		t.Errorf("decision %+v, want allowed with used 1", d)
 	}
 	if got := strings.Join(ev.calls, " "); got != "EVALSHA EVAL" {
@@ -129,7 +130,7 @@ func TestBuildFollowsAlgorithms(t *testing.T) {
 			{Name: "global", Limit: 5, Window: time.Minute},
 			{Name: "r", Limit: 5, Window: time.Minute, Algorithm: tc.alg, Shadow: tc.shadow},
 		}}
-		req, err := sluice.Resolve(p, nil, 1)
+		req, err := resolve.Request(p, nil, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,10 +35,10 @@ func TestFallbackLeasesRedisDown(t *testing.T) {
 	inFlight := func(what string, lim *sluice.Limiter) int64 {
 		t.Helper()
 		d, err := lim.Peek(ctx, p, nil, 1)
-		if err != nil || !d.Allowed || len(d.Limits) != 2 {
+		if err != nil || !d.Allowed || len(d.Limits()) != 2 {
 			t.Fatalf("peek of %s: %+v, %v; want it to fit", what, d, err)
 		}
-		return d.Limits[1].Used - 1 // the peeked request counts
+		return d.Limits()[1].Used - 1 // the peeked request counts
 	}
 	onRedis := sluice.NewLimiter(s, sluice.Config{Timeout: 10 * time.Second})
 	onFallback := sluice.NewLimiter(fb, sluice.Config{})
@@ -61,7 +61,7 @@ func TestFallbackLeasesRedisDown(t *testing.T) {
 			}
 			break
 		}
-		if !d.Allowed || !d.Degraded || d.Limits[1].Limit != 2 || x == nil || !x.Degraded() {
+		if !d.Allowed || !d.Degraded || d.Limits()[1].Limit != 2 || x == nil || !x.Degraded() {
 			t.Fatalf("acquire #%d with Redis frozen: %+v, %+v; want allowed by the fallback, in flight limit 8/4", i+1, x, d)
 		}
 		held = append(held, x)

@@ -75,8 +75,8 @@ func TestFunctionFlushReloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := decide(t, s, p, nil, 1, store.ModeAllow)
-		if !d.Allowed || d.Limits[0].Used != int64(i+1) {
-			t.Fatalf("after FUNCTION FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
+		if !d.Allowed || d.Limits()[0].Used != int64(i+1) {
+			t.Fatalf("after FUNCTION FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits()[0].Used, i+1)
 		}
 	}
 	if calls, failed := commandCalls(t, srv, "fcall"); calls != "6" || failed != "3" {
@@ -85,8 +85,8 @@ func TestFunctionFlushReloads(t *testing.T) {
 	if calls, _ := commandCalls(t, srv, "evalsha"); calls != "" {
 		t.Errorf("EVALSHA: %s calls, want none", calls)
 	}
-	if d := peek(t, s, p, nil, 1); d.Allowed || d.Limits[0].Used != 3 {
-		t.Errorf("peek after 3 decisions: allowed %v used %d, want denied with used 3", d.Allowed, d.Limits[0].Used)
+	if d := peek(t, s, p, nil, 1); d.Allowed || d.Limits()[0].Used != 3 {
+		t.Errorf("peek after 3 decisions: allowed %v used %d, want denied with used 3", d.Allowed, d.Limits()[0].Used)
 	}
 
 	// Leases: lease.lua and finish.lua are functions of the same library,
@@ -109,7 +109,7 @@ func TestFunctionFlushReloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		x, d, err := lim.Acquire(ctx, lp, nil, 10)
-		if err != nil || !d.Allowed || d.Limits[0].Used != int64(4*i+10) {
+		if err != nil || !d.Allowed || d.Limits()[0].Used != int64(4*i+10) {
 			t.Fatalf("acquire #%d after FUNCTION FLUSH: %+v, %v; want allowed with tokens used %d", i+1, d, err, 4*i+10)
 		}
 		fcalls, failed = fcalls+2, failed+1
@@ -131,7 +131,7 @@ func TestFunctionFlushReloads(t *testing.T) {
 		}
 		fcalls++
 	}
-	if _, d, err := lim.Acquire(ctx, lp, nil, 10); err != nil || !d.Allowed || d.Limits[0].Used != 18 || d.Limits[1].Used != 1 {
+	if _, d, err := lim.Acquire(ctx, lp, nil, 10); err != nil || !d.Allowed || d.Limits()[0].Used != 18 || d.Limits()[1].Used != 1 {
 		t.Errorf("acquire after 2 leases settled to 4: %+v, %v; want allowed with tokens used 18, this one in flight", d, err)
 	}
 	fcalls++
@@ -159,8 +159,8 @@ func TestFunctionsRefused(t *testing.T) {
 	p := &sluice.Policy{Name: "acl", Rules: []sluice.Rule{{Name: "r", Limit: 2, Window: time.Minute}}}
 	for i := range 3 {
 		d := decide(t, s, p, nil, 1, store.ModeAllow)
-		if want := i < 2; d.Allowed != want || d.Limits[0].Used != int64(min(i+1, 2)) {
-			t.Fatalf("decision %d: allowed %v used %d, want allowed %v used %d", i+1, d.Allowed, d.Limits[0].Used, want, min(i+1, 2))
+		if want := i < 2; d.Allowed != want || d.Limits()[0].Used != int64(min(i+1, 2)) {
+			t.Fatalf("decision %d: allowed %v used %d, want allowed %v used %d", i+1, d.Allowed, d.Limits()[0].Used, want, min(i+1, 2))
 		}
 	}
 	if calls, _ := commandCalls(t, srv, "evalsha"); calls != "3" {

@@ -90,7 +90,7 @@ type Entry struct {
 // order, and the store's time: the Redis server's, or Config.Clock's when
 // set (read with the last window; each window is read on its own). It is for operators looking at a store
 // (sluice inspect), not for deciding: the windows may change between
-// Inspect and any later call. sluice.Resolve gives the request of a policy
+// Inspect and any later call. sluice.Limiter.Resolve gives the request of a policy
 // and attributes.
 func (s *Store) Inspect(ctx context.Context, req *store.Request) ([]Window, time.Time, error) {
 	ks := s.Keys(req)

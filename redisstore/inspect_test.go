@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -62,7 +63,7 @@ func TestInspect(t *testing.T) {
 			}
 		}
 	}
-	if _, err := sluice.Resolve(p, nil, 1); err == nil {
+	if _, err := resolve.Request(p, nil, 1); err == nil {
 		t.Error("resolving without the category attribute succeeded")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
@@ -29,7 +30,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 // request returns the store request of cost units of p for attrs.
 func request(t testing.TB, p *sluice.Policy, attrs map[string]string, cost int64) *store.Request {
 	t.Helper()
-	req, err := sluice.Resolve(p, attrs, cost)
+	req, err := resolve.Request(p, attrs, cost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +80,8 @@ func TestOneEntryPerMicrosecond(t *testing.T) {
 		s := b.open(t, redisstore.Config{Prefix: newPrefix(), Clock: clock.Now})
 		p := &sluice.Policy{Name: "burst", Rules: []sluice.Rule{{Name: "r", Limit: 1000, Window: time.Minute}}}
 		for i := range 1000 {
-			if d := decide(t, s, p, nil, 1, store.ModeAllow); !d.Allowed || d.Limits[0].Used != int64(i+1) {
-				t.Fatalf("event %d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
+			if d := decide(t, s, p, nil, 1, store.ModeAllow); !d.Allowed || d.Limits()[0].Used != int64(i+1) {
+				t.Fatalf("event %d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits()[0].Used, i+1)
 			}
 		}
 		// 1,000 events at one microsecond are one entry of cost 1,000.
@@ -104,8 +105,8 @@ func TestCostIsOneEntry(t *testing.T) {
 			clock.Advance(time.Second)
 		}
 		d := peek(t, s, p, nil, 1<<39)
-		if want := int64(1<<30 + 1<<39 + 1); d.Limits[0].Used != want || d.Allowed {
-			t.Errorf("peek: used %d allowed %v, want used %d and denied", d.Limits[0].Used, d.Allowed, want)
+		if want := int64(1<<30 + 1<<39 + 1); d.Limits()[0].Used != want || d.Allowed {
+			t.Errorf("peek: used %d allowed %v, want used %d and denied", d.Limits()[0].Used, d.Allowed, want)
 		}
 		es := entries(t, admin(t), keysOf(t, s, p, nil)[0])
 		want := []string{"1073741824:1073741824", "550829555712:549755813888", "550829555713"}
@@ -258,8 +259,8 @@ func TestNoScriptReloads(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := decide(t, s, p, nil, 1, store.ModeAllow)
-			if !d.Allowed || d.Limits[0].Used != int64(i+1) {
-				t.Fatalf("after SCRIPT FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits[0].Used, i+1)
+			if !d.Allowed || d.Limits()[0].Used != int64(i+1) {
+				t.Fatalf("after SCRIPT FLUSH #%d: allowed %v used %d, want allowed with used %d", i+1, d.Allowed, d.Limits()[0].Used, i+1)
 			}
 		}
 		if n := units(entries(t, c, keysOf(t, s, p, nil)[0])); n != 3 {

@@ -235,7 +235,7 @@ func (s *Store) Close() error {
 }
 
 // Keys returns the Redis key of each window of req, in order: the keys
-// Decide reads and writes. sluice.Resolve gives the request of a policy
+// Decide reads and writes. sluice.Limiter.Resolve gives the request of a policy
 // and attributes.
 func (s *Store) Keys(req *store.Request) []string {
 	return s.names.plan(req).keys

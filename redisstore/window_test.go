@@ -74,8 +74,8 @@ func TestRebase(t *testing.T) {
 	// epoch must move twice to keep scores under 2^30 µs (about 18 min).
 	for i := range 120 {
 		d := decide(t, s, p, nil, 1, store.ModeAllow)
-		if want := int64(min(i+1, 3)); !d.Allowed || d.Limits[0].Used != want {
-			t.Fatalf("event %d: allowed %v used %d, want used %d", i+1, d.Allowed, d.Limits[0].Used, want)
+		if want := int64(min(i+1, 3)); !d.Allowed || d.Limits()[0].Used != want {
+			t.Fatalf("event %d: allowed %v used %d, want used %d", i+1, d.Allowed, d.Limits()[0].Used, want)
 		}
 		zs, err := admin(t).Do(context.Background(), admin(t).B().Zrange().Key(key).Min("0").Max("-2").Withscores().Build()).AsZScores()
 		if err != nil {
@@ -96,8 +96,8 @@ func TestRebase(t *testing.T) {
 	// The rebased key decides as before: 20 s after the last event, the
 	// window holds the last 2 (a peek of a cost that does not fit reports
 	// the window as it is).
-	if d := peek(t, s, p, nil, 99); d.Limits[0].Used != 2 || d.ResetAfter != time.Minute-20*time.Second {
-		t.Errorf("peek: used %d reset %v, want 2 and 40s", d.Limits[0].Used, d.ResetAfter)
+	if d := peek(t, s, p, nil, 99); d.Limits()[0].Used != 2 || d.ResetAfter != time.Minute-20*time.Second {
+		t.Errorf("peek: used %d reset %v, want 2 and 40s", d.Limits()[0].Used, d.ResetAfter)
 	}
 }
 
@@ -137,7 +137,7 @@ func TestRollbackOfGrownEntry(t *testing.T) {
 	if d := decide(t, s, p, a, 1, store.ModeAllow); !d.Allowed {
 		t.Fatalf("a, first: %+v", d)
 	}
-	if d := decide(t, s, p, a, 1, store.ModeAllow); d.Allowed || d.DeniedBy != "global" || d.Limits[1].Used != 1 {
+	if d := decide(t, s, p, a, 1, store.ModeAllow); d.Allowed || d.DeniedBy != "global" || d.Limits()[1].Used != 1 {
 		t.Fatalf("a, second: %+v, want denied by global with user a's used 1", d)
 	}
 	checkEntries(t, keysOf(t, s, p, a)[1], "0s 1")

@@ -21,8 +21,8 @@ var algorithmCases = []testCase{
 		for i := range 3 {
 			d := e.allow(p, nil, 1)
 			e.expect("burst", d, outcome{Allowed: true, Remaining: int64(2 - i), ResetAfter: time.Duration(i+1) * 100 * time.Millisecond})
-			if d.Limits[0].Used != int64(i+1) { // GCRA's Used is the part of the burst in use
-				e.t.Errorf("burst #%d: used %d, want %d", i+1, d.Limits[0].Used, i+1)
+			if d.Limits()[0].Used != int64(i+1) { // GCRA's Used is the part of the burst in use
+				e.t.Errorf("burst #%d: used %d, want %d", i+1, d.Limits()[0].Used, i+1)
 			}
 		}
 		// The bucket is full until 100ms: the fourth waits that long.
@@ -145,7 +145,7 @@ var algorithmCases = []testCase{
 				return d
 			}
 			d := decide(store.ModeRecord, 5)
-			if d.Allowed || d.DeniedBy != "r" || d.Limits[0].Remaining != 0 || alg != sluice.GCRA && d.Limits[0].Used != 5 {
+			if d.Allowed || d.DeniedBy != "r" || d.Limits()[0].Remaining != 0 || alg != sluice.GCRA && d.Limits()[0].Used != 5 {
 				e.t.Errorf("%v: record 5 on 3: %+v, want reported over r, 5 used (GCRA: its burst), 0 remaining", alg, d)
 			}
 			want := 3 * time.Second
@@ -176,7 +176,7 @@ var algorithmCases = []testCase{
 			e.t.Errorf("Peek 5 on 3: %v, want ErrCostExceedsLimit", err)
 		}
 		d, err := e.lim.Record(e.ctx, p, u, 5)
-		if err != nil || d.Allowed || d.DeniedBy != "r" || d.Limits[0].Used != 5 || d.Limits[0].Remaining != 0 {
+		if err != nil || d.Allowed || d.DeniedBy != "r" || d.Limits()[0].Used != 5 || d.Limits()[0].Remaining != 0 {
 			e.t.Errorf("Record 5 on 3: %+v, %v; want recorded and reported over r, 5 used, 0 remaining", d, err)
 		}
 		e.expect("1 after Record of 5 on 3", e.allow(p, u, 1), denied("r", 0, 3*time.Second))

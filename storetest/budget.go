@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -54,7 +55,7 @@ func budgetPolicy(name string, alg sluice.Algorithm, limit int64, window, budget
 // Limiter resolves it.
 func (e *env) checkOf(p *sluice.Policy, attrs map[string]string, cost int64) store.Check {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, attrs, cost)
+	req, err := resolve.Request(p, attrs, cost)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func (e *env) status(p *sluice.Policy) status {
 		top = r.Burst
 	}
 	d := e.peek(p, nil, top)
-	return status{d.Allowed, d.Limits[0].Used, d.Limits[0].Remaining, d.RetryAfter, d.ResetAfter}
+	return status{d.Allowed, d.Limits()[0].Used, d.Limits()[0].Remaining, d.RetryAfter, d.ResetAfter}
 }
 
 // counts checks the Used and Remaining of p's first rule's window.
@@ -118,7 +119,7 @@ func (e *env) counts(what string, p *sluice.Policy, used, remaining int64) {
 // budgeted check from slices when it does).
 func (e *env) perRequest(p *sluice.Policy, cost int64) sluice.Decision {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, nil, cost)
+	req, err := resolve.Request(p, nil, cost)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -411,8 +412,8 @@ var budgetCases = []testCase{
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if d.Allowed || d.Limits[0].Used != int64(len(events))+stranded {
-			e.t.Errorf("after Close the global window counts %d: %d admitted, %d stranded", d.Limits[0].Used, len(events), stranded)
+		if d.Allowed || d.Limits()[0].Used != int64(len(events))+stranded {
+			e.t.Errorf("after Close the global window counts %d: %d admitted, %d stranded", d.Limits()[0].Used, len(events), stranded)
 		}
 		if len(events) < 80 {
 			e.t.Errorf("%d admitted of a global cap of 100 under 12 categories of 10 (%d stranded)", len(events), stranded)

@@ -106,8 +106,8 @@ var cases = []testCase{
 		// first rule is named and RetryAfter is the larger of the two.
 		d = e.allow(p, category("errors"), 1)
 		e.expect("errors over both", d, denied("global", 0, time.Minute-7*time.Millisecond))
-		if d.Limits[1].Fits || d.Limits[1].RetryAfter != time.Minute-7*time.Millisecond {
-			e.t.Errorf("category status = %+v, want not fitting with RetryAfter %v", d.Limits[1], time.Minute-7*time.Millisecond)
+		if d.Limits()[1].Fits || d.Limits()[1].RetryAfter != time.Minute-7*time.Millisecond {
+			e.t.Errorf("category status = %+v, want not fitting with RetryAfter %v", d.Limits()[1], time.Minute-7*time.Millisecond)
 		}
 	}},
 
@@ -128,8 +128,8 @@ var cases = []testCase{
 		// A peek counts the request it would admit: 3 + 1 and 0 + 1.
 		d := e.peek(p, category("warnings"), 1)
 		e.expectUsed("peek", d, 4, 1)
-		if d.Limits[0].Remaining != 6 {
-			e.t.Errorf("global remaining %d, want 6", d.Limits[0].Remaining)
+		if d.Limits()[0].Remaining != 6 {
+			e.t.Errorf("global remaining %d, want 6", d.Limits()[0].Remaining)
 		}
 		// The window of the denied category still ends with its admitted
 		// entries: at T0+60s the first one leaves and one more fits.
@@ -199,8 +199,8 @@ var cases = []testCase{
 		e.clock.Advance(30 * time.Millisecond)
 		d := e.allow(p, u, 1)
 		e.expect("30ms later", d, denied("per-user", 9, 70*time.Millisecond))
-		if d.Cause != sluice.CauseGap || d.Limits[0].Cause != sluice.CauseGap {
-			e.t.Errorf("30ms later: cause %q (rule %q), want %q", d.Cause, d.Limits[0].Cause, sluice.CauseGap)
+		if d.Cause != sluice.CauseGap || d.Limits()[0].Cause != sluice.CauseGap {
+			e.t.Errorf("30ms later: cause %q (rule %q), want %q", d.Cause, d.Limits()[0].Cause, sluice.CauseGap)
 		}
 		e.expect("other user", e.allow(p, map[string]string{"user": "u2"}, 1), allowed(9))
 		e.clock.Set(T0.Add(100*time.Millisecond - time.Microsecond))
@@ -286,20 +286,20 @@ var cases = []testCase{
 		e.clock.Advance(20 * time.Second)
 		d := e.allow(p, category("b"), 1)
 		e.expect("after two", d, outcome{Allowed: true, Remaining: 2, ResetAfter: time.Minute})
-		if got := d.Limits[1].ResetAfter; got != time.Minute {
+		if got := d.Limits()[1].ResetAfter; got != time.Minute {
 			e.t.Errorf("category b ResetAfter %v, want 1m", got)
 		}
 		e.clock.Advance(10 * time.Second)
 		// A denied peek (cost 3 does not fit category a's 2 left) reports
 		// the windows as they are.
 		d = e.peek(p, category("a"), 3)
-		if d.ResetAfter != 50*time.Second || d.Limits[1].ResetAfter != 30*time.Second {
-			e.t.Errorf("peek a: ResetAfter %v (category %v), want 50s (30s)", d.ResetAfter, d.Limits[1].ResetAfter)
+		if d.ResetAfter != 50*time.Second || d.Limits()[1].ResetAfter != 30*time.Second {
+			e.t.Errorf("peek a: ResetAfter %v (category %v), want 50s (30s)", d.ResetAfter, d.Limits()[1].ResetAfter)
 		}
-		if d := e.peek(p, category("never"), 1); d.Limits[1].ResetAfter != time.Minute {
-			e.t.Errorf("empty window, admitted by a peek: ResetAfter %v, want 1m (its entry's)", d.Limits[1].ResetAfter)
+		if d := e.peek(p, category("never"), 1); d.Limits()[1].ResetAfter != time.Minute {
+			e.t.Errorf("empty window, admitted by a peek: ResetAfter %v, want 1m (its entry's)", d.Limits()[1].ResetAfter)
 		}
-		if d := e.peek(p, category("never"), 3); d.Limits[1].ResetAfter != time.Minute || !d.Allowed {
+		if d := e.peek(p, category("never"), 3); d.Limits()[1].ResetAfter != time.Minute || !d.Allowed {
 			e.t.Errorf("empty window: peek %+v", d)
 		}
 	}},

@@ -37,8 +37,8 @@ var conditionalCases = []testCase{
 		e.expect("ada #2", e.allow(p, ada, 1), allowed(0))
 		d := e.allow(p, ada, 1)
 		e.expect("ada #3", d, denied("per-user", 0, time.Minute))
-		if len(d.Limits) != 1 || d.Limits[0].Rule != "per-user" {
-			e.t.Errorf("ada #3 statuses %+v, want per-user's alone", d.Limits)
+		if len(d.Limits()) != 1 || d.Limits()[0].Rule != "per-user" {
+			e.t.Errorf("ada #3 statuses %+v, want per-user's alone", d.Limits())
 		}
 		// The same IP without a user: its own window, untouched by ada's.
 		for i := range 3 {
@@ -54,7 +54,7 @@ var conditionalCases = []testCase{
 		p := apiPolicy()
 		paid := map[string]string{"user": "bob", "plan": "paid"}
 		for i := range 20 {
-			if d := e.allow(p, paid, 1); !d.Allowed || d.Limits[0].Limit != 20 {
+			if d := e.allow(p, paid, 1); !d.Allowed || d.Limits()[0].Limit != 20 {
 				e.t.Fatalf("paid #%d: %+v, want allowed under a limit of 20", i+1, d)
 			}
 		}
@@ -65,7 +65,7 @@ var conditionalCases = []testCase{
 		// An exempt tenant: no limit, nothing recorded.
 		for range 5 {
 			d := e.allow(p, map[string]string{"user": "carol", "tenant": "acme"}, 1)
-			if !d.Allowed || !d.Unlimited || len(d.Limits) != 0 || d.Remaining != sluice.UnlimitedRemaining {
+			if !d.Allowed || !d.Unlimited || len(d.Limits()) != 0 || d.Remaining != sluice.UnlimitedRemaining {
 				e.t.Fatalf("acme: %+v, want allowed with no limit, Remaining 2^53-1", d)
 			}
 		}
@@ -79,13 +79,13 @@ var conditionalCases = []testCase{
 		bot := map[string]string{"user": "bot-7"}
 		for i := range 3 {
 			d := e.allow(p, bot, 1)
-			if d.Allowed || d.DeniedBy != "per-user" || d.Cause != sluice.CauseLimit || d.Limits[0].Used != 0 {
+			if d.Allowed || d.DeniedBy != "per-user" || d.Cause != sluice.CauseLimit || d.Limits()[0].Used != 0 {
 				e.t.Fatalf("bot #%d: %+v, want denied by per-user for its limit, nothing used", i+1, d)
 			}
 		}
 		e.expect("a human", e.allow(p, map[string]string{"user": "bot"}, 1), allowed(1))
 		// Recorded unconditionally, a blocked window counts the event.
-		if d := e.record(p, bot, 1); d.Allowed || d.Limits[0].Used != 1 {
+		if d := e.record(p, bot, 1); d.Allowed || d.Limits()[0].Used != 1 {
 			e.t.Errorf("record for a bot: %+v, want reported over the limit with 1 used", d)
 		}
 	}},
@@ -105,7 +105,7 @@ var conditionalCases = []testCase{
 			e.t.Errorf("third: %+v, want allowed, shadowed by new, its wait 1m", d)
 		}
 		e.expectUsed("third", d, 3, 3)
-		if s := d.Limits[1]; s.Fits || !s.Shadow {
+		if s := d.Limits()[1]; s.Fits || !s.Shadow {
 			e.t.Errorf("the shadow rule's status %+v, want not fitting, in shadow mode", s)
 		}
 		// The live rule still denies.

@@ -43,7 +43,7 @@ var crossSlotCases = []testCase{
 		d = e.allow(p, user("c"), 1)
 		e.expect("c#2", d, denied("global", 0, 58*time.Second))
 		e.expectUsed("c#2", d, 5, 1)
-		if s := d.Limits[1]; !s.Fits || s.ResetAfter != time.Minute {
+		if s := d.Limits()[1]; !s.Fits || s.ResetAfter != time.Minute {
 			e.t.Errorf("c#2 per-user status %+v, want fitting with ResetAfter 1m (its entry's)", s)
 		}
 		e.expectUsed("peek c", e.peek(p, user("c"), 1), 5, 1)
@@ -62,8 +62,8 @@ var crossSlotCases = []testCase{
 		e.allow(p, user("a"), 1)
 		d := e.allow(p, user("a"), 1)
 		e.expect("a#3", d, denied("global", 0, time.Minute))
-		if d.Limits[1].Fits {
-			e.t.Errorf("per-user status %+v, want not fitting", d.Limits[1])
+		if d.Limits()[1].Fits {
+			e.t.Errorf("per-user status %+v, want not fitting", d.Limits()[1])
 		}
 	}},
 

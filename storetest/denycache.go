@@ -92,14 +92,14 @@ func (t *cacheTally) check(d, want sluice.Decision) string {
 	if d.RetryAfter > want.RetryAfter {
 		fmt.Fprintf(&b, "  waits %v, the store %v\n", d.RetryAfter, want.RetryAfter)
 	}
-	if len(d.Limits) != len(want.Limits) {
-		fmt.Fprintf(&b, "  %d statuses, the store %d: %+v\n", len(d.Limits), len(want.Limits), d.Limits)
+	if len(d.Limits()) != len(want.Limits()) {
+		fmt.Fprintf(&b, "  %d statuses, the store %d: %+v\n", len(d.Limits()), len(want.Limits()), d.Limits())
 		return b.String()
 	}
 	exact := true
 	denier := ""
-	for i, s := range d.Limits {
-		w := want.Limits[i]
+	for i, s := range d.Limits() {
+		w := want.Limits()[i]
 		switch {
 		case s.Rule != w.Rule || s.Limit != w.Limit || s.Window != w.Window || s.Shadow != w.Shadow:
 			fmt.Fprintf(&b, "  status %d is rule %q (limit %d per %v, shadow %v), the store's %q (%d per %v, %v)\n",

@@ -96,10 +96,10 @@ func saturated(r sluice.Rule, cost int64) int64 {
 // overall Remaining the tightest rule's.
 func (e *env) sane(what string, d sluice.Decision, rules ...sluice.Rule) {
 	e.t.Helper()
-	if len(d.Limits) != len(rules) {
-		e.t.Fatalf("%s: %d limit statuses, want %d", what, len(d.Limits), len(rules))
+	if len(d.Limits()) != len(rules) {
+		e.t.Fatalf("%s: %d limit statuses, want %d", what, len(d.Limits()), len(rules))
 	}
-	for i, s := range d.Limits {
+	for i, s := range d.Limits() {
 		top := bound(rules[i])
 		if rules[i].Concurrency > 0 {
 			top = rules[i].Concurrency
@@ -151,19 +151,19 @@ func extremeCostsCase(e *env, r sluice.Rule) {
 			}
 			d := e.record(p, attrs, c)
 			e.sane(what+": record", d, r)
-			if d.Limits[0].Fits || d.Limits[0].Used != saturated(r, c) {
-				e.t.Errorf("%s: record fits %v, used %d; want false, %d", what, d.Limits[0].Fits, d.Limits[0].Used, saturated(r, c))
+			if d.Limits()[0].Fits || d.Limits()[0].Used != saturated(r, c) {
+				e.t.Errorf("%s: record fits %v, used %d; want false, %d", what, d.Limits()[0].Fits, d.Limits()[0].Used, saturated(r, c))
 			}
 			next := e.peek(p, attrs, 1)
 			e.sane(what+": next", next, r)
 			if next.Allowed && !fleeting(r) {
-				e.t.Errorf("%s: the next request is allowed over a window holding %d of %d", what, d.Limits[0].Used, b)
+				e.t.Errorf("%s: the next request is allowed over a window holding %d of %d", what, d.Limits()[0].Used, b)
 			}
 		default:
 			d := e.allow(p, attrs, c)
 			e.sane(what, d, r)
-			if !d.Allowed || d.Limits[0].Used != c || d.Limits[0].Remaining != b-c {
-				e.t.Errorf("%s: allowed %v, used %d, remaining %d; want true, %d, %d", what, d.Allowed, d.Limits[0].Used, d.Limits[0].Remaining, c, b-c)
+			if !d.Allowed || d.Limits()[0].Used != c || d.Limits()[0].Remaining != b-c {
+				e.t.Errorf("%s: allowed %v, used %d, remaining %d; want true, %d, %d", what, d.Allowed, d.Limits()[0].Used, d.Limits()[0].Remaining, c, b-c)
 			}
 			next := e.peek(p, attrs, 1)
 			e.sane(what+": next", next, r)
@@ -184,8 +184,8 @@ func extremeRecordsCase(e *env, r sluice.Rule) {
 	for i := range 1024 {
 		d := e.record(p, attrs, maxCost)
 		e.sane("record", d, r)
-		if d.Limits[0].Used != saturated(r, maxCost) || d.Limits[0].Remaining != 0 {
-			e.t.Fatalf("record #%d: used %d, remaining %d; want %d, 0", i+1, d.Limits[0].Used, d.Limits[0].Remaining, saturated(r, maxCost))
+		if d.Limits()[0].Used != saturated(r, maxCost) || d.Limits()[0].Remaining != 0 {
+			e.t.Fatalf("record #%d: used %d, remaining %d; want %d, 0", i+1, d.Limits()[0].Used, d.Limits()[0].Remaining, saturated(r, maxCost))
 		}
 	}
 	d := e.peek(p, attrs, 1)
@@ -249,7 +249,7 @@ func extremeSettlesCase(e *env, r sluice.Rule) {
 		if fleeting(r) {
 			continue
 		}
-		if got, want := d.Limits[0].Used, saturated(r, maxCost+1); got != want {
+		if got, want := d.Limits()[0].Used, saturated(r, maxCost+1); got != want {
 			e.t.Fatalf("after settle #%d: used %d, want %d", i+1, got, want)
 		}
 		if d.Allowed {
@@ -276,7 +276,7 @@ func extremeLimitZero(e *env) {
 			}
 			d = e.record(p, attrs, c)
 			e.sane(r.Name+": record", d, r)
-			if d.Limits[0].Fits {
+			if d.Limits()[0].Fits {
 				e.t.Errorf("%s: record of %d fits a limit of 0", r.Name, c)
 			}
 		}
@@ -302,7 +302,7 @@ func extremeLeases(e *env) {
 		attrs := map[string]string{"user": "u"}
 		a, d := e.acquire(p, attrs, maxCost) // a lease takes one slot whatever its cost
 		e.sane(c.name+": first", d, r)
-		if a == nil || d.Limits[0].Used != 1 || d.Limits[0].Remaining != c.n-1 {
+		if a == nil || d.Limits()[0].Used != 1 || d.Limits()[0].Remaining != c.n-1 {
 			e.t.Fatalf("%s: first lease: %+v, want held, used 1, remaining %d", c.name, d, c.n-1)
 		}
 		// A store may drop a lease of 1ms after 1ms of its own time, as
@@ -317,17 +317,17 @@ func extremeLeases(e *env) {
 			if b != nil || d.RetryAfter != c.lease {
 				e.t.Errorf("%s: second lease held %v, retry after %v; want denied, %v", c.name, b != nil, d.RetryAfter, c.lease)
 			}
-		case b == nil || d.Limits[0].Used != 2:
+		case b == nil || d.Limits()[0].Used != 2:
 			e.t.Errorf("%s: second lease: %+v, want held, used 2", c.name, d)
 		}
 		// A peek counts the lease it would take.
 		e.clock.Advance(c.lease - time.Microsecond)
-		if d := e.peekLease(p, attrs); steady && (c.n == 1 && d.Allowed || c.n > 1 && d.Limits[0].Used != 3) {
-			e.t.Errorf("%s: 1µs before the lease time: allowed %v, used %d; want the leases still alive", c.name, d.Allowed, d.Limits[0].Used)
+		if d := e.peekLease(p, attrs); steady && (c.n == 1 && d.Allowed || c.n > 1 && d.Limits()[0].Used != 3) {
+			e.t.Errorf("%s: 1µs before the lease time: allowed %v, used %d; want the leases still alive", c.name, d.Allowed, d.Limits()[0].Used)
 		}
 		e.clock.Advance(time.Microsecond)
-		if d := e.peekLease(p, attrs); d.Limits[0].Used != 1 || !d.Allowed {
-			e.t.Errorf("%s: at the lease time: allowed %v, used %d; want allowed, used 1 (the peek's)", c.name, d.Allowed, d.Limits[0].Used)
+		if d := e.peekLease(p, attrs); d.Limits()[0].Used != 1 || !d.Allowed {
+			e.t.Errorf("%s: at the lease time: allowed %v, used %d; want allowed, used 1 (the peek's)", c.name, d.Allowed, d.Limits()[0].Used)
 		}
 		e.end(c.name+": release expired", a, release, false)
 		e.clock.Set(T0)

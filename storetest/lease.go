@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -90,12 +91,12 @@ func rateOnly(name string, rate sluice.Rule) *sluice.Policy {
 // expectReset checks each rule's ResetAfter, in policy order.
 func (e *env) expectReset(what string, d sluice.Decision, reset ...time.Duration) {
 	e.t.Helper()
-	if len(d.Limits) != len(reset) {
-		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits), len(reset))
+	if len(d.Limits()) != len(reset) {
+		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits()), len(reset))
 	}
 	for i, r := range reset {
-		if got := d.Limits[i].ResetAfter; got != r {
-			e.t.Errorf("%s at T0+%v: rule %q resets after %v, want %v", what, e.elapsed(), d.Limits[i].Rule, got, r)
+		if got := d.Limits()[i].ResetAfter; got != r {
+			e.t.Errorf("%s at T0+%v: rule %q resets after %v, want %v", what, e.elapsed(), d.Limits()[i].Rule, got, r)
 		}
 	}
 }
@@ -118,8 +119,8 @@ var leaseCases = []testCase{
 		// Full: the earliest lease expires at 10s, 8s from now.
 		_, d = e.acquire(p, user("ann"), 1)
 		e.expect("third", d, denied("in-flight", 0, 8*time.Second))
-		if d.Cause != sluice.CauseConcurrency || d.Limits[0].Used != 2 {
-			e.t.Errorf("third: cause %q used %d, want %q and 2", d.Cause, d.Limits[0].Used, sluice.CauseConcurrency)
+		if d.Cause != sluice.CauseConcurrency || d.Limits()[0].Used != 2 {
+			e.t.Errorf("third: cause %q used %d, want %q and 2", d.Cause, d.Limits()[0].Used, sluice.CauseConcurrency)
 		}
 		e.expect("peek", e.peek(p, user("ann"), 1), denied("in-flight", 0, 8*time.Second))
 		_, d = e.acquire(p, user("bob"), 1)
@@ -153,7 +154,7 @@ var leaseCases = []testCase{
 		if _, err := e.lim.Record(e.ctx, p, user("ann"), 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
 			e.t.Errorf("Record on a concurrency rule: %v, want ErrInvalidPolicy", err)
 		}
-		req, err := sluice.Resolve(p, user("ann"), 1)
+		req, err := resolve.Request(p, user("ann"), 1)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -216,8 +217,8 @@ var leaseCases = []testCase{
 		e.end("settle to 0", c, 0, true)
 		_, d = e.acquire(p, user("ann"), 95)
 		e.expect("refunded", d, allowed(0))
-		if d.Limits[0].Used != 100 {
-			e.t.Errorf("refunded: used %d, want 100", d.Limits[0].Used)
+		if d.Limits()[0].Used != 100 {
+			e.t.Errorf("refunded: used %d, want 100", d.Limits()[0].Used)
 		}
 	})},
 
@@ -461,7 +462,7 @@ var leaseCases = []testCase{
 		held := &sluice.Policy{Name: "lease-overrides", Rules: []sluice.Rule{
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 1, Lease: 10 * time.Second},
 		}}
-		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: time.Hour})
+		ov.set("lease-overrides|in-flight|ann", sluice.Override{Limit: 1, Window: time.Hour})
 		a, d := e.acquire(held, user("ann"), 1)
 		e.expect("leased", d, outcome{Allowed: true, ResetAfter: time.Hour})
 		if a.TTL() != time.Hour || !a.Expires().Equal(T0.Add(time.Hour)) {
@@ -476,7 +477,7 @@ var leaseCases = []testCase{
 		e.expect("extended", d, denied("in-flight", 0, time.Hour))
 		// An override changed while the lease is held: the next extension
 		// lasts the new lease time, and TTL says so.
-		ov.set("lease-overrides|in-flight|ann", sluice.RuntimeOverride{Limit: 1, Window: 2 * time.Hour})
+		ov.set("lease-overrides|in-flight|ann", sluice.Override{Limit: 1, Window: 2 * time.Hour})
 		if ok, err := x.Extend(e.ctx); err != nil || !ok || x.TTL() != 2*time.Hour || !x.Expires().Equal(T0.Add(2*time.Hour+time.Minute)) {
 			e.t.Errorf("extend after the override changed: held %v, err %v, lease time %v, expiry T0+%v; want held, 2h, T0+2h1m",
 				ok, err, x.TTL(), x.Expires().Sub(T0))
@@ -496,9 +497,9 @@ var leaseCases = []testCase{
 			{Name: "gcra", By: []string{"user"}, Limit: 10, Window: time.Second, Algorithm: sluice.GCRA},
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
 		}}
-		ov.set("settle-overrides|log|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides|counter|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides|gcra|ann", sluice.RuntimeOverride{Limit: 100, Window: time.Second})
+		ov.set("settle-overrides|log|ann", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|counter|ann", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides|gcra|ann", sluice.Override{Limit: 100, Window: time.Second})
 		b, _ := e.acquire(p, user("ann"), 10)
 		e.clock.Set(T0.Add(31 * time.Minute))
 		e.end("settle resumed", e.resume(p, b.ID()), 30, true)
@@ -515,8 +516,8 @@ var leaseCases = []testCase{
 			{Name: "in-flight", By: []string{"user"}, Concurrency: 4, Lease: 2 * time.Hour},
 		}}
 		c, _ := e.acquire(q, user("bob"), 10)
-		ov.set("settle-overrides-later|log|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
-		ov.set("settle-overrides-later|counter|bob", sluice.RuntimeOverride{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|log|bob", sluice.Override{Limit: 100, Window: time.Hour})
+		ov.set("settle-overrides-later|counter|bob", sluice.Override{Limit: 100, Window: time.Hour})
 		e.clock.Advance(30 * time.Second)
 		y, _ := e.acquire(q, user("bob"), 1)
 		e.end("release", y, release, true)
@@ -542,7 +543,7 @@ var leaseCases = []testCase{
 		// abandon's lease time (10 minutes) has passed.
 		lost := func(when string, want bool) {
 			e.t.Helper()
-			req, err := sluice.Resolve(p, user("ann"), 10)
+			req, err := resolve.Request(p, user("ann"), 10)
 			if err != nil {
 				e.t.Fatal(err)
 			}
@@ -620,7 +621,7 @@ var leaseCases = []testCase{
 // user, of p's lease time, and checks whether it was held.
 func (e *env) abandon(what string, p *sluice.Policy, u, id string, held bool) {
 	e.t.Helper()
-	req, err := sluice.Resolve(p, user(u), 1)
+	req, err := resolve.Request(p, user(u), 1)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -652,21 +653,21 @@ func (e *env) resume(p *sluice.Policy, id string) *sluice.Lease {
 // "policy|rule|values" (the values joined by "|").
 type overrideMap struct {
 	mu sync.Mutex
-	m  map[string]sluice.RuntimeOverride
+	m  map[string]sluice.Override
 }
 
-func (o *overrideMap) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+func (o *overrideMap) Override(policy, rule string, values []string) (sluice.Override, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	v, ok := o.m[policy+"|"+rule+"|"+strings.Join(values, "|")]
 	return v, ok
 }
 
-func (o *overrideMap) set(key string, v sluice.RuntimeOverride) {
+func (o *overrideMap) set(key string, v sluice.Override) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[string]sluice.RuntimeOverride{}
+		o.m = map[string]sluice.Override{}
 	}
 	o.m[key] = v
 }

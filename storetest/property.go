@@ -241,13 +241,13 @@ func diffDecision(got, want sluice.Decision) string {
 	top("Remaining", got.Remaining, want.Remaining)
 	top("RetryAfter", got.RetryAfter, want.RetryAfter)
 	top("ResetAfter", got.ResetAfter, want.ResetAfter)
-	if len(got.Limits) != len(want.Limits) {
-		fmt.Fprintf(&b, "  %d limit statuses, want %d\n", len(got.Limits), len(want.Limits))
+	if len(got.Limits()) != len(want.Limits()) {
+		fmt.Fprintf(&b, "  %d limit statuses, want %d\n", len(got.Limits()), len(want.Limits()))
 		return b.String()
 	}
-	for i := range want.Limits {
-		if got.Limits[i] != want.Limits[i] {
-			fmt.Fprintf(&b, "  rule %d:\n    got  %+v\n    want %+v\n", i, got.Limits[i], want.Limits[i])
+	for i := range want.Limits() {
+		if got.Limits()[i] != want.Limits()[i] {
+			fmt.Fprintf(&b, "  rule %d:\n    got  %+v\n    want %+v\n", i, got.Limits()[i], want.Limits()[i])
 		}
 	}
 	return b.String()
@@ -464,7 +464,8 @@ func (m *model) decide(t time.Time, c propertyCall) sluice.Decision {
 // any rule (every wait 0 when allowed), ResetAfter the latest, DeniedBy and
 // Cause the first rule that does not fit.
 func combine(limits []sluice.LimitStatus) sluice.Decision {
-	d := sluice.Decision{Allowed: true, Limits: limits}
+	d := sluice.Decision{Allowed: true}
+	d.SetLimits(limits)
 	for i, s := range limits {
 		if i == 0 || s.Remaining < d.Remaining {
 			d.Remaining = s.Remaining

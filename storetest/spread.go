@@ -22,8 +22,8 @@ var spreadCases = []testCase{
 		for i := range 2 {
 			d := e.allow(p, a, 1)
 			e.expect("T0", d, allowed(int64(1-i)))
-			if d.Limits[0].Limit != 2 {
-				e.t.Errorf("sub-window limit %d, want the share 2", d.Limits[0].Limit)
+			if d.Limits()[0].Limit != 2 {
+				e.t.Errorf("sub-window limit %d, want the share 2", d.Limits()[0].Limit)
 			}
 		}
 		e.clock.Advance(10 * time.Second)
@@ -61,8 +61,8 @@ var spreadCases = []testCase{
 		d := e.allow(p, a, 1)
 		e.expect("eleventh", d, denied("tenant", 0, time.Minute))
 		// A denial records nothing in any rule: the global cap counts 10.
-		if d.Limits[1].Used != 10 {
-			e.t.Errorf("global used %d after 10 admissions and a denial, want 10", d.Limits[1].Used)
+		if d.Limits()[1].Used != 10 {
+			e.t.Errorf("global used %d after 10 admissions and a denial, want 10", d.Limits()[1].Used)
 		}
 		// The sub-windows' shares are 3, 3, 2, 2; a cost of 3 does not fit
 		// the smallest, and is refused before any store call.

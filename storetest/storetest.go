@@ -144,11 +144,11 @@ func (e *env) expect(what string, d sluice.Decision, want outcome) {
 // expectUsed checks each rule's Used count, in policy order.
 func (e *env) expectUsed(what string, d sluice.Decision, used ...int64) {
 	e.t.Helper()
-	if len(d.Limits) != len(used) {
-		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits), len(used))
+	if len(d.Limits()) != len(used) {
+		e.t.Fatalf("%s: got %d limit statuses, want %d", what, len(d.Limits()), len(used))
 	}
 	for i, u := range used {
-		s := d.Limits[i]
+		s := d.Limits()[i]
 		if s.Used != u || s.Remaining != max(0, s.Limit-u) {
 			e.t.Errorf("%s at T0+%v: rule %q used %d remaining %d, want used %d remaining %d",
 				what, e.elapsed(), s.Rule, s.Used, s.Remaining, u, max(0, s.Limit-u))

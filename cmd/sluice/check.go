@@ -10,6 +10,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/deploy"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/launch"
 	"github.com/sluicerate/sluice/internal/wire"
@@ -93,7 +94,7 @@ flags:`)
 		for _, q := range cfg.Policies {
 			names = append(names, q.Name)
 		}
-		return fail("%v: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
+		return fail("%v: %q is not in %s (policies: %s)", edge.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
 	}
 	store, err := launch.Open(cfg, *redisURL)
 	if err != nil {
@@ -122,7 +123,7 @@ flags:`)
 		default:
 			fmt.Fprintf(stdout, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, store.Where, d.DeniedBy, d.Cause, *cost, d.Remaining)
 		}
-		for _, l := range d.Limits {
+		for _, l := range d.Limits() {
 			if r := ruleNamed(p, l.Rule); r != nil && r.Algorithm == sluice.GCRA {
 				fmt.Fprintf(stdout, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
 			} else {

@@ -79,7 +79,7 @@ flags:`)
 		}
 		line := demoLine{Attempt: i + 1, Category: c, Allowed: d.Allowed, DeniedBy: d.DeniedBy,
 			Remaining: d.Remaining, RetryAfterMS: d.RetryAfter.Milliseconds(), Limits: map[string]int64{}}
-		for _, s := range d.Limits {
+		for _, s := range d.Limits() {
 			line.Limits[s.Rule] = s.Used
 		}
 		if *asJSON {

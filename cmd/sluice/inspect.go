@@ -12,6 +12,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/admin/redisinspect"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/inspect"
 	"github.com/sluicerate/sluice/internal/launch"
 )
@@ -61,7 +62,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitUsage
 		}
 		if p = cfg.Policy(*policy); p == nil {
-			return fail("%v: %q is not in %s", sluice.ErrUnknownPolicy, *policy, *file)
+			return fail("%v: %q is not in %s", edge.ErrUnknownPolicy, *policy, *file)
 		}
 	}
 	if *prefix != "" {

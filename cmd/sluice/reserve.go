@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/launch"
 )
 
@@ -83,7 +84,7 @@ flags:`)
 			for _, s := range cfg.Schedules {
 				names = append(names, s.Name)
 			}
-			return fail("%v: %q is not in %s (schedules: %s)", sluice.ErrUnknownSchedule, *name, *file, strings.Join(names, ", "))
+			return fail("%v: %q is not in %s (schedules: %s)", edge.ErrUnknownSchedule, *name, *file, strings.Join(names, ", "))
 		}
 	case *rate != "":
 		r, err := sluice.ParseRate(*rate)

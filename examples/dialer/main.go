@@ -255,7 +255,7 @@ func takeLine(ctx context.Context, lim *sluice.Limiter, c carrier) (*sluice.Leas
 	if err != nil || !d.Allowed {
 		return nil, 0, err
 	}
-	return lease, d.Limits[0].Used, nil
+	return lease, d.Limits()[0].Used, nil
 }
 
 // hangUp keeps the call up for length, or until ctx ends, then releases

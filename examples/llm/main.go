@@ -60,7 +60,7 @@ func (g *gateway) begin(ctx context.Context, r request) (*sluice.Lease, error) {
 		return nil, err
 	}
 	if d.Allowed {
-		fmt.Fprintf(g.out, "%-10s admitted  estimate %6d  tokens %6d  in flight %d\n", r.name, r.estimate, d.Limits[0].Used, d.Limits[1].Used)
+		fmt.Fprintf(g.out, "%-10s admitted  estimate %6d  tokens %6d  in flight %d\n", r.name, r.estimate, d.Limits()[0].Used, d.Limits()[1].Used)
 	} else {
 		fmt.Fprintf(g.out, "%-10s denied by %s (%s), retry after %v\n", r.name, d.DeniedBy, d.Cause, d.RetryAfter.Round(time.Second))
 	}
@@ -77,7 +77,7 @@ func (g *gateway) end(ctx context.Context, r request, lease *sluice.Lease) error
 		return err
 	}
 	// The peek counts itself in Used: one token, one request.
-	fmt.Fprintf(g.out, "%-10s settled   usage    %6d  tokens %6d  in flight %d\n", r.name, r.usage, d.Limits[0].Used-1, d.Limits[1].Used-1)
+	fmt.Fprintf(g.out, "%-10s settled   usage    %6d  tokens %6d  in flight %d\n", r.name, r.usage, d.Limits()[0].Used-1, d.Limits()[1].Used-1)
 	return nil
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/inspect"
 	"github.com/sluicerate/sluice/internal/wire"
@@ -60,7 +60,7 @@ func (a *admin) inspect(ctx context.Context, st *front.State, req *inspectReques
 		for i := range st.Config.Policies {
 			names[i] = st.Config.Policies[i].Name
 		}
-		return inspect.Report{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", sluice.ErrUnknownPolicy, req.Policy, names)
+		return inspect.Report{}, front.BadRequest("unknown_policy", "%v: %q; the configured policies are %q", edge.ErrUnknownPolicy, req.Policy, names)
 	}
 	out, err := src.Policy(ctx, p, req.Attributes, a.v.clock.Now())
 	if err != nil {

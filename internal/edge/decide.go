@@ -76,7 +76,7 @@ func (e *Edge[R]) decide(ctx context.Context, attrs map[string]string, absent []
 		}
 		var attrs []slog.Attr
 		if err != nil {
-			attrs = []slog.Attr{slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits) > 0)}
+			attrs = []slog.Attr{slog.Bool("allowed", d.Allowed), slog.Bool("fallback", len(d.Limits()) > 0)}
 		}
 		e.log.stored(ctx, c, outage.Policy, pol.p.Name, &d, err, attrs)
 		if d.Shadowed {

@@ -70,7 +70,7 @@ func used(t *testing.T, lim *sluice.Limiter, p *sluice.Policy, attrs map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d.Limits[0].Used - 1
+	return d.Limits()[0].Used - 1
 }
 
 func TestDecideAllowsThenDenies(t *testing.T) {
@@ -112,8 +112,8 @@ func TestDecideOps(t *testing.T) {
 		{OpDecide, 1, Denied, 5},
 	} {
 		o := e.DecideAttrs(context.Background(), attrs, Call{Cost: c.cost, Op: c.op})
-		if o.Kind != c.want || o.Decision().Limits[0].Used != c.used {
-			t.Errorf("%v of %d: %v, used %d; want %v, used %d", c.op, c.cost, o.Kind, o.Decision().Limits[0].Used, c.want, c.used)
+		if d := o.Decision(); o.Kind != c.want || d.Limits()[0].Used != c.used {
+			t.Errorf("%v of %d: %v, used %d; want %v, used %d", c.op, c.cost, o.Kind, d.Limits()[0].Used, c.want, c.used)
 		}
 	}
 }
@@ -325,8 +325,8 @@ func TestClassify(t *testing.T) {
 		err  error
 		code string // "" when not bad input
 	}{
-		{fmt.Errorf("%w: x", sluice.ErrUnknownPolicy), "unknown_policy"},
-		{fmt.Errorf("%w: x", sluice.ErrUnknownSchedule), "unknown_schedule"},
+		{fmt.Errorf("%w: x", ErrUnknownPolicy), "unknown_policy"},
+		{fmt.Errorf("%w: x", ErrUnknownSchedule), "unknown_schedule"},
 		{fmt.Errorf("%w: x", sluice.ErrMissingAttribute), "missing_attribute"},
 		{InvalidAttribute("user"), "invalid_attribute"},
 		{CheckCost(0), "invalid_cost"},

@@ -199,13 +199,13 @@ var classes = [...]struct {
 	class Class
 }{
 	{ErrInvalidAttribute, Class{http.StatusBadRequest, "invalid_attribute"}},
-	{sluice.ErrUnknownPolicy, Class{http.StatusBadRequest, "unknown_policy"}},
+	{ErrUnknownPolicy, Class{http.StatusBadRequest, "unknown_policy"}},
 	{sluice.ErrMissingAttribute, Class{http.StatusBadRequest, "missing_attribute"}},
 	{sluice.ErrInvalidCost, Class{http.StatusBadRequest, "invalid_cost"}},
 	{sluice.ErrCostExceedsLimit, Class{http.StatusBadRequest, "cost_exceeds_limit"}},
 	{sluice.ErrInvalidPolicy, Class{http.StatusBadRequest, "bad_request"}},
 	{sluice.ErrEmptyPolicy, Class{http.StatusBadRequest, "bad_request"}},
-	{sluice.ErrUnknownSchedule, Class{http.StatusBadRequest, "unknown_schedule"}},
+	{ErrUnknownSchedule, Class{http.StatusBadRequest, "unknown_schedule"}},
 	{sluice.ErrInvalidLease, Class{http.StatusBadRequest, "invalid_lease"}},
 	{sluice.ErrInvalidSchedule, Class{http.StatusBadRequest, "bad_request"}},
 }

@@ -2,12 +2,16 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/outage"
 )
+
+// ErrUnknownSchedule reports a schedule name that is not configured.
+var ErrUnknownSchedule = errors.New("sluice: unknown schedule")
 
 // Reserved is the answer to a reservation or a cancellation at the edge,
 // for a protocol to render.
@@ -35,7 +39,7 @@ type Reserved struct {
 func (s *Set[R]) Schedule(name string, attrs map[string]string) (*sluice.Schedule, error) {
 	sc := s.schedules[name]
 	if sc == nil {
-		return nil, fmt.Errorf("%w: %q; the configured schedules are %q", sluice.ErrUnknownSchedule, name, s.scheds)
+		return nil, fmt.Errorf("%w: %q; the configured schedules are %q", ErrUnknownSchedule, name, s.scheds)
 	}
 	if _, err := CheckAttributes(attrs, sc.By); err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func TestSetSchedules(t *testing.T) {
 	if r := s.Reserve(ctx, "carrier", attrs, 1, Call{}); r.Reservation.Delay != 250*time.Millisecond {
 		t.Errorf("after the cancel: %+v, want the cancelled slot", r)
 	}
-	if r := s.Cancel(ctx, "nope", attrs, ids[0], Call{}); r.Kind != BadInput || !errors.Is(r.Err, sluice.ErrUnknownSchedule) {
+	if r := s.Cancel(ctx, "nope", attrs, ids[0], Call{}); r.Kind != BadInput || !errors.Is(r.Err, ErrUnknownSchedule) {
 		t.Errorf("cancel on an unknown schedule: %+v", r)
 	}
 	if _, err := NewSet(Config[request]{Limiter: lim, Schedules: []*sluice.Schedule{carrier, carrier}}); err == nil {

@@ -2,12 +2,17 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/outage"
 )
+
+// ErrUnknownPolicy reports a policy name that is not configured: the
+// front's list of policies, not the library's, names it.
+var ErrUnknownPolicy = errors.New("sluice: unknown policy")
 
 // Set is a server's configured policies by name, each compiled into an Edge
 // of its own: a request names the one policy it is decided against. It is
@@ -89,7 +94,7 @@ func (s *Set[R]) lookup(name string, c Call) (*Edge[R], Outcome) {
 	if e := s.edges[name]; e != nil {
 		return e, Outcome{}
 	}
-	return nil, Outcome{Kind: BadInput, Err: fmt.Errorf("%w: %q; the configured policies are %q", sluice.ErrUnknownPolicy, name, s.names)}
+	return nil, Outcome{Kind: BadInput, Err: fmt.Errorf("%w: %q; the configured policies are %q", ErrUnknownPolicy, name, s.names)}
 }
 
 // Stored tells the Set's outage reporter how a request of an Envoy domain

@@ -284,7 +284,7 @@ func TestUnlimited(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := res.Decision; !d.Allowed || !d.Unlimited || d.Remaining != sluice.UnlimitedRemaining || len(d.Limits) != 0 {
+		if d := res.Decision; !d.Allowed || !d.Unlimited || d.Remaining != sluice.UnlimitedRemaining || len(d.Limits()) != 0 {
 			t.Errorf("%s: decision %+v, want allowed, unlimited, remaining %d, no limits", r.GetDomain(), d, int64(sluice.UnlimitedRemaining))
 		}
 		if res.Response.OverallCode != rlsv3.RateLimitResponse_OK {

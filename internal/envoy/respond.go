@@ -236,18 +236,18 @@ func (p *plan) views(d decided) []Window {
 		switch {
 		case w.impossible:
 			views[k] = Window{Known: true, Retry: w.check.Window, Reset: w.check.Window}
-		case w.peek && w.final < len(d.peeked.Limits):
+		case w.peek && w.final < len(d.peeked.Limits()):
 			// A hit of 0 is over the limit only when the window already
 			// holds more than it (envoyproxy/ratelimit's: used + 0 > limit),
 			// as a cost counted after the response can leave it.
-			l := d.peeked.Limits[w.final]
+			l := d.peeked.Limits()[w.final]
 			v := Window{Known: true, Fits: l.Fits || l.Used <= l.Limit, Remaining: l.Remaining, Retry: l.RetryAfter, Reset: l.ResetAfter}
 			if l.Fits {
 				v.Remaining += w.check.Cost // the peek counted a hit of 1 that nothing adds
 			}
 			views[k] = v
-		case !w.peek && w.final < len(d.main.Limits):
-			l := d.main.Limits[w.final]
+		case !w.peek && w.final < len(d.main.Limits()):
+			l := d.main.Limits()[w.final]
 			v := Window{Known: true, Fits: l.Fits, Remaining: l.Remaining, Retry: l.RetryAfter, Reset: l.ResetAfter}
 			if p.refunded && l.Fits {
 				v.Remaining = min(v.Remaining+w.check.Cost, w.check.Limit)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 )
@@ -33,7 +34,7 @@ func TestBudgetTraced(t *testing.T) {
 		t.Fatal("ForLimiter over memstore is not a store.Budgeter")
 	}
 	p := &sluice.Policy{Name: "notify", Rules: []sluice.Rule{{Name: "global", Limit: 100, Window: time.Minute, Budget: time.Second}}}
-	req, err := sluice.Resolve(p, nil, 1)
+	req, err := resolve.Request(p, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ type Front struct {
 	Metrics  *Metrics
 	Outage   *outage.Reporter // the store's failures, for every front
 	Store    *Store           // the store, instrumented
-	Over     *OverLimit       // costs recorded over a limit (sluice.Config.OnOverLimit)
+	Over     *OverLimit       // costs recorded over a limit (the Limiter's OnOverLimit hook)
 	MaxBody  int64
 	MaxBatch int
 

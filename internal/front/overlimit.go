@@ -18,7 +18,7 @@ import (
 const overLimitKeys = 1000
 
 // OverLimit counts and logs the costs a record or a lease's settle counted
-// above a rate rule's limit (sluice.Config.OnOverLimit): such a cost keeps
+// above a rate rule's limit (the Limiter's OnOverLimit hook, internal/hooks): such a cost keeps
 // the key denied until it leaves the window, and is most often a unit
 // mistake (10,000,000 bytes against a limit of 100,000 a minute). Every
 // one is counted in sluice_over_limit_total{policy, rule}; each key is
@@ -51,7 +51,7 @@ func NewOverLimit(reg prometheus.Registerer, log *slog.Logger, now func() time.T
 }
 
 // Observe counts a cost above c's limit, and logs it unless c's key was
-// logged this minute. It is sluice.Config.OnOverLimit.
+// logged this minute. It is the Limiter's OnOverLimit hook.
 func (o *OverLimit) Observe(policy string, c *store.Check, cost int64) {
 	o.total.WithLabelValues(policy, c.Rule).Inc()
 	now := o.now()

@@ -78,7 +78,7 @@ func (s *Store) decideTraced(ctx context.Context, req *store.Request) error {
 }
 
 // CacheHit tells the observer of a request the Limiter's deny cache
-// answered (sluice.Config.OnCacheHit), as Decide tells it of those the
+// answered (the Limiter's OnCacheHit hook, internal/hooks), as Decide tells it of those the
 // store decided: a denial counts whoever answered it.
 func (s *Store) CacheHit(req *store.Request) {
 	if s.m.obs != nil {

@@ -139,9 +139,9 @@ func decisionOf(d sluice.Decision) *sluicev1.Decision {
 		Shadowed:     d.Shadowed,
 		Local:        d.Local,
 		Degraded:     d.Degraded,
-		Limits:       make([]*sluicev1.LimitStatus, len(d.Limits)),
+		Limits:       make([]*sluicev1.LimitStatus, len(d.Limits())),
 	}
-	for i, l := range d.Limits {
+	for i, l := range d.Limits() {
 		out.Limits[i] = &sluicev1.LimitStatus{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMs: wire.Millis(l.Window), RetryAfterMs: wire.Millis(l.RetryAfter), Cause: string(l.Cause)}
 	}

@@ -63,8 +63,8 @@ func (s Source) Policy(ctx context.Context, p *sluice.Policy, attrs map[string]s
 	}
 	for i := range req.Checks {
 		r := rule{check: &req.Checks[i], counted: counted}
-		if j := slices.IndexFunc(d.Limits, func(l sluice.LimitStatus) bool { return l.Rule == r.check.Rule }); j >= 0 {
-			r.status = &d.Limits[j]
+		if j := slices.IndexFunc(d.Limits(), func(l sluice.LimitStatus) bool { return l.Rule == r.check.Rule }); j >= 0 {
+			r.status = &d.Limits()[j]
 		}
 		if i < len(windows) {
 			out.Windows = append(out.Windows, newWindow(r, &windows[i], windows[i].Slices, out.Now))
@@ -104,11 +104,11 @@ func heldSlices(held []sluice.SliceStatus, policy string, c *store.Check, now ti
 // concurrency rule's its lease): when every rule that is not shadow fits.
 func peekCounted(req *store.Request, d *sluice.Decision) bool {
 	for _, c := range req.Checks {
-		for _, l := range d.Limits {
+		for _, l := range d.Limits() {
 			if l.Rule == c.Rule && l.Cause != "" && !c.Shadow {
 				return false
 			}
 		}
 	}
-	return len(d.Limits) > 0
+	return len(d.Limits()) > 0
 }

@@ -171,7 +171,9 @@ func TestPeekCounted(t *testing.T) {
 		{"no figures (a failure)", nil, false},
 	}
 	for _, tt := range tests {
-		if got := peekCounted(req, &sluice.Decision{Limits: tt.limits}); got != tt.want {
+		var d sluice.Decision
+		d.SetLimits(tt.limits)
+		if got := peekCounted(req, &d); got != tt.want {
 			t.Errorf("%s: peekCounted = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -113,7 +113,7 @@ func New(opts Options) *Manager {
 }
 
 // Override implements sluice.Overrides.
-func (m *Manager) Override(policy, rule string, values []string) (sluice.RuntimeOverride, bool) {
+func (m *Manager) Override(policy, rule string, values []string) (sluice.Override, bool) {
 	return m.state.Load().table.lookup(policy, rule, values, m.now)
 }
 

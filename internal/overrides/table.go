@@ -26,7 +26,7 @@ type ruleTable struct {
 // entry is one override, compiled.
 type entry struct {
 	values  []string // as given: exact, or a prefix and '*'
-	fig     sluice.RuntimeOverride
+	fig     sluice.Override
 	until   time.Time // zero: none
 	exact   int       // how many values are exact
 	literal int       // the bytes of the values, '*' left out
@@ -43,7 +43,7 @@ func newTable(os []*Override) *table {
 			rt = &ruleTable{exact: map[string]*entry{}}
 			t.rules[k] = rt
 		}
-		e := &entry{values: o.Values, id: o.ID, fig: sluice.RuntimeOverride{Limit: *o.Limit, Window: time.Duration(o.Window),
+		e := &entry{values: o.Values, id: o.ID, fig: sluice.Override{Limit: *o.Limit, Window: time.Duration(o.Window),
 			Burst: o.Burst, MinGap: time.Duration(o.MinGap)}}
 		if o.Until != nil {
 			e.until = *o.Until
@@ -89,10 +89,10 @@ func exactKey(buf []byte, values []string) []byte {
 // lookup returns the override of the window of rule of policy with values
 // at the time now returns (read only when an override that matches ends),
 // and whether one applies.
-func (t *table) lookup(policy, rule string, values []string, now func() time.Time) (sluice.RuntimeOverride, bool) {
+func (t *table) lookup(policy, rule string, values []string, now func() time.Time) (sluice.Override, bool) {
 	rt := t.rules[ruleKey{policy, rule}]
 	if rt == nil {
-		return sluice.RuntimeOverride{}, false
+		return sluice.Override{}, false
 	}
 	live := func(e *entry) bool { return e.until.IsZero() || now().Before(e.until) }
 	if len(rt.exact) > 0 {
@@ -106,7 +106,7 @@ func (t *table) lookup(policy, rule string, values []string, now func() time.Tim
 			return e.fig, true
 		}
 	}
-	return sluice.RuntimeOverride{}, false
+	return sluice.Override{}, false
 }
 
 // matches reports whether values match patterns, one for one.

@@ -12,13 +12,15 @@ import (
 // as it would the memory store alone; a store that is not local stays so.
 func TestInstrumentedStoreLocal(t *testing.T) {
 	ts := newTestServer(t, testConfig)
-	if _, ok := ts.srv.front.State().Limiter.Store().(store.Local); !ok {
-		t.Errorf("the Limiter's store over a memory store is %T, not a store.Local", ts.srv.front.State().Limiter.Store())
+	if st := ts.srv.front.Store.ForLimiter(); !isLocal(st) {
+		t.Errorf("the Limiter's store over a memory store is %T, not a store.Local", st)
 	}
 	if _, ok := (&front.Store{Store: brokenStore{}}).ForLimiter().(store.Local); ok {
 		t.Error("a store that is not local became a store.Local")
 	}
 }
+
+func isLocal(s store.Store) bool { _, ok := s.(store.Local); return ok }
 
 // shardedBroken is a brokenStore that names shards.
 type shardedBroken struct{ brokenStore }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/front"
+	"github.com/sluicerate/sluice/internal/hooks"
 	"github.com/sluicerate/sluice/internal/httpapi"
 	"github.com/sluicerate/sluice/internal/overrides"
 	"github.com/sluicerate/sluice/memstore"
@@ -77,7 +78,8 @@ func (s *Server) closeLimiter(l *sluice.Limiter, why string) {
 // forward-auth's keys.
 func (s *Server) newState(cfg *config.Config) (*front.State, error) {
 	lc := sluice.Config{Timeout: s.timeout, DenyCache: front.CacheDenials(cfg, s.denyCache),
-		Overrides: s.overrides, OnCacheHit: s.front.Store.CacheHit, OnOverLimit: s.front.Over.Observe}
+		Overrides: s.overrides}
+	hooks.Set(&lc, hooks.Hooks{OnCacheHit: s.front.Store.CacheHit, OnOverLimit: s.front.Over.Observe})
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 		if cfg.Store.Timeout > 0 {

@@ -65,7 +65,7 @@ func peekEvery(lim *sluice.Limiter, policy *sluice.Policy, attrs map[string]stri
 // less the peeked request when the peek would have admitted it; false
 // when d has no status of rule.
 func heldBy(d *sluice.Decision, rule string) (int64, bool) {
-	for _, st := range d.Limits {
+	for _, st := range d.Limits() {
 		if st.Rule == rule {
 			if d.Allowed {
 				return st.Used - 1, true

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/resolve"
 	"github.com/sluicerate/sluice/redisstore"
 )
 
@@ -266,7 +267,7 @@ func runTopology(t *testing.T, top *Topology, run soakRun) []Result {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	req, err := sluice.Resolve(mix.Targets[0].Policy, mix.Targets[0].Attrs, 1)
+	req, err := resolve.Request(mix.Targets[0].Policy, mix.Targets[0].Attrs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

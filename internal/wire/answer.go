@@ -59,9 +59,9 @@ func NewDecisionJSON(d *sluice.Decision) DecisionJSON {
 		Shadowed:     d.Shadowed,
 		Local:        d.Local,
 		Degraded:     d.Degraded,
-		Limits:       make([]LimitJSON, len(d.Limits)),
+		Limits:       make([]LimitJSON, len(d.Limits())),
 	}
-	for i, l := range d.Limits {
+	for i, l := range d.Limits() {
 		out.Limits[i] = LimitJSON{Name: l.Rule, Limit: l.Limit, Used: l.Used, Remaining: l.Remaining,
 			WindowMS: Millis(l.Window), RetryAfterMS: Millis(l.RetryAfter), Cause: string(l.Cause)}
 	}
@@ -142,8 +142,8 @@ func AppendDecision(b []byte, d *sluice.Decision) []byte {
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
 	b = append(b, `,"limits":[`...)
-	for i := range d.Limits {
-		l := &d.Limits[i]
+	for i := range d.Limits() {
+		l := &d.Limits()[i]
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -26,8 +26,8 @@ func FuzzDecisionAnswer(f *testing.F) {
 		d := sluice.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
 			DeniedBy: deniedBy, Cause: sluice.Cause(cause), Shadowed: shadowed, Local: local, Degraded: degraded}
 		for i := range int(n % 4) {
-			d.Limits = append(d.Limits, sluice.LimitStatus{Rule: rule + strings.Repeat(deniedBy, i), Limit: big - int64(i), Used: remaining * int64(i),
-				Remaining: -remaining, Window: time.Duration(big), RetryAfter: time.Duration(retry * int64(i)), Cause: sluice.Cause(cause)})
+			d.SetLimits(append(d.Limits(), sluice.LimitStatus{Rule: rule + strings.Repeat(deniedBy, i), Limit: big - int64(i), Used: remaining * int64(i),
+				Remaining: -remaining, Window: time.Duration(big), RetryAfter: time.Duration(retry * int64(i)), Cause: sluice.Cause(cause)}))
 		}
 		want, err := json.Marshal(NewDecisionJSON(&d))
 		if err != nil {
@@ -67,10 +67,11 @@ func FuzzProblemAnswer(f *testing.F) {
 
 func TestDecisionAnswer(t *testing.T) {
 	d := sluice.Decision{Allowed: false, Remaining: 0, RetryAfter: 1799320500 * time.Microsecond, ResetAfter: 30 * time.Minute,
-		DeniedBy: "category", Cause: sluice.CauseLimit, Limits: []sluice.LimitStatus{
-			{Rule: "global", Limit: 100, Used: 10, Remaining: 90, Window: 30 * time.Minute},
-			{Rule: "category", Limit: 10, Used: 10, Window: 30 * time.Minute, RetryAfter: 1799320500 * time.Microsecond, Cause: sluice.CauseLimit},
-		}}
+		DeniedBy: "category", Cause: sluice.CauseLimit}
+	d.SetLimits([]sluice.LimitStatus{
+		{Rule: "global", Limit: 100, Used: 10, Remaining: 90, Window: 30 * time.Minute},
+		{Rule: "category", Limit: 10, Used: 10, Window: 30 * time.Minute, RetryAfter: 1799320500 * time.Microsecond, Cause: sluice.CauseLimit},
+	})
 	const want = `{"allowed":false,"remaining":0,"retry_after_ms":1799321,"reset_after_ms":1800000,"denied_by":"category","cause":"limit","degraded":false,` +
 		`"limits":[{"name":"global","limit":100,"used":10,"remaining":90,"window_ms":1800000,"retry_after_ms":0,"cause":""},` +
 		`{"name":"category","limit":10,"used":10,"remaining":0,"window_ms":1800000,"retry_after_ms":1799321,"cause":"limit"}]}`

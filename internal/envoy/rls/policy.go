@@ -79,7 +79,7 @@ func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor
 	var buf [4]envoy.Window
 	ws := buf[:0]
 	for i, desc := range descs {
-		if d.Degraded && len(d.Limits) == 0 {
+		if d.Degraded && len(d.Limits()) == 0 {
 			// The failure policy decided: nothing is known of the rules.
 			statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 			if !d.Allowed {
@@ -88,8 +88,8 @@ func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor
 			continue
 		}
 		ws = ws[:0]
-		for j := range d.Limits {
-			l := &d.Limits[j]
+		for j := range d.Limits() {
+			l := &d.Limits()[j]
 			// The statuses are those of the rules that applied, in order.
 			r := slices.IndexFunc(pol.Rules, func(r sluice.Rule) bool { return r.Name == l.Rule })
 			if r >= 0 && keyedBy(pol.Rules[r].By, desc.GetEntries()) {
