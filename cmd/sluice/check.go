@@ -9,21 +9,12 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/filecheck"
 	"github.com/sluicerate/sluice/internal/wire"
 )
 
-// checkOutput is what `sluice check --json` prints: the decision as the
-// HTTP API returns it, with the policy and the store.
-type checkOutput struct {
-	Policy string `json:"policy"`
-	Store  string `json:"store"`
-	wire.DecisionJSON
-}
-
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sluice check --config FILE [--envoy-config DIR] [--json]
+const checkUsage = `usage: sluice check --config FILE [--envoy-config DIR] [--json]
        sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
        sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ... [--hits N] [--json] [--redis URL]
 
@@ -44,9 +35,19 @@ loads a directory of envoyproxy/ratelimit configuration files (reporting
 every problem) and prints the status of each descriptor of one request,
 recording nothing.
 
-flags:`)
-		fs.PrintDefaults()
-	}
+flags:`
+
+// checkOutput is what `sluice check --json` prints: the decision as the
+// HTTP API returns it, with the policy and the store.
+type checkOutput struct {
+	Policy string `json:"policy"`
+	Store  string `json:"store"`
+	wire.DecisionJSON
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, checkUsage); fs.PrintDefaults() }
 	var attrs attrFlag
 	file := fs.String("config", "", "the configuration `file` to validate, or to decide a request against with --policy")
 	policy := fs.String("policy", "", "decide one request against the policy of this `name`, with --attr (without it, validate the files)")
@@ -62,87 +63,117 @@ flags:`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *policy == "" && *domain == "" && len(descs) == 0 && len(attrs.keys) == 0 && (*file != "" || *ef.dir != "") {
+	switch {
+	case *policy == "" && *domain == "" && len(descs) == 0 && len(attrs.keys) == 0 && (*file != "" || *ef.dir != ""):
 		opts, err := ef.options()
 		if err != nil {
 			return usageError(stderr, "check", "%v", err)
 		}
 		return checkFiles(*file, *ef.dir, opts.Load, *asJSON, stdout, stderr)
-	}
-	if *ef.dir != "" {
+	case *ef.dir != "":
 		return checkEnvoy(ctx, ef, *domain, descs, uint32(*hits), *redisURL, *asJSON, stdout, stderr)
-	}
-	fail := func(format string, a ...any) int { return usageError(stderr, "check", format, a...) }
-	switch {
 	case *file == "":
-		return fail("--config FILE is required")
+		return usageError(stderr, "check", "--config FILE is required")
 	case *policy == "":
-		return fail("--policy NAME is required")
+		return usageError(stderr, "check", "--policy NAME is required")
 	}
 	cfg, err := config.Load(*file)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	p := cfg.Policy(*policy)
+	p, d, where, err := peek(ctx, cfg, *policy, *redisURL, attrs.values, *cost)
+	if err != nil {
+		return usageError(stderr, "check", "%v", err)
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(checkOutput{Policy: p.Name, Store: where, DecisionJSON: wire.NewDecisionJSON(&d)}); err != nil {
+			return exitUsage
+		}
+	} else {
+		printDecision(stdout, p, where, *cost, &d)
+	}
+	if !d.Allowed {
+		return exitDenied
+	}
+	return exitOK
+}
+
+// checkFiles prints the problems of the configuration file and the Envoy
+// directory that are given to stderr, and when both are valid their
+// summary to stdout: exit 0, else 2. With asJSON, it prints the problems
+// and the summaries as one JSON object to stdout.
+func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool, stdout, stderr io.Writer) int {
+	r := filecheck.Check(file, envoyDir, envoyOpts)
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		r.WriteProblems(stderr)
+		r.WriteSummary(stdout)
+	}
+	if !r.OK() {
+		return exitUsage
+	}
+	return exitOK
+}
+
+// peek decides one request of cost against cfg's policy named name on the
+// store of cfg, or Redis at redisURL, without recording it. It returns the
+// policy, the decision and where the store is.
+func peek(ctx context.Context, cfg *config.Config, name, redisURL string, attrs map[string]string, cost int64) (*sluice.Policy, sluice.Decision, string, error) {
+	p := cfg.Policy(name)
 	if p == nil {
 		var names []string
 		for _, q := range cfg.Policies {
 			names = append(names, q.Name)
 		}
-		return fail("%v: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, *policy, *file, strings.Join(names, ", "))
+		return nil, sluice.Decision{}, "", fmt.Errorf("%w: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, name, cfg.File, strings.Join(names, ", "))
 	}
-	store, err := openConfiguredStore(cfg, *redisURL)
+	store, err := openConfiguredStore(cfg, redisURL)
 	if err != nil {
-		return fail("%v", err)
+		return nil, sluice.Decision{}, "", err
 	}
 	defer store.Close()
 	lc := sluice.Config{}
 	if cfg.Store != nil {
 		lc.OnError = cfg.Store.OnError
 	}
-	d, err := sluice.NewLimiter(store.Store, lc).Peek(ctx, p, attrs.values, *cost)
-	if err != nil {
-		return fail("%v", err)
+	d, err := sluice.NewLimiter(store.Store, lc).Peek(ctx, p, attrs, cost)
+	return p, d, store.Where, err
+}
+
+// printDecision prints d, the decision on a request of cost against p on
+// the store at where, and each limit's figures.
+func printDecision(w io.Writer, p *sluice.Policy, where string, cost int64, d *sluice.Decision) {
+	switch {
+	case d.Unlimited:
+		fmt.Fprintf(w, "policy %q on %s: allowed with no limit: no rule applies to these attributes\n", p.Name, where)
+	case d.Allowed:
+		fmt.Fprintf(w, "policy %q on %s: allowed (cost %d, remaining %d)\n", p.Name, where, cost, d.Remaining)
+	default:
+		fmt.Fprintf(w, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, where, d.DeniedBy, d.Cause, cost, d.Remaining)
 	}
-	out := checkOutput{Policy: p.Name, Store: store.Where, DecisionJSON: wire.NewDecisionJSON(&d)}
-	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
-			return exitUsage
+	for _, l := range d.Limits {
+		r := ruleNamed(p, l.Rule)
+		if r != nil && r.Algorithm == sluice.GCRA {
+			fmt.Fprintf(w, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
+		} else {
+			fmt.Fprintf(w, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
 		}
-	} else {
+		if r != nil && r.Spread > 1 {
+			fmt.Fprintf(w, " in one of %d sub-windows", r.Spread)
+		}
 		switch {
-		case d.Unlimited:
-			fmt.Fprintf(stdout, "policy %q on %s: allowed with no limit: no rule applies to these attributes\n", p.Name, store.Where)
-		case d.Allowed:
-			fmt.Fprintf(stdout, "policy %q on %s: allowed (cost %d, remaining %d)\n", p.Name, store.Where, *cost, d.Remaining)
-		default:
-			fmt.Fprintf(stdout, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, store.Where, d.DeniedBy, d.Cause, *cost, d.Remaining)
+		case l.Limit == 0:
+			fmt.Fprint(w, "  blocked: a limit of 0 admits nothing")
+		case !l.Fits && l.Shadow:
+			fmt.Fprintf(w, "  would deny (%s; shadow); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
+		case !l.Fits:
+			fmt.Fprintf(w, "  does not fit (%s); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
 		}
-		for _, l := range d.Limits {
-			if r := ruleNamed(p, l.Rule); r != nil && r.Algorithm == sluice.GCRA {
-				fmt.Fprintf(stdout, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
-			} else {
-				fmt.Fprintf(stdout, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
-			}
-			if r := ruleNamed(p, l.Rule); r != nil && r.Spread > 1 {
-				fmt.Fprintf(stdout, " in one of %d sub-windows", r.Spread)
-			}
-			switch {
-			case l.Limit == 0:
-				fmt.Fprint(stdout, "  blocked: a limit of 0 admits nothing")
-			case !l.Fits && l.Shadow:
-				fmt.Fprintf(stdout, "  would deny (%s; shadow); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
-			case !l.Fits:
-				fmt.Fprintf(stdout, "  does not fit (%s); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
-			}
-			fmt.Fprintln(stdout)
-		}
+		fmt.Fprintln(w)
 	}
-	if !d.Allowed {
-		return exitDenied
-	}
-	return exitOK
 }
 
 // ruleNamed returns p's rule named name, or nil.
