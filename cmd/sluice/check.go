@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
@@ -122,13 +121,9 @@ func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool,
 // store of cfg, or Redis at redisURL, without recording it. It returns the
 // policy, the decision and where the store is.
 func peek(ctx context.Context, cfg *config.Config, name, redisURL string, attrs map[string]string, cost int64) (*sluice.Policy, sluice.Decision, string, error) {
-	p := cfg.Policy(name)
-	if p == nil {
-		var names []string
-		for _, q := range cfg.Policies {
-			names = append(names, q.Name)
-		}
-		return nil, sluice.Decision{}, "", fmt.Errorf("%w: %q is not in %s (policies: %s)", sluice.ErrUnknownPolicy, name, cfg.File, strings.Join(names, ", "))
+	p, err := cfg.FindPolicy(name)
+	if err != nil {
+		return nil, sluice.Decision{}, "", err
 	}
 	store, err := openConfiguredStore(cfg, redisURL)
 	if err != nil {

@@ -8,20 +8,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicerate/sluice/internal/demo"
 	"github.com/sluicerate/sluice/internal/redistest"
 )
 
 // demoRun runs the demo with args and returns its JSON lines.
-func demoRun(t *testing.T, args ...string) []demoLine {
+func demoRun(t *testing.T, args ...string) []demo.Line {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), append([]string{"demo", "--json"}, args...), &stdout, &stderr); code != exitOK {
 		t.Fatalf("sluice demo %v: exit %d: %s", args, code, stderr.String())
 	}
-	var lines []demoLine
+	var lines []demo.Line
 	dec := json.NewDecoder(&stdout)
 	for dec.More() {
-		var l demoLine
+		var l demo.Line
 		if err := dec.Decode(&l); err != nil {
 			t.Fatal(err)
 		}
@@ -32,8 +33,8 @@ func demoRun(t *testing.T, args ...string) []demoLine {
 
 func TestDemoInMemory(t *testing.T) {
 	lines := demoRun(t)
-	if len(lines) != len(demoEvents) {
-		t.Fatalf("got %d attempts, want %d", len(lines), len(demoEvents))
+	if len(lines) != len(demo.Events) {
+		t.Fatalf("got %d attempts, want %d", len(lines), len(demo.Events))
 	}
 	var deniedBy []string
 	admitted := 0

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
@@ -109,14 +108,8 @@ func (f *scheduleFlags) schedule(attrs []string) (*sluice.Schedule, *config.Conf
 		if err != nil {
 			return nil, nil, err
 		}
-		if sched := cfg.Schedule(*f.name); sched != nil {
-			return sched, cfg, nil
-		}
-		var names []string
-		for _, s := range cfg.Schedules {
-			names = append(names, s.Name)
-		}
-		return nil, nil, fmt.Errorf("%w: %q is not in %s (schedules: %s)", sluice.ErrUnknownSchedule, *f.name, *f.file, strings.Join(names, ", "))
+		sched, err := cfg.FindSchedule(*f.name)
+		return sched, cfg, err
 	case *f.rate != "":
 		r, err := sluice.ParseRate(*f.rate)
 		if err != nil {
