@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/filecheck"
-	"github.com/sluicerate/sluice/internal/wire"
+	"github.com/sluicerate/sluice/internal/oneshot"
 )
 
 const checkUsage = `usage: sluice check --config FILE [--envoy-config DIR] [--json]
@@ -35,14 +34,6 @@ every problem) and prints the status of each descriptor of one request,
 recording nothing.
 
 flags:`
-
-// checkOutput is what `sluice check --json` prints: the decision as the
-// HTTP API returns it, with the policy and the store.
-type checkOutput struct {
-	Policy string `json:"policy"`
-	Store  string `json:"store"`
-	wire.DecisionJSON
-}
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
@@ -81,18 +72,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	p, d, where, err := peek(ctx, cfg, *policy, *redisURL, attrs.values, *cost)
+	pk, err := peek(ctx, cfg, *policy, *redisURL, attrs.values, *cost)
 	if err != nil {
 		return usageError(stderr, "check", "%v", err)
 	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(checkOutput{Policy: p.Name, Store: where, DecisionJSON: wire.NewDecisionJSON(&d)}); err != nil {
+		if err := json.NewEncoder(stdout).Encode(pk); err != nil {
 			return exitUsage
 		}
 	} else {
-		printDecision(stdout, p, where, *cost, &d)
+		pk.WriteText(stdout)
 	}
-	if !d.Allowed {
+	if !pk.Allowed() {
 		return exitDenied
 	}
 	return exitOK
@@ -118,65 +109,16 @@ func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool,
 }
 
 // peek decides one request of cost against cfg's policy named name on the
-// store of cfg, or Redis at redisURL, without recording it. It returns the
-// policy, the decision and where the store is.
-func peek(ctx context.Context, cfg *config.Config, name, redisURL string, attrs map[string]string, cost int64) (*sluice.Policy, sluice.Decision, string, error) {
+// store of cfg, or Redis at redisURL, without recording it.
+func peek(ctx context.Context, cfg *config.Config, name, redisURL string, attrs map[string]string, cost int64) (*oneshot.Peek, error) {
 	p, err := cfg.FindPolicy(name)
 	if err != nil {
-		return nil, sluice.Decision{}, "", err
+		return nil, err
 	}
 	store, err := openConfiguredStore(cfg, redisURL)
 	if err != nil {
-		return nil, sluice.Decision{}, "", err
+		return nil, err
 	}
 	defer store.Close()
-	lc := sluice.Config{}
-	if cfg.Store != nil {
-		lc.OnError = cfg.Store.OnError
-	}
-	d, err := sluice.NewLimiter(store.Store, lc).Peek(ctx, p, attrs, cost)
-	return p, d, store.Where, err
-}
-
-// printDecision prints d, the decision on a request of cost against p on
-// the store at where, and each limit's figures.
-func printDecision(w io.Writer, p *sluice.Policy, where string, cost int64, d *sluice.Decision) {
-	switch {
-	case d.Unlimited:
-		fmt.Fprintf(w, "policy %q on %s: allowed with no limit: no rule applies to these attributes\n", p.Name, where)
-	case d.Allowed:
-		fmt.Fprintf(w, "policy %q on %s: allowed (cost %d, remaining %d)\n", p.Name, where, cost, d.Remaining)
-	default:
-		fmt.Fprintf(w, "policy %q on %s: denied by %s (%s; cost %d, remaining %d)\n", p.Name, where, d.DeniedBy, d.Cause, cost, d.Remaining)
-	}
-	for _, l := range d.Limits {
-		r := ruleNamed(p, l.Rule)
-		if r != nil && r.Algorithm == sluice.GCRA {
-			fmt.Fprintf(w, "  %-16s %d of a burst of %d used (gcra, %d per %v)", l.Rule, l.Used, l.Used+l.Remaining, l.Limit, l.Window)
-		} else {
-			fmt.Fprintf(w, "  %-16s %d/%d used per %v", l.Rule, l.Used, l.Limit, l.Window)
-		}
-		if r != nil && r.Spread > 1 {
-			fmt.Fprintf(w, " in one of %d sub-windows", r.Spread)
-		}
-		switch {
-		case l.Limit == 0:
-			fmt.Fprint(w, "  blocked: a limit of 0 admits nothing")
-		case !l.Fits && l.Shadow:
-			fmt.Fprintf(w, "  would deny (%s; shadow); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
-		case !l.Fits:
-			fmt.Fprintf(w, "  does not fit (%s); retry in %v", l.Cause, l.RetryAfter.Round(1e6))
-		}
-		fmt.Fprintln(w)
-	}
-}
-
-// ruleNamed returns p's rule named name, or nil.
-func ruleNamed(p *sluice.Policy, name string) *sluice.Rule {
-	for i := range p.Rules {
-		if p.Rules[i].Name == name {
-			return &p.Rules[i]
-		}
-	}
-	return nil
+	return oneshot.PeekPolicy(ctx, store.Store, store.Where, cfg, p, attrs, cost)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/oneshot"
 )
 
 const reserveUsage = `usage: sluice reserve --config FILE --schedule NAME --attr k=v [--n N] [--cost C] [--json] [--redis URL]
@@ -26,18 +27,6 @@ store is Redis at --redis, else the file's store, else memory.
 Exit status: 0 every reservation got a slot, 1 one was rejected, 2 usage.
 
 flags:`
-
-// reserveLine is one reservation of `sluice reserve`, as printed with --json.
-type reserveLine struct {
-	N       int    `json:"n"`
-	OK      bool   `json:"ok"`
-	DelayMS int64  `json:"delay_ms"`
-	DelayUS int64  `json:"delay_us"`
-	Slot    string `json:"slot"`
-	ID      string `json:"id"`
-	Queue   int64  `json:"queue"`
-	Reason  string `json:"reason"`
-}
 
 // scheduleFlags are the flags that give sluice reserve its schedule.
 type scheduleFlags struct {
@@ -75,22 +64,22 @@ func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(stderr, "reserve", "%v", err)
 	}
 	defer store.Close()
-	lim := sluice.NewLimiter(store.Store, reserveLimiterConfig(cfg))
-	if !*asJSON {
-		fmt.Fprintf(stdout, "schedule %q on %s: %v (one every %v), max delay %v%s\n", sched.Name, store.Where, sched.Rate, sched.Interval(), sched.MaxDelay, maxQueueText(sched))
-	}
-	code := exitOK
-	for i := range *n {
-		r, err := lim.Reserve(ctx, sched, attrs.values, *cost)
-		if err != nil {
-			return usageError(stderr, "reserve", "%v", err)
-		}
-		if !r.OK {
+	enc, code := json.NewEncoder(stdout), exitOK
+	emit := func(l oneshot.Line) error {
+		if !l.OK {
 			code = exitDenied
 		}
-		if err := printReservation(stdout, i+1, sched, &r, *asJSON); err != nil {
-			return exitUsage
+		if *asJSON {
+			return enc.Encode(l)
 		}
+		fmt.Fprintln(stdout, l)
+		return nil
+	}
+	if !*asJSON {
+		fmt.Fprintln(stdout, oneshot.ScheduleText(sched, store.Where))
+	}
+	if err := oneshot.Reserve(ctx, store.Store, cfg, sched, attrs.values, *cost, *n, emit); err != nil {
+		return usageError(stderr, "reserve", "%v", err)
 	}
 	return code
 }
@@ -119,42 +108,4 @@ func (f *scheduleFlags) schedule(attrs []string) (*sluice.Schedule, *config.Conf
 		return sched, nil, sched.Validate()
 	}
 	return nil, nil, errors.New("give the schedule with --config FILE --schedule NAME, or with --rate")
-}
-
-// reserveLimiterConfig is the Limiter's configuration for the file's
-// store. The Limiter goes straight to the opened store, which keeps the
-// schedules (store.Scheduler). A command line is not a request path: a
-// store call has a second unless the file says otherwise.
-func reserveLimiterConfig(cfg *config.Config) sluice.Config {
-	lc := sluice.Config{Timeout: time.Second}
-	if cfg != nil && cfg.Store != nil {
-		lc.OnError = cfg.Store.OnError
-		if cfg.Store.Timeout > 0 {
-			lc.Timeout = cfg.Store.Timeout
-		}
-	}
-	return lc
-}
-
-// printReservation prints r, the reservation numbered n on sched: one
-// JSON object with asJSON, else one line.
-func printReservation(w io.Writer, n int, sched *sluice.Schedule, r *sluice.Reservation, asJSON bool) error {
-	if asJSON {
-		return json.NewEncoder(w).Encode(reserveLine{N: n, OK: r.OK, DelayMS: r.Delay.Milliseconds(), DelayUS: r.Delay.Microseconds(),
-			Slot: r.Slot.UTC().Format(time.RFC3339Nano), ID: r.ID, Queue: r.Queue, Reason: string(r.Reason)})
-	}
-	if r.OK {
-		fmt.Fprintf(w, "#%-3d ok        leaves in %-10v queue %-3d id %s\n", n, r.Delay, r.Queue, r.ID)
-	} else {
-		fmt.Fprintf(w, "#%-3d rejected  (%s) it would wait %v, queue %d (max delay %v%s)\n", n, r.Reason, r.Delay, r.Queue, sched.MaxDelay, maxQueueText(sched))
-	}
-	return nil
-}
-
-// maxQueueText is ", max queue Q" for a schedule that has one, else "".
-func maxQueueText(s *sluice.Schedule) string {
-	if s.MaxQueue > 0 {
-		return fmt.Sprintf(", max queue %d", s.MaxQueue)
-	}
-	return ""
 }
