@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/cliflag"
 	"github.com/sluicerate/sluice/internal/overrides"
 )
 
@@ -92,7 +92,7 @@ type overrideCmd struct {
 // values.
 type target struct {
 	policy, domain, rule *string
-	values               valuesFlag
+	values               cliflag.List
 }
 
 func addTarget(fs *flag.FlagSet) *target {
@@ -105,15 +105,9 @@ func addTarget(fs *flag.FlagSet) *target {
 	return t
 }
 
-// valuesFlag collects repeated --value flags, in order.
-type valuesFlag []string
-
-func (v *valuesFlag) String() string     { return strings.Join(*v, ",") }
-func (v *valuesFlag) Set(s string) error { *v = append(*v, s); return nil }
-
 func (c *overrideCmd) set(ctx context.Context, fs *flag.FlagSet, args []string) int {
 	t := addTarget(fs)
-	var limit optionalInt
+	var limit cliflag.OptionalInt
 	fs.Var(&limit, "limit", "the window's new `limit`")
 	blocked := fs.Bool("blocked", false, "block the window: a limit of 0")
 	window := fs.Duration("window", 0, "the window's new `length` (default: the rule's)")
@@ -127,8 +121,8 @@ func (c *overrideCmd) set(ctx context.Context, fs *flag.FlagSet, args []string) 
 	}
 	o := overrides.Override{Policy: *t.policy, Domain: *t.domain, Rule: *t.rule, Values: []string(t.values), Blocked: *blocked,
 		Window: overrides.Duration(*window), Burst: *burst, MinGap: overrides.Duration(*minGap), For: overrides.Duration(*forD), Reason: *reason}
-	if limit.set {
-		o.Limit = &limit.n
+	if n, ok := limit.Int(); ok {
+		o.Limit = &n
 	}
 	if *until != "" {
 		u, err := time.Parse(time.RFC3339, *until)
@@ -205,26 +199,4 @@ func (c *overrideCmd) call(ctx context.Context, method, path string, body []byte
 		return usageError(c.stderr, "override", "the server's answer: %v", err)
 	}
 	return exitOK
-}
-
-// optionalInt is a number flag that may be left out: no default to show.
-type optionalInt struct {
-	n   int64
-	set bool
-}
-
-func (o *optionalInt) String() string {
-	if o == nil || !o.set {
-		return ""
-	}
-	return strconv.FormatInt(o.n, 10)
-}
-
-func (o *optionalInt) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return errors.New("not a whole number")
-	}
-	o.n, o.set = n, true
-	return nil
 }
