@@ -7,37 +7,13 @@ import (
 	"io"
 
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/filecheck"
 	"github.com/sluicerate/sluice/internal/oneshot"
 )
 
-const checkUsage = `usage: sluice check --config FILE [--envoy-config DIR] [--json]
-       sluice check --config FILE --policy P --attr k=v ... [--cost N] [--json] [--redis URL]
-       sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ... [--hits N] [--json] [--redis URL]
-
-Without a request, validates FILE and DIR, as a CI step before shipping
-them: every problem is printed with its file, line and column, and a valid
-file's summary (store, policies, rules and their algorithms, schedules,
-file overrides; the Envoy domains and their limits). It reads no store.
-Exit status: 0 valid, 2 a problem.
-
-With --policy, loads FILE (reporting every problem in it) and decides one
-request against policy P without recording it: what /v1/peek would answer.
-The store is Redis at --redis, else the file's store, else memory (where
-every window is empty, so check validates the file and the request).
-Exit status: 0 allowed, 1 denied, 2 usage, configuration or store error.
-
-sluice check --envoy-config DIR --domain D --descriptor k=v[,k2=v2] ...
-loads a directory of envoyproxy/ratelimit configuration files (reporting
-every problem) and prints the status of each descriptor of one request,
-recording nothing.
-
-flags:`
-
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, checkUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintln(stderr, help("check")); fs.PrintDefaults() }
 	var attrs attrFlag
 	file := fs.String("config", "", "the configuration `file` to validate, or to decide a request against with --policy")
 	policy := fs.String("policy", "", "decide one request against the policy of this `name`, with --attr (without it, validate the files)")
@@ -59,7 +35,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return usageError(stderr, "check", "%v", err)
 		}
-		return checkFiles(*file, *ef.dir, opts.Load, *asJSON, stdout, stderr)
+		r := filecheck.Check(*file, *ef.dir, opts.Load)
+		r.Write(stdout, stderr, *asJSON)
+		if !r.OK() {
+			return exitUsage
+		}
+		return exitOK
 	case *ef.dir != "":
 		return checkEnvoy(ctx, ef, *domain, descs, uint32(*hits), *redisURL, *asJSON, stdout, stderr)
 	case *file == "":
@@ -85,25 +66,6 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !pk.Allowed() {
 		return exitDenied
-	}
-	return exitOK
-}
-
-// checkFiles prints the problems of the configuration file and the Envoy
-// directory that are given to stderr, and when both are valid their
-// summary to stdout: exit 0, else 2. With asJSON, it prints the problems
-// and the summaries as one JSON object to stdout.
-func checkFiles(file, envoyDir string, envoyOpts envoy.LoadOptions, asJSON bool, stdout, stderr io.Writer) int {
-	r := filecheck.Check(file, envoyDir, envoyOpts)
-	if asJSON {
-		b, _ := json.Marshal(r)
-		fmt.Fprintln(stdout, string(b))
-	} else {
-		r.WriteProblems(stderr)
-		r.WriteSummary(stdout)
-	}
-	if !r.OK() {
-		return exitUsage
 	}
 	return exitOK
 }

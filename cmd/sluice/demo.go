@@ -12,18 +12,9 @@ import (
 	"github.com/sluicerate/sluice/internal/demo"
 )
 
-const demoUsage = `usage: sluice demo [--redis URL] [--json]
-
-Runs the notifier scenario: a global cap of 10 notifications over a cap of 3
-per category, both per minute, with a burst of "errors" first. Each attempt
-is printed with whether it was sent and which limit denied it. The store is
-memory, or Redis at --redis.
-
-flags:`
-
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo", stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, demoUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintln(stderr, help("demo")); fs.PrintDefaults() }
 	redisURL := fs.String("redis", "", "run on Redis at this URL (redis://host:port/db); default: in memory")
 	asJSON := fs.Bool("json", false, "print one JSON object per attempt")
 	if code, ok := parseFlags(fs, args); !ok {

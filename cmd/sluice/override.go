@@ -18,34 +18,9 @@ import (
 	"github.com/sluicerate/sluice/internal/overrides"
 )
 
-// overrideUsage is sluice override's help.
-const overrideUsage = `usage: sluice override set --policy P | --domain D --rule R [--value V ...] (--limit N | --blocked) [flags]
-       sluice override list [--json]
-       sluice override get ID [--json]
-       sluice override delete ID | --policy P | --domain D --rule R [--value V ...]
-
-Changes limits at runtime, through a running sluice serve's admin listener
-(--admin, default http://127.0.0.1:9464, with the token in
-$SLUICE_ADMIN_TOKEN or --token). Overrides live in the store, so every
-instance on it applies a change within its --override-poll (250 ms by
-default), and they outlast restarts.
-
-set gives one window of a rule other figures: --value gives the values of
-the rule's attributes in its by order (for an Envoy domain, the
-descriptor's values in entry order), each the value or a prefix followed
-by '*'. A runtime override comes before the rule's file overrides, which
-come before the rule. --for or --until ends it; --reason says why.
-
-  sluice override set --policy api --rule per-user --value acme --limit 5000 --for 24h --reason "launch"
-  sluice override set --policy api --rule per-user --value 'premium_*' --limit 1000
-  sluice override set --domain rl --rule user --value bot_7 --blocked --for 1h
-  sluice override delete api:per-user:acme
-
-Exit status: 0 done, 1 no such override (get, delete), 2 usage or failure.`
-
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, overrideUsage)
+		fmt.Fprintln(stderr, help("override"))
 		if len(args) == 0 {
 			return exitUsage
 		}
@@ -55,7 +30,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	c := &overrideCmd{stdout: stdout, stderr: stderr}
 	fs := newFlagSet("override "+sub, stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\n\nflags of sluice override %s:\n", overrideUsage, sub)
+		fmt.Fprintf(stderr, "%s\n\nflags of sluice override %s:\n", help("override"), sub)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.client.Admin, "admin", cmp.Or(os.Getenv("SLUICE_ADMIN_URL"), "http://127.0.0.1:9464"), "the admin listener's `URL` (default: $SLUICE_ADMIN_URL, else http://127.0.0.1:9464)")
@@ -88,39 +63,30 @@ type overrideCmd struct {
 	stdout, stderr io.Writer
 }
 
-// target are the flags that name a window: its policy or domain, rule and
-// values.
-type target struct {
-	policy, domain, rule *string
-	values               cliflag.List
-}
-
-func addTarget(fs *flag.FlagSet) *target {
-	t := &target{
-		policy: fs.String("policy", "", "the `policy` of the rule"),
-		domain: fs.String("domain", "", "or the Envoy `domain`"),
-		rule:   fs.String("rule", "", "the `rule` (for a domain, the limit's descriptor path, as the admin view names it)"),
-	}
-	fs.Var(&t.values, "value", "a `value` of the window, or a prefix followed by '*'; one per attribute of the rule, in order")
-	return t
+// addTarget binds to o the flags that name a window: its policy or
+// domain, rule and values.
+func addTarget(fs *flag.FlagSet, o *overrides.Override) {
+	fs.StringVar(&o.Policy, "policy", "", "the `policy` of the rule")
+	fs.StringVar(&o.Domain, "domain", "", "or the Envoy `domain`")
+	fs.StringVar(&o.Rule, "rule", "", "the `rule` (for a domain, the limit's descriptor path, as the admin view names it)")
+	fs.Var((*cliflag.List)(&o.Values), "value", "a `value` of the window, or a prefix followed by '*'; one per attribute of the rule, in order")
 }
 
 func (c *overrideCmd) set(ctx context.Context, fs *flag.FlagSet, args []string) int {
-	t := addTarget(fs)
+	var o overrides.Override
+	addTarget(fs, &o)
 	var limit cliflag.OptionalInt
 	fs.Var(&limit, "limit", "the window's new `limit`")
-	blocked := fs.Bool("blocked", false, "block the window: a limit of 0")
-	window := fs.Duration("window", 0, "the window's new `length` (default: the rule's)")
-	burst := fs.Int64("burst", 0, "the new `burst` of a gcra rule (default: the rule's)")
-	minGap := fs.Duration("min-gap", 0, "the new minimum `gap` of a log rule (default: the rule's)")
-	forD := fs.Duration("for", 0, "end the override this `long` from now")
+	fs.BoolVar(&o.Blocked, "blocked", false, "block the window: a limit of 0")
+	fs.DurationVar((*time.Duration)(&o.Window), "window", 0, "the window's new `length` (default: the rule's)")
+	fs.Int64Var(&o.Burst, "burst", 0, "the new `burst` of a gcra rule (default: the rule's)")
+	fs.DurationVar((*time.Duration)(&o.MinGap), "min-gap", 0, "the new minimum `gap` of a log rule (default: the rule's)")
+	fs.DurationVar((*time.Duration)(&o.For), "for", 0, "end the override this `long` from now")
 	until := fs.String("until", "", "end the override at this `time` (RFC 3339)")
-	reason := fs.String("reason", "", "why, for the next operator")
+	fs.StringVar(&o.Reason, "reason", "", "why, for the next operator")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	o := overrides.Override{Policy: *t.policy, Domain: *t.domain, Rule: *t.rule, Values: []string(t.values), Blocked: *blocked,
-		Window: overrides.Duration(*window), Burst: *burst, MinGap: overrides.Duration(*minGap), For: overrides.Duration(*forD), Reason: *reason}
 	if n, ok := limit.Int(); ok {
 		o.Limit = &n
 	}
@@ -146,7 +112,8 @@ func (c *overrideCmd) set(ctx context.Context, fs *flag.FlagSet, args []string) 
 // one gets or deletes the override named by the argument, or by the
 // target flags.
 func (c *overrideCmd) one(ctx context.Context, sub string, fs *flag.FlagSet, args []string) int {
-	t := addTarget(fs)
+	var t overrides.Override
+	addTarget(fs, &t)
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
@@ -161,9 +128,8 @@ func (c *overrideCmd) one(ctx context.Context, sub string, fs *flag.FlagSet, arg
 		return usageError(c.stderr, "override "+sub, "unexpected argument %q; give one ID", rest[len(rest)-1])
 	}
 	switch {
-	case id == "" && *t.rule != "" && (*t.policy == "") != (*t.domain == ""):
-		o := overrides.Override{Policy: *t.policy, Domain: *t.domain}
-		id = overrides.ID(o.PolicyOf(), *t.rule, t.values)
+	case id == "" && t.Rule != "" && (t.Policy == "") != (t.Domain == ""):
+		id = overrides.ID(t.PolicyOf(), t.Rule, t.Values)
 	case id == "":
 		return usageError(c.stderr, "override "+sub, "name the override by its ID (sluice override list shows them), or by --policy or --domain, --rule and --value")
 	}

@@ -14,20 +14,6 @@ import (
 	"github.com/sluicerate/sluice/internal/oneshot"
 )
 
-const reserveUsage = `usage: sluice reserve --config FILE --schedule NAME --attr k=v [--n N] [--cost C] [--json] [--redis URL]
-       sluice reserve --rate 4/s [--max-delay D] [--max-queue Q] [--schedule NAME] --attr k=v ...
-
-Makes N reservations on a schedule back to back and prints each: whether it
-was given a slot, how long it would wait, its ID and the queue length. With
---config the schedule comes from the file; without it, from --rate,
---max-delay and --max-queue, queued by every --attr given; --max-delay
-defaults to 0, as a file's schedule without max_delay: only a reservation
-that may go at once is given a slot, so give it to queue the others. The
-store is Redis at --redis, else the file's store, else memory.
-Exit status: 0 every reservation got a slot, 1 one was rejected, 2 usage.
-
-flags:`
-
 // scheduleFlags are the flags that give sluice reserve its schedule.
 type scheduleFlags struct {
 	file, name, rate *string
@@ -37,7 +23,7 @@ type scheduleFlags struct {
 
 func runReserve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("reserve", stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, reserveUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintln(stderr, help("reserve")); fs.PrintDefaults() }
 	var attrs attrFlag
 	sf := scheduleFlags{file: fs.String("config", "", "the configuration `file` that defines the schedule"),
 		name: fs.String("schedule", "", "the schedule's `name`")}

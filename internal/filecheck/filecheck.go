@@ -6,6 +6,7 @@
 package filecheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -76,6 +77,19 @@ func (r *Report) fail(what string, err error) {
 		r.Problems = append(r.Problems, Problem{File: what, Message: err.Error()})
 	}
 	r.failures = append(r.failures, failure{what: what, err: err, problems: len(r.Problems) - n})
+}
+
+// Write writes the report as sluice check does: the problems to stderr
+// and the summaries to stdout, or with asJSON the report as one JSON
+// object to stdout.
+func (r *Report) Write(stdout, stderr io.Writer, asJSON bool) {
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(stdout, string(b))
+		return
+	}
+	r.WriteProblems(stderr)
+	r.WriteSummary(stdout)
 }
 
 // WriteProblems writes, for each file that failed to load, its problems

@@ -118,3 +118,28 @@ func TestProblemsOfEachFile(t *testing.T) {
 		t.Errorf("a missing file: ok %v, %+v, %q; want 1 problem without a line", r.OK(), r.Problems, problems)
 	}
 }
+
+// TestWrite: as text the problems go to stderr and the summaries to
+// stdout; as JSON the whole report goes to stdout, in one line.
+func TestWrite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.yaml", "policies:\n  - name: api\n    limits:\n      - {name: g, limit: 1, window: 1s}\n")
+	bad := writeFile(t, dir, "bad.yaml", "policies:\n  - name: api\n    limits:\n      - {name: g, limit: 1, window: 0s}\n")
+	for _, file := range []string{good, bad} {
+		r := Check(file, "", envoy.LoadOptions{})
+		var stdout, stderr bytes.Buffer
+		r.Write(&stdout, &stderr, false)
+		if r.OK() != (file == good) || r.OK() != strings.HasPrefix(stdout.String(), file+": ok\n") || r.OK() != (stderr.Len() == 0) {
+			t.Errorf("%s as text: ok %v, stdout %q, stderr %q", file, r.OK(), stdout.String(), stderr.String())
+		}
+		stdout.Reset()
+		stderr.Reset()
+		r.Write(&stdout, &stderr, true)
+		var got Report
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || stderr.Len() != 0 || strings.Count(stdout.String(), "\n") != 1 ||
+			len(got.Problems) != len(r.Problems) || (got.Config != nil) != r.OK() {
+			t.Errorf("%s as JSON: %v, stdout %q, stderr %q", file, err, stdout.String(), stderr.String())
+		}
+	}
+}
