@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-const file = `policies:
+const configFile = `policies:
   - name: api
     limits:
       - {name: per-user, by: [user], limit: 2, window: 1m}
@@ -30,7 +32,7 @@ schedules:
 
 func parse(t *testing.T) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse("sluice.yaml", []byte(file))
+	cfg, err := config.Parse("sluice.yaml", []byte(configFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +154,39 @@ func TestReserveMaxQueue(t *testing.T) {
 	}
 	if got := lines[2].String(); !strings.HasPrefix(got, "#3   rejected  (queue) it would wait ") || !strings.HasSuffix(got, "(max delay 10s, max queue 2)") {
 		t.Errorf("line 3 = %q", got)
+	}
+}
+
+// TestScheduleSpec: a spec names a file's schedule or one at a rate, and
+// each way of getting it wrong says how to get it right.
+func TestScheduleSpec(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte(configFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		spec oneshot.ScheduleSpec
+		want string
+	}{
+		{oneshot.ScheduleSpec{}, "give the schedule with --config FILE --schedule NAME, or with --rate"},
+		{oneshot.ScheduleSpec{File: file}, "--schedule is required with --config"},
+		{oneshot.ScheduleSpec{File: file, Name: "carrier", Rate: "4/s"}, "use either --config or --rate"},
+		{oneshot.ScheduleSpec{File: file, Name: "nope"}, `"nope" is not in ` + file + " (schedules: carrier, short)"},
+		{oneshot.ScheduleSpec{File: file + ".missing", Name: "carrier"}, "sluice.yaml.missing"},
+		{oneshot.ScheduleSpec{Rate: "four/s"}, "--rate: "},
+		{oneshot.ScheduleSpec{Rate: "4/s", MaxDelay: -time.Second}, "negative max delay"},
+	} {
+		if s, _, err := tt.spec.Schedule(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, %v; want an error with %q", tt.spec, s, err, tt.want)
+		}
+	}
+	s, cfg, err := (&oneshot.ScheduleSpec{File: file, Name: "short"}).Schedule()
+	if err != nil || cfg == nil || s.Name != "short" || s.MaxQueue != 2 {
+		t.Errorf("the file's short: %+v, %v; want it with its max queue of 2", s, err)
+	}
+	s, cfg, err = (&oneshot.ScheduleSpec{Rate: "4/s", MaxDelay: time.Second, MaxQueue: 3, By: []string{"carrier"}}).Schedule()
+	if err != nil || cfg != nil || s.Name != "cli" || s.Interval() != 250*time.Millisecond || s.MaxDelay != time.Second || s.MaxQueue != 3 || len(s.By) != 1 {
+		t.Errorf("at 4/s: %+v, %v, %v; want cli, one every 250ms, by carrier, and no file", s, cfg, err)
 	}
 }

@@ -1,7 +1,9 @@
 package oneshot
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,4 +81,40 @@ func maxQueueText(s *sluice.Schedule) string {
 		return fmt.Sprintf(", max queue %d", s.MaxQueue)
 	}
 	return ""
+}
+
+// ScheduleSpec names the schedule to reserve on: File's schedule Name, or
+// one of its own at Rate (then Name defaults to "cli"). Its errors name
+// the flags of sluice reserve that set each field.
+type ScheduleSpec struct {
+	File, Name, Rate string
+	MaxDelay         time.Duration
+	MaxQueue         int64
+	By               []string // a schedule at Rate queues by these attributes
+}
+
+// Schedule returns the schedule s names, and with File the file it is
+// from.
+func (s *ScheduleSpec) Schedule() (*sluice.Schedule, *config.Config, error) {
+	switch {
+	case s.File != "" && s.Rate != "":
+		return nil, nil, errors.New("--rate defines a schedule without a file; use either --config or --rate")
+	case s.File != "" && s.Name == "":
+		return nil, nil, errors.New("--schedule is required with --config")
+	case s.File != "":
+		cfg, err := config.Load(s.File)
+		if err != nil {
+			return nil, nil, err
+		}
+		sched, err := cfg.FindSchedule(s.Name)
+		return sched, cfg, err
+	case s.Rate != "":
+		r, err := sluice.ParseRate(s.Rate)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--rate: %v", err)
+		}
+		sched := &sluice.Schedule{Name: cmp.Or(s.Name, "cli"), By: s.By, Rate: r, MaxDelay: s.MaxDelay, MaxQueue: s.MaxQueue}
+		return sched, nil, sched.Validate()
+	}
+	return nil, nil, errors.New("give the schedule with --config FILE --schedule NAME, or with --rate")
 }
