@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
@@ -29,31 +28,6 @@ func demoRun(t *testing.T, args ...string) []demo.Line {
 		lines = append(lines, l)
 	}
 	return lines
-}
-
-func TestDemoInMemory(t *testing.T) {
-	lines := demoRun(t)
-	if len(lines) != len(demo.Events) {
-		t.Fatalf("got %d attempts, want %d", len(lines), len(demo.Events))
-	}
-	var deniedBy []string
-	admitted := 0
-	for _, l := range lines {
-		if l.Allowed {
-			admitted++
-		} else {
-			deniedBy = append(deniedBy, l.DeniedBy)
-		}
-	}
-	// The 4th "errors" and the 4th "warnings" hit their category cap; the
-	// global cap of 10 stops everything after.
-	want := []string{"category", "category", "global", "global", "global", "global"}
-	if admitted != 10 || !slices.Equal(deniedBy, want) {
-		t.Errorf("admitted %d, denials %v; want 10 and %v", admitted, deniedBy, want)
-	}
-	if l := lines[3]; l.Allowed || l.DeniedBy != "category" || l.Category != "errors" || l.Remaining != 0 {
-		t.Errorf("attempt 4 = %+v, want errors denied by category", l)
-	}
 }
 
 // The demo on Redis gives the same sequence as in memory.

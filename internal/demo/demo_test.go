@@ -26,7 +26,7 @@ func run(t *testing.T) []demo.Line {
 	return lines
 }
 
-// TestRun: of the 16 notifications 10 are sent; the 4th "errors" and the
+// TestRun (the scenario that sluice demo prints): of the 16 notifications 10 are sent; the 4th "errors" and the
 // 4th "warnings" hit their category cap, and the global cap of 10 stops
 // everything after. A denial waits out the whole minute, the clock
 // standing still.
