@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicerate/sluice/internal/filecheck"
 )
 
 // TestCheckValidatesFiles: sluice check without a request is a CI step. A
@@ -49,7 +51,7 @@ schedules:
 	t.Logf("sluice check --config good.yaml, exit %d:\n%s", code, out)
 
 	code, out, _ = runCLI(t, "check", "--config", good, "--json")
-	var sum fileSummary
+	var sum filecheck.Report
 	if err := json.Unmarshal([]byte(out), &sum); code != exitOK || err != nil || sum.Config == nil ||
 		len(sum.Config.Policies) != 2 || sum.Config.Rules != 3 || sum.Config.FileOverrides != 1 {
 		t.Errorf("check --json: exit %d, %v, %s", code, err, out)
@@ -94,7 +96,11 @@ schedules:
 func TestCheckReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join("testdata", "five-problems.yaml")
-	want := []problemJSON{
+	want := []struct {
+		File         string
+		Line, Column int
+		Message      string
+	}{
 		{file, 7, 9, `concurrency rules "calls" and "per-line" have leases of 30s and 1m0s`},
 		{file, 8, 63, "lease is 500µs; a lease lives at least 1ms"},
 		{file, 9, 9, `rule "per-carrier": a concurrency rule takes no min gap, algorithm or burst`},
@@ -113,7 +119,7 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 	}
 
 	code, out, errOut = runCLI(t, "check", "--config", file, "--json")
-	var got fileSummary
+	var got filecheck.Report
 	if err := json.Unmarshal([]byte(out), &got); code != exitUsage || err != nil || errOut != "" || len(got.Problems) != len(want) || got.Config != nil {
 		t.Fatalf("check --json: exit %d, %v, stdout %q, stderr %q; want 2 and 5 problems on stdout", code, err, out, errOut)
 	}
@@ -140,38 +146,5 @@ func TestCheckReportsEveryProblem(t *testing.T) {
 	if squeezed := strings.Join(strings.Fields(out), " "); code != exitOK || !strings.Contains(squeezed, "rule calls 4 at once, lease 30s") ||
 		!strings.Contains(squeezed, "1 rule (concurrency 1)") {
 		t.Errorf("check of a concurrency rule: exit %d\n%s%s", code, out, errOut)
-	}
-}
-
-// TestCheckSummarisesEnvoy: the Envoy summary lists each limit's
-// descriptor as key=value entries (the limit's name apart, not as an
-// attribute), shadow_mode, and unlimited descriptors.
-func TestCheckSummarisesEnvoy(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	writeFile(t, dir, "a.yaml", `domain: rl
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 10, name: per-user}
-    shadow_mode: true
-  - key: user
-    value: vip
-    rate_limit: {unlimited: true}
-  - key: path
-    descriptors:
-      - key: method
-        value: POST
-        rate_limit: {unit: second, requests_per_unit: 5}
-`)
-	code, out, errOut := runCLI(t, "check", "--envoy-config", dir)
-	squeezed := strings.Join(strings.Fields(out), " ")
-	for _, want := range []string{
-		`user 10 per 1m0s, log, descriptor user, name "per-user", shadow_mode`,
-		"user_vip unlimited, descriptor user=vip",
-		"path.method_POST 5 per 1s, log, descriptor path, method=POST",
-	} {
-		if code != exitOK || !strings.Contains(squeezed, want) {
-			t.Errorf("check --envoy-config: exit %d, the summary lacks %q:\n%s%s", code, want, out, errOut)
-		}
 	}
 }

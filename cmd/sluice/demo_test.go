@@ -4,55 +4,30 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sluicerate/sluice/internal/demo"
 	"github.com/sluicerate/sluice/internal/redistest"
 )
 
 // demoRun runs the demo with args and returns its JSON lines.
-func demoRun(t *testing.T, args ...string) []demoLine {
+func demoRun(t *testing.T, args ...string) []demo.Line {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), append([]string{"demo", "--json"}, args...), &stdout, &stderr); code != exitOK {
 		t.Fatalf("sluice demo %v: exit %d: %s", args, code, stderr.String())
 	}
-	var lines []demoLine
+	var lines []demo.Line
 	dec := json.NewDecoder(&stdout)
 	for dec.More() {
-		var l demoLine
+		var l demo.Line
 		if err := dec.Decode(&l); err != nil {
 			t.Fatal(err)
 		}
 		lines = append(lines, l)
 	}
 	return lines
-}
-
-func TestDemoInMemory(t *testing.T) {
-	lines := demoRun(t)
-	if len(lines) != len(demoEvents) {
-		t.Fatalf("got %d attempts, want %d", len(lines), len(demoEvents))
-	}
-	var deniedBy []string
-	admitted := 0
-	for _, l := range lines {
-		if l.Allowed {
-			admitted++
-		} else {
-			deniedBy = append(deniedBy, l.DeniedBy)
-		}
-	}
-	// The 4th "errors" and the 4th "warnings" hit their category cap; the
-	// global cap of 10 stops everything after.
-	want := []string{"category", "category", "global", "global", "global", "global"}
-	if admitted != 10 || !slices.Equal(deniedBy, want) {
-		t.Errorf("admitted %d, denials %v; want 10 and %v", admitted, deniedBy, want)
-	}
-	if l := lines[3]; l.Allowed || l.DeniedBy != "category" || l.Category != "errors" || l.Remaining != 0 {
-		t.Errorf("attempt 4 = %+v, want errors denied by category", l)
-	}
 }
 
 // The demo on Redis gives the same sequence as in memory.

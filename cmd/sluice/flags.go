@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sluicerate/sluice/internal/yamlfile"
+	"github.com/sluicerate/sluice/internal/cliflag"
 )
 
 // newFlagSet returns the flag set of subcommand name, printing to stderr.
@@ -32,51 +32,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 
 // parseArgs parses args, leaving the arguments after the flags in fs.Args.
 // On -h it prints fs.Usage and reports exit 0; on a bad flag one line, the
-// closest flag for an unknown one and where the help is, not the whole
-// help, and exit 2.
+// closest flag for an unknown one and where the help is, and exit 2.
 func parseArgs(fs *flag.FlagSet, args []string) (int, bool) {
-	out, usage := fs.Output(), fs.Usage
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
-	switch {
+	switch err := cliflag.Parse(fs, args); {
 	case err == nil:
 		return exitOK, true
 	case errors.Is(err, flag.ErrHelp):
-		if fs.Usage != nil {
-			fs.Usage()
-		} else {
-			fs.PrintDefaults()
-		}
 		return exitOK, false
+	default:
+		return usageError(fs.Output(), fs.Name(), "%v", err), false
 	}
-	msg := err.Error()
-	if name, unknown := strings.CutPrefix(msg, "flag provided but not defined: -"); unknown {
-		msg = "unknown flag --" + name
-		if c := closestFlag(fs, name); c != "" {
-			msg += "; did you mean --" + c + "?"
-		}
-	}
-	return usageError(out, fs.Name(), "%s (see sluice %s -h)", msg, fs.Name()), false
-}
-
-// closestFlag returns the flag of fs closest to name: within two edits, or
-// one that name begins (of three letters or more); else "".
-func closestFlag(fs *flag.FlagSet, name string) string {
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	name = strings.TrimLeft(strings.SplitN(name, "=", 2)[0], "-")
-	if c, ok := yamlfile.Closest(name, names); ok {
-		return c
-	}
-	for _, n := range names { // a prefix: --pol for --policy
-		if len(name) >= 3 && strings.HasPrefix(n, name) {
-			return n
-		}
-	}
-	return ""
 }
 
 // usageError prints "sluice NAME: message" and returns the usage exit code.

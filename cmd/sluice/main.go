@@ -1,32 +1,21 @@
 // Command sluice is sluice's command line: a demo of hierarchical limits, and
-// the tools to run and inspect a sluice deployment.
-//
-// Usage:
-//
-//	sluice demo [--redis URL] [--json]
-//	sluice serve --config FILE [--http ADDR] [--grpc ADDR] [--redis URL]
-//	sluice check --config FILE [--policy P --attr k=v [--cost N]] [--json]
-//	sluice inspect --config FILE --policy P --attr k=v [--redis URL] [--json]
-//	sluice reserve --config FILE --schedule S --attr k=v [--n N] [--json]
-//	sluice override set|list|get|delete [flags]
-//	sluice bench [--redis URL | --server URL] [flags]
-//
-// Started under the name ratelimit (the container image's /bin/ratelimit,
-// envoyproxy/ratelimit's command), sluice is sluice serve.
-//
-// "sluice --help" lists the commands and "sluice COMMAND -h" a command's
-// flags.
+// the tools to run and inspect a sluice deployment. "sluice --help" lists the
+// commands and "sluice COMMAND -h" a command's flags (docs/cli.md has them
+// all). Started under the name ratelimit (the container image's
+// /bin/ratelimit, envoyproxy/ratelimit's command), sluice is sluice serve.
 //
 // Exit codes: 0 ok, 1 denied (check), 2 usage or configuration error.
 package main
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -94,4 +83,16 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'sluice <command> -h' for a command's flags.")
+}
+
+// helpFiles are the help texts of the commands that keep theirs in a file.
+//
+//go:embed help
+var helpFiles embed.FS
+
+// help is the help text of command name, help/NAME.txt, without its last
+// newline. TestHelpListsEveryCommand checks that each command's is there.
+func help(name string) string {
+	b, _ := helpFiles.ReadFile("help/" + name + ".txt")
+	return strings.TrimSuffix(string(b), "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/oneshot"
 	"github.com/sluicerate/sluice/internal/redistest"
 )
 
@@ -31,16 +32,16 @@ func writeReserveConfig(t *testing.T) string {
 // runReserveJSON runs sluice reserve --json with args and returns its
 // lines, its exit code, its stderr, and how long it ran: the reservations
 // run on the system clock, so a delay is its slot less some of that time.
-func runReserveJSON(t *testing.T, args ...string) ([]reserveLine, int, string, int64) {
+func runReserveJSON(t *testing.T, args ...string) ([]oneshot.Line, int, string, int64) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := run(context.Background(), append([]string{"reserve", "--json"}, args...), &stdout, &stderr)
 	ran := time.Since(start).Milliseconds()
-	var lines []reserveLine
+	var lines []oneshot.Line
 	dec := json.NewDecoder(&stdout)
 	for dec.More() {
-		var l reserveLine
+		var l oneshot.Line
 		if err := dec.Decode(&l); err != nil {
 			t.Fatalf("output is not JSON lines: %v\n%s", err, stdout.String())
 		}

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/yamlfile"
 )
 
@@ -179,6 +181,31 @@ func (c *Config) Schedule(name string) *sluice.Schedule {
 		}
 	}
 	return nil
+}
+
+// FindPolicy returns the policy named name, or an error that wraps
+// edge.ErrUnknownPolicy and lists the file's policies.
+func (c *Config) FindPolicy(name string) (*sluice.Policy, error) {
+	return find(c, c.Policies, func(p *sluice.Policy) string { return p.Name }, name, "policies", edge.ErrUnknownPolicy)
+}
+
+// FindSchedule returns the schedule named name, or an error that wraps
+// edge.ErrUnknownSchedule and lists the file's schedules.
+func (c *Config) FindSchedule(name string) (*sluice.Schedule, error) {
+	return find(c, c.Schedules, func(s *sluice.Schedule) string { return s.Name }, name, "schedules", edge.ErrUnknownSchedule)
+}
+
+// find returns the item of c's list named name, or unknown with the names
+// of the list (what).
+func find[T any](c *Config, list []T, nameOf func(*T) string, name, what string, unknown error) (*T, error) {
+	var names []string
+	for i := range list {
+		if nameOf(&list[i]) == name {
+			return &list[i], nil
+		}
+		names = append(names, nameOf(&list[i]))
+	}
+	return nil, fmt.Errorf("%w: %q is not in %s (%s: %s)", unknown, name, c.File, what, strings.Join(names, ", "))
 }
 
 // Load reads and parses the file at path.

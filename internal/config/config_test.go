@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/edge"
 )
 
 // designFile is the example file of the design document.
@@ -447,5 +448,26 @@ func TestLoadTLSFiles(t *testing.T) {
 	}
 	if _, err := Load(path); err != nil {
 		t.Errorf("Load with the files = %v", err)
+	}
+}
+
+// TestFind: FindPolicy and FindSchedule return the one named, or an error
+// that wraps the library's sentinel and lists what the file has.
+func TestFind(t *testing.T) {
+	c, err := Parse("f.yaml", []byte("policies:\n  - {name: api, limits: [{name: g, limit: 1, window: 1s}]}\n  - {name: push, limits: [{name: g, limit: 1, window: 1s}]}\nschedules:\n  - {name: carrier, rate: 4/s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.FindPolicy("push"); err != nil || p != &c.Policies[1] {
+		t.Errorf("FindPolicy(push) = %v, %v; want the second policy", p, err)
+	}
+	if s, err := c.FindSchedule("carrier"); err != nil || s != &c.Schedules[0] {
+		t.Errorf("FindSchedule(carrier) = %v, %v; want the schedule", s, err)
+	}
+	if _, err := c.FindPolicy("nope"); !errors.Is(err, edge.ErrUnknownPolicy) || !strings.HasSuffix(err.Error(), `"nope" is not in f.yaml (policies: api, push)`) {
+		t.Errorf("FindPolicy(nope): %v", err)
+	}
+	if _, err := c.FindSchedule("nope"); !errors.Is(err, edge.ErrUnknownSchedule) || !strings.HasSuffix(err.Error(), `"nope" is not in f.yaml (schedules: carrier)`) {
+		t.Errorf("FindSchedule(nope): %v", err)
 	}
 }
