@@ -93,3 +93,46 @@ func TestLayout(t *testing.T) {
 		t.Logf("internal/%s: %d files, %d lines", pkg, len(files), total)
 	}
 }
+
+// The command is flags → call → print, one file per command: its own
+// code (tests and help texts aside) at most 1,200 lines, and no function
+// over 80. What a command does beyond that belongs in a package of
+// internal/, where it can be tested as one.
+const (
+	commandDir      = "../../cmd"
+	maxCommandLines = 1200
+)
+
+func TestCommandLayout(t *testing.T) {
+	fset := token.NewFileSet()
+	total := 0
+	err := filepath.WalkDir(commandDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		total += strings.Count(string(src), "\n")
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: func %s has %d lines, more than %d; move the work into a package of internal/", fset.Position(fn.Pos()), fn.Name.Name, n, maxFuncLines)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total > maxCommandLines {
+		t.Errorf("cmd/ has %d lines of Go, more than %d; move the work into a package of internal/", total, maxCommandLines)
+	}
+	t.Logf("cmd/: %d lines", total)
+}
