@@ -17,31 +17,13 @@ import (
 	"github.com/sluicerate/sluice/internal/admin"
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/server"
+	"github.com/sluicerate/sluice/internal/servertest"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/storetest"
 )
 
-// testConfig is the configuration of the admin tests' servers.
-const testConfig = `
-policies:
-  - name: notify
-    limits:
-      - {name: global, limit: 5, window: 30m}
-      - {name: category, by: [category], limit: 2, window: 30m}
-  - name: edge
-    limits:
-      - {name: per-ip, by: [ip], limit: 2, window: 1m}
-      - {name: per-user, by: [user], limit: 100, window: 1m}
-  - name: shadowed
-    shadow: true
-    limits:
-      - {name: one, limit: 1, window: 1m}
-schedules:
-  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 500ms}
-forward_auth:
-  trusted_proxies: ["127.0.0.1"]
-  headers: {user: X-User-Id}
-`
+// testConfig is the configuration most of the package's tests serve.
+const testConfig = servertest.Config
 
 // adminServer is a sluice serve over a memory store whose clock, and the
 // admin view's, is clock: its public handler h and its admin handler.

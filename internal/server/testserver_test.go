@@ -15,33 +15,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice/internal/config"
+	"github.com/sluicerate/sluice/internal/servertest"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 )
 
-// testConfig is the configuration file most of the package's tests serve:
-// policies of several limits, a shadowed one, a schedule and forward auth.
-const testConfig = `
-policies:
-  - name: notify
-    limits:
-      - {name: global, limit: 5, window: 30m}
-      - {name: category, by: [category], limit: 2, window: 30m}
-  - name: edge
-    limits:
-      - {name: per-ip, by: [ip], limit: 2, window: 1m}
-      - {name: per-user, by: [user], limit: 100, window: 1m}
-  - name: shadowed
-    shadow: true
-    limits:
-      - {name: one, limit: 1, window: 1m}
-schedules:
-  - {name: carrier, by: [carrier], rate: 4/s, max_delay: 500ms}
-forward_auth:
-  trusted_proxies: ["127.0.0.1"]
-  headers: {user: X-User-Id}
-`
+// testConfig is the configuration most of the package's tests serve.
+const testConfig = servertest.Config
 
 // edgeEnvoy is an Envoy configuration file: domain edge, 2 requests a
 // minute per user.
