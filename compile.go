@@ -41,6 +41,11 @@ type compiled struct {
 	// always applies, with no overrides, no spread and no concurrency
 	// (Rule zero otherwise). Without runtime overrides, resolve copies it.
 	plain []store.Check
+
+	// one reports a policy of one plain rule (see plain) that is not
+	// Shadow, has no Budget, and does not cache denials: its requests
+	// take the one-check road (one.go) unless runtime overrides apply.
+	one bool
 }
 
 // compile validates p and returns its compiled form, or the error
@@ -68,6 +73,7 @@ func compile(p *Policy) (*compiled, error) {
 		c.plain[i] = store.Check{Rule: r.Name, Limit: f.limit, Window: f.window, MinGap: f.minGap,
 			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
 	}
+	c.one = len(p.Rules) == 1 && c.plain[0].Rule != "" && !c.plain[0].Shadow && c.plain[0].Budget == 0 && !p.CacheDenials
 	return c, nil
 }
 

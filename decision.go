@@ -317,13 +317,22 @@ func (d *Decision) combineAll(req *store.Request, b *statuses) {
 func (d *Decision) combineOne(req *store.Request, b *statuses) {
 	c, r := &req.Checks[0], &req.Results[0]
 	remaining := max(0, r.Remaining)
-	*d = Decision{Allowed: r.Fits, Remaining: remaining, ResetAfter: max(0, r.ResetAfter), hasOne: true,
-		one: [1]LimitStatus{{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: remaining,
-			Fits: r.Fits, Cause: causes[r.Cause], ResetAfter: r.ResetAfter}}}
-	if !r.Fits {
-		d.one[0].RetryAfter = r.RetryAfter
-		d.RetryAfter, d.DeniedBy, d.Cause = max(0, r.RetryAfter), c.Rule, d.one[0].Cause
+	// Field by field, not from a composite literal, which the compiler
+	// builds aside and then copies.
+	s := &d.one[0]
+	s.Rule, s.Limit, s.Window, s.Used, s.Remaining = c.Rule, c.Limit, c.Window, r.Used, remaining
+	s.Fits, s.Cause, s.ResetAfter, s.Shadow = r.Fits, causes[r.Cause], r.ResetAfter, false
+	d.Allowed, d.Remaining, d.ResetAfter = r.Fits, remaining, max(0, r.ResetAfter)
+	d.Shadowed, d.Unlimited, d.Degraded, d.Cached, d.Local, d.hasOne = false, false, false, false, false, true
+	if d.more != nil {
+		d.more = nil
 	}
+	if r.Fits {
+		s.RetryAfter, d.RetryAfter, d.DeniedBy, d.Cause = 0, 0, "", ""
+		return
+	}
+	s.RetryAfter = r.RetryAfter
+	d.RetryAfter, d.DeniedBy, d.Cause = max(0, r.RetryAfter), c.Rule, s.Cause
 }
 
 // statuses hands out the rule statuses of decisions of several rules from

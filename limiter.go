@@ -160,8 +160,11 @@ func (l *Limiter) queueBreaker(q store.Queue) *breaker {
 
 // Allow decides one unit of cost against p. It is shorthand for
 // AllowN(ctx, p, attrs, 1).
-func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string) (Decision, error) {
-	return l.AllowN(ctx, p, attrs, 1)
+func (l *Limiter) Allow(ctx context.Context, p *Policy, attrs map[string]string) (d Decision, err error) {
+	// AllowN's body, not a call of it: the Decision is filled where it is
+	// returned, not copied from AllowN's.
+	err = l.do(ctx, p, attrs, 1, store.ModeAllow, false, false, &d)
+	return d, err
 }
 
 // AllowN decides cost units against every rule of p that applies to attrs
@@ -263,6 +266,14 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 	p = &cp.snap // the policy as frozen
 	if mode == store.ModeAllow && p.Penalize {
 		mode = store.ModeRecord
+	}
+	if cp.one && !record && l.cfg.Overrides == nil {
+		if ok, err := l.decideOne(ctx, cp, attrs, cost, mode, dry, d); ok {
+			if p.Shadow && !d.Allowed {
+				d.Allowed, d.Shadowed = true, d.DeniedBy != ""
+			}
+			return err
+		}
 	}
 	s := getScratch()
 	defer putScratch(s)
