@@ -19,6 +19,7 @@ doctor:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags soak ./cmd/sluice ./internal/soak
 
 staticcheck:
 	$(GO) tool staticcheck ./...

@@ -79,7 +79,7 @@ func TestServeWarmCluster(t *testing.T) {
 			}
 		}
 		flush(t, c.Nodes(), "CONFIG RESETSTAT")
-		first := load(t, servers, 64, time.Second)
+		first := sendLoad(t, servers, 64, time.Second)
 		st := scriptStats(t, c)
 		t.Logf("run %d, the first second: %v; on the masters %d EVAL, %d NOSCRIPT, %d failed FCALL", run+1, first, st.evals, st.noscript, st.fcallFailed)
 		if st.evals+st.noscript+st.fcallFailed != 0 {
@@ -88,7 +88,7 @@ func TestServeWarmCluster(t *testing.T) {
 		}
 		var worst second
 		for i := range nextSeconds {
-			next := load(t, servers, 64, time.Second)
+			next := sendLoad(t, servers, 64, time.Second)
 			t.Logf("run %d, second %d: %v", run+1, i+2, next)
 			if next.failed >= worst.failed {
 				worst = next
@@ -239,9 +239,9 @@ func waitReady(t *testing.T, p *serveProc) {
 	}
 }
 
-// load sends decisions of the notify policy from clients goroutines, over
+// sendLoad sends decisions of the notify policy from clients goroutines, over
 // servers in turn, for d, and counts the degraded ones.
-func load(t *testing.T, servers []*serveProc, clients int, d time.Duration) (sec second) {
+func sendLoad(t *testing.T, servers []*serveProc, clients int, d time.Duration) (sec second) {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
