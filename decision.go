@@ -146,6 +146,9 @@ const (
 	// wait is until the earliest live lease expires: the latest moment a
 	// slot is certainly free, sooner when a holder releases its lease.
 	CauseConcurrency Cause = "concurrency"
+
+	// CauseCredits: a Credits rule's balance is below the cost.
+	CauseCredits Cause = "credits"
 )
 
 // Limits returns one status per rule that applied to the request, in
@@ -385,4 +388,4 @@ func (b *statuses) takeNew(n int) []LimitStatus {
 }
 
 // causes maps a store's causes to a Decision's.
-var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap, store.CauseConcurrency: CauseConcurrency}
+var causes = [...]Cause{store.CauseNone: "", store.CauseLimit: CauseLimit, store.CauseGap: CauseGap, store.CauseConcurrency: CauseConcurrency, store.CauseCredits: CauseCredits}

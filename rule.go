@@ -128,6 +128,33 @@ type Rule struct {
 	// rule's figures; not with MinGap, Spread, Shadow, a concurrency rule,
 	// or in a Penalize policy.
 	Budget time.Duration
+
+	// Period, when set (Day, Week, Month or Year), makes the rule a
+	// calendar quota: at most Limit in each calendar period in Location,
+	// the count starting from 0 at each period's local start, daylight
+	// saving changes and month lengths included ("100,000 requests a
+	// month, renewed on the 1st"). A denial's RetryAfter is the time to
+	// the next period. Not with Window, MinGap, Algorithm, Burst, Spread,
+	// Budget or Concurrency. See docs/quotas.md.
+	Period Period
+
+	// Location is the time zone of Period and of Refill.Every; nil is UTC.
+	Location *time.Location
+
+	// WeekStart is the day a Week period starts on; Sunday (0) by default.
+	WeekStart time.Weekday
+
+	// History, for a calendar quota, keeps the totals of this many periods
+	// before the current one per key, for Limiter.Usage: a customer's
+	// dashboard or a billing export. At most MaxHistory.
+	History int
+
+	// Refill, for a Credits rule (Algorithm Credits, Limit the balance a
+	// key starts with), renews the balance at each period of Refill.Every:
+	// to Refill.To, or by Refill.Add (a rollover plan). A Credits rule
+	// without it keeps its balance until AddCredits or SetCredits changes
+	// it.
+	Refill Refill
 }
 
 // MinBudget is the shortest Rule.Budget.
@@ -393,6 +420,13 @@ const (
 	// previous window's events all at its end) it admits up to twice Limit
 	// in one window.
 	SlidingCounter = store.SlidingCounter
+
+	// Credits keeps a balance per key that requests draw down by their
+	// cost: a request fits when the balance is at least its cost (Cause
+	// CauseCredits otherwise). Limit is the balance a key starts with;
+	// the balance changes only by requests, settles, Refill, and
+	// Limiter.AddCredits and SetCredits. Window is not used.
+	Credits = store.Credits
 )
 
 // ParseAlgorithm returns the algorithm named s: "log" (or ""), "gcra" or

@@ -196,6 +196,19 @@ type Check struct {
 	// store that shards keys may place the parts apart.
 	Part, Parts int
 
+	// Calendar, for a Periodic check, cuts time into the periods whose
+	// count resets at their start; for a Credits check, it says when the
+	// balance refills (NoPeriod: never). See Calendar and Credits.
+	Calendar Calendar
+
+	// History, for a Periodic check, is how many periods before the
+	// current one the store keeps the totals of (Historian). 0 keeps none.
+	History int
+
+	// Refill, for a Credits check, is what each new period of Calendar
+	// does to the balance.
+	Refill Refill
+
 	// Budget, when above 0, marks a budgeted rule's window (see
 	// Budgeter): slices of it are leased for at most this long, and a
 	// store stamps the events it decides per request at their own time,
@@ -249,6 +262,9 @@ const (
 
 	// CauseConcurrency: a Concurrency check's Limit leases are live.
 	CauseConcurrency
+
+	// CauseCredits: a Credits check's balance is below the cost.
+	CauseCredits
 )
 
 // Algorithm is how a window counts.
@@ -282,6 +298,28 @@ const (
 	// records in such a window, and Decide sees one only in a dry run (a
 	// peek at whether a lease would be granted). See Leaser.
 	Concurrency
+
+	// Periodic counts cost per calendar period (Check.Calendar: a day,
+	// week, month or year in a time zone): at most Limit in each period,
+	// the count starting from 0 at each period's start. A denial's
+	// RetryAfter is the time to the next period's start (to the µs), or
+	// MaxRetry for a cost above Limit; Used is the period's count,
+	// Remaining Limit - Used, ResetAfter the time to the period's end
+	// (0 when the count is 0). Window is the longest the period lasts
+	// (MaxPeriodLength at most). Constant memory: one count, plus the
+	// totals of Check.History periods before it. See Historian.
+	Periodic
+
+	// Credits keeps a balance that decisions draw down by their cost: a
+	// request fits when the balance is at least its cost (Cause
+	// CauseCredits otherwise), and the balance never changes on its own
+	// but by Check.Refill at each period of Check.Calendar. A balance not
+	// yet in the store starts at Limit. Used is Limit - balance, at least
+	// 0; Remaining is the balance, which only a settle (Leaser) takes
+	// below 0; RetryAfter of a denial is the time to the next refill that
+	// makes the cost fit, MaxRetry when none will; ResetAfter is 0.
+	// Window is at least 1µs and not used. See Crediter.
+	Credits
 )
 
 // String returns the algorithm's name in the configuration file: log, gcra
@@ -296,6 +334,10 @@ func (a Algorithm) String() string {
 		return "sliding-counter"
 	case Concurrency:
 		return "concurrency"
+	case Periodic:
+		return "calendar"
+	case Credits:
+		return "credits"
 	}
 	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
 }

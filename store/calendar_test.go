@@ -1,0 +1,56 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/store"
+)
+
+func TestCalendarBounds(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		cal        store.Calendar
+		at         time.Time
+		start, end time.Time
+	}{
+		{"month across spring DST", store.Calendar{Period: store.Month, Location: berlin},
+			time.Date(2026, 3, 29, 12, 0, 0, 0, berlin),
+			time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC), time.Date(2026, 3, 31, 22, 0, 0, 0, time.UTC)},
+		{"february", store.Calendar{Period: store.Month, Location: berlin},
+			time.Date(2028, 2, 29, 23, 59, 0, 0, berlin),
+			time.Date(2028, 1, 31, 23, 0, 0, 0, time.UTC), time.Date(2028, 2, 29, 23, 0, 0, 0, time.UTC)},
+		{"day of 25 hours", store.Calendar{Period: store.Day, Location: ny},
+			time.Date(2026, 11, 1, 1, 30, 0, 0, ny),
+			time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 5, 0, 0, 0, time.UTC)},
+		{"week from Monday", store.Calendar{Period: store.Week, WeekStart: time.Monday},
+			time.Date(2026, 11, 29, 16, 0, 0, 0, time.UTC),
+			time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)},
+		{"week from Sunday", store.Calendar{Period: store.Week},
+			time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC),
+			time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)},
+		{"year before 1970", store.Calendar{Period: store.Year},
+			time.Date(1969, 6, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(1969, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		i, s, e := c.cal.At(c.at.UnixMicro())
+		if s != c.start.UnixMicro() || e != c.end.UnixMicro() {
+			t.Errorf("%s: period of %v is [%v, %v); want [%v, %v)", c.name, c.at,
+				time.UnixMicro(s).UTC(), time.UnixMicro(e).UTC(), c.start, c.end)
+		}
+		if j, _, _ := c.cal.At(e); j != i+1 {
+			t.Errorf("%s: the period at the end has index %d; want %d", c.name, j, i+1)
+		}
+		if j, _, _ := c.cal.At(e - 1); j != i {
+			t.Errorf("%s: the period 1µs before the end has index %d; want %d", c.name, j, i)
+		}
+	}
+}
