@@ -155,6 +155,14 @@ type Rule struct {
 	// without it keeps its balance until AddCredits or SetCredits changes
 	// it.
 	Refill Refill
+
+	// Covers, for a Credits rule, names a calendar quota of the policy
+	// whose overage the credits pay for ("100,000 a month, then credits"):
+	// the balance is drawn only by requests that quota has no room for,
+	// which it then admits (counting them past its Limit), and a request
+	// neither has room for is denied with CauseCredits. Empty: every
+	// request draws the balance.
+	Covers string
 }
 
 // MinBudget is the shortest Rule.Budget.

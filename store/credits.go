@@ -120,6 +120,10 @@ type UsageRequest struct {
 	Shared []string
 	Check  Check
 
+	// At, when not 0, is the time (µs since the Unix epoch) whose period
+	// is the current one; 0 is the store's time.
+	At int64
+
 	// Periods is set by Usage: the current period first, then the
 	// Check.History periods before it, newest first, one per period
 	// whether or not anything was counted in it (Used 0). It reuses the

@@ -209,6 +209,19 @@ type Check struct {
 	// does to the balance.
 	Refill Refill
 
+	// Covers, for a Credits check, when above 0, makes its balance pay
+	// for the overage of check Covers-1 of the request, a Periodic check
+	// ("100,000 a month, then credits"): while that check fits, the
+	// credits check is neither drawn nor able to deny (its Result reports
+	// the balance, Fits true); when it does not fit for its Limit, the
+	// credits check decides in its place: with the cost in the balance,
+	// that check's denial is waived (its Result keeps Fits false and its
+	// Cause, as a Shadow check's would) and, the request admitted, the
+	// cost is recorded in both, the Periodic count going past its Limit;
+	// without it, the request is denied by both, the credits check with
+	// CauseCredits.
+	Covers int
+
 	// Budget, when above 0, marks a budgeted rule's window (see
 	// Budgeter): slices of it are leased for at most this long, and a
 	// store stamps the events it decides per request at their own time,
