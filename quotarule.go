@@ -163,7 +163,7 @@ func (p *Policy) validateCovers(i int) error {
 	j := slices.IndexFunc(p.Rules, func(q Rule) bool { return q.Name == r.Covers })
 	switch {
 	case j < 0:
-		return invalid("the policy has no such rule; name a calendar quota of it")
+		return invalid("no rule of that name comes before it in the policy; name a calendar quota, and put the credits rule after it")
 	case p.Rules[j].Period == noPeriod:
 		return invalid("not a calendar quota; credits pay for the overage of a rule with a period")
 	case j > i:
