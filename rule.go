@@ -30,11 +30,15 @@ type Rule struct {
 	// Decision.DeniedBy and in store keys. Required.
 	Name string
 
-	// Limit is the most cost admitted in any window. A Limit of 0 admits
-	// nothing: the rule blocks every request it applies to.
+	// Limit is the most cost admitted in any window (in each period, for
+	// a calendar quota; the balance a key starts with, for a Credits
+	// rule). A Limit of 0 admits nothing: the rule blocks every request
+	// it applies to (a Credits rule's, until credits are added).
 	Limit int64
 
-	// Window is the length of the sliding window. Required, >= 1µs.
+	// Window is the length of the sliding window. Required, >= 1µs,
+	// except for a calendar quota (Period) and a Credits rule, which take
+	// none.
 	Window time.Duration
 
 	// MinGap, when > 0, is the least time between two admitted events of
