@@ -164,7 +164,10 @@ type Rule struct {
 	// whose overage the credits pay for ("100,000 a month, then credits"):
 	// the balance is drawn only by requests that quota has no room for,
 	// which it then admits (counting them past its Limit), and a request
-	// neither has room for is denied with CauseCredits. Empty: every
+	// neither has room for is denied with CauseCredits. The quota comes
+	// before the credits rule in the policy and has the same By; a
+	// request the quota does not apply to (its conditions, an unlimited
+	// override) is not checked against the credits either. Empty: every
 	// request draws the balance.
 	Covers string
 }
