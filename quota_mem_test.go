@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +119,31 @@ func TestQuotaLease(t *testing.T) {
 	}
 	if u, _ := lim.Usage(ctx, plan, "", key); u[0].Used != 6 {
 		t.Errorf("the month holds %d after the release, want 6", u[0].Used)
+	}
+}
+
+// TestQuotaRuntimeOverride: a runtime override gives a calendar quota and
+// a credits balance a limit of their own, for decisions and the credits
+// calls alike, and one with a window is refused.
+func TestQuotaRuntimeOverride(t *testing.T) {
+	t.Parallel()
+	ov := &overrideMap{}
+	ov.set("plan|monthly|vip", sluice.Override{Limit: 1000})
+	ov.set("plan|overage|vip", sluice.Override{Limit: 50})
+	ov.set("plan|monthly|odd", sluice.Override{Limit: 5, Window: time.Hour})
+	_, _, plan := quotaEnv(t)
+	plan.Rules[0].Limit = 100
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{Overrides: ov})
+	ctx := context.Background()
+	d, err := lim.AllowN(ctx, plan, map[string]string{"key": "vip"}, 20)
+	if err != nil || !d.Allowed || d.Limits()[1].Limit != 1000 {
+		t.Errorf("20 on a vip's quota of 1000: %+v, %v", d, err)
+	}
+	if b, err := lim.Credits(ctx, plan, "", map[string]string{"key": "vip"}); err != nil || b.Balance != 50 {
+		t.Errorf("a vip's balance: %+v, %v; want 50 to start", b, err)
+	}
+	if _, err := lim.Allow(ctx, plan, map[string]string{"key": "odd"}); !errors.Is(err, sluice.ErrInvalidPolicy) || !strings.Contains(err.Error(), "takes a limit only") {
+		t.Errorf("an override with a window on a calendar quota: %v", err)
 	}
 }
