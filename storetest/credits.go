@@ -181,11 +181,14 @@ var creditCases = []testCase{
 		e.clock.Set(t0.Add(store.CreditIDTTL))
 		e.credit("order-1 at its TTL", "cr", c, store.CreditAdd, 100, "order-1", 100, true)
 
-		// And among the newest MaxCreditIDs.
+		// And among the newest MaxCreditIDs (one a µs: the newest are
+		// the latest).
 		d := balance("credits", "ids", 0, store.Calendar{}, store.Refill{})
 		for i := range store.MaxCreditIDs + 1 {
+			e.clock.Advance(time.Microsecond)
 			e.credit("many ids", "cr", d, store.CreditAdd, 1, fmt.Sprint("id-", i), int64(i+1), true)
 		}
+		e.clock.Advance(time.Microsecond)
 		e.credit("id-1, remembered", "cr", d, store.CreditAdd, 1, "id-1", store.MaxCreditIDs+1, false)
 		e.credit("id-0, forgotten", "cr", d, store.CreditAdd, 1, "id-0", store.MaxCreditIDs+2, true)
 		e.credit(fmt.Sprint("id-", store.MaxCreditIDs), "cr", d, store.CreditAdd, 1, fmt.Sprint("id-", store.MaxCreditIDs), store.MaxCreditIDs+2, false)
