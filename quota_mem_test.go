@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -145,5 +146,39 @@ func TestQuotaRuntimeOverride(t *testing.T) {
 	}
 	if _, err := lim.Allow(ctx, plan, map[string]string{"key": "odd"}); !errors.Is(err, sluice.ErrInvalidPolicy) || !strings.Contains(err.Error(), "takes a limit only") {
 		t.Errorf("an override with a window on a calendar quota: %v", err)
+	}
+}
+
+// TestQuotaBesideBudget: a budgeted rule beside a calendar quota is
+// decided per request (the store leases no slices beside a quota), so
+// the quota holds.
+func TestQuotaBesideBudget(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 1, 31, 23, 59, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	p := &sluice.Policy{Name: "b", Rules: []sluice.Rule{
+		{Name: "rate", Limit: 1000, Window: time.Minute, Budget: time.Second},
+		{Name: "daily", Period: sluice.Day, Limit: 3},
+	}}
+	ctx := context.Background()
+	for i, want := range []bool{true, true, true, false} {
+		d, err := lim.Allow(ctx, p, nil)
+		if err != nil || d.Allowed != want || d.Local {
+			t.Fatalf("request %d: %+v, %v; want allowed %v by the store", i+1, d, err, want)
+		}
+		if !want && (d.DeniedBy != "daily" || d.RetryAfter != time.Minute) {
+			t.Errorf("request %d: denied by %q for %v, want daily until midnight", i+1, d.DeniedBy, d.RetryAfter)
+		}
+	}
+	clock.Advance(time.Minute)
+	if d, err := lim.Allow(ctx, p, nil); err != nil || !d.Allowed {
+		t.Errorf("the next day: %+v, %v", d, err)
+	}
+	req := &store.Request{Policy: "b", Checks: []store.Check{
+		{Rule: "rate", Limit: 1000, Window: time.Minute, Budget: time.Second, Cost: 1},
+		{Rule: "daily", Algorithm: store.Periodic, Calendar: store.Calendar{Period: sluice.Day}, Limit: 3, Window: store.MaxPeriodLength, Cost: 1},
+	}}
+	if d, err := lim.Decide(ctx, req); err != nil || !d.Allowed || d.Local {
+		t.Errorf("Limiter.Decide of a budgeted check beside a calendar one: %+v, %v", d, err)
 	}
 }
