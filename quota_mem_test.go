@@ -182,3 +182,29 @@ func TestQuotaBesideBudget(t *testing.T) {
 		t.Errorf("Limiter.Decide of a budgeted check beside a calendar one: %+v, %v", d, err)
 	}
 }
+
+// TestQuotaBesideSpread: a spread rule whose sub-window is full falls over
+// to the next while the credits pay for the quota's overage.
+func TestQuotaBesideSpread(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	p := &sluice.Policy{Name: "s", Rules: []sluice.Rule{
+		{Name: "hot", By: []string{"key"}, Limit: 4, Window: time.Minute, Spread: 2, SpreadBy: "client"},
+		{Name: "monthly", By: []string{"key"}, Period: sluice.Month, Limit: 1},
+		{Name: "overage", By: []string{"key"}, Algorithm: sluice.Credits, Limit: 10, Covers: "monthly"},
+	}}
+	ctx := context.Background()
+	attrs := map[string]string{"key": "k", "client": "c"}
+	for i := range 4 {
+		if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v; want both sub-windows used, the credits paying past the first", i+1, d, err)
+		}
+	}
+	if d, err := lim.Allow(ctx, p, attrs); err != nil || d.Allowed || d.DeniedBy != "hot" {
+		t.Errorf("a fifth: %+v, %v; want denied by hot", d, err)
+	}
+	if b, _ := lim.Credits(ctx, p, "", map[string]string{"key": "k"}); b.Balance != 7 {
+		t.Errorf("balance %d, want 7 (3 paid)", b.Balance)
+	}
+}
