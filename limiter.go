@@ -400,7 +400,8 @@ func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.
 func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
 	for i := range checks {
 		c := &checks[i]
-		if c.Algorithm != store.Concurrency && c.Algorithm != store.Credits && cost > c.Limit*int64(max(c.Parts, 1)) {
+		// A balance, and a quota credits cover, may take any cost.
+		if c.Algorithm != store.Concurrency && c.Algorithm != store.Credits && cost > c.Limit*int64(max(c.Parts, 1)) && !coveredCheck(checks, i) {
 			l.cfg.hooks.OnOverLimit(policy, c, cost)
 		}
 	}
