@@ -308,6 +308,8 @@ func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, remov
 		}
 	case store.Concurrency:
 		concPrune(w, now)
+	case store.Periodic:
+		periodicRoll(w, c, now)
 	}
 	if w.expires <= now {
 		sh.remove(w)
@@ -340,6 +342,8 @@ func check(res *store.Result, c *store.Check, w *window, now int64) {
 		counterCheck(res, c, w, now)
 	case store.Concurrency:
 		concCheck(res, c, w)
+	case store.Periodic:
+		periodicCheck(res, c, w)
 	default:
 		logCheck(res, c, w, now)
 	}
@@ -354,6 +358,8 @@ func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64
 		wait = counterWait(c, w, pending, now)
 	case store.Concurrency:
 		wait = concWait(c, w, pending, now)
+	case store.Periodic:
+		wait = periodicWait(c, w, pending, now)
 	default:
 		limit, gap := logWaits(c, w, pending, now)
 		wait = max(limit, gap)
@@ -371,6 +377,8 @@ func add(w *window, c *store.Check, now, token int64) {
 		counterAdd(w, c, now)
 	case store.Concurrency:
 		concAdd(w, c, now, token)
+	case store.Periodic:
+		periodicAdd(w, c, now)
 	default:
 		if c.Budget > 0 && now < w.newest {
 			// Before a slice's future entry: in time order (budget.go).
@@ -390,6 +398,8 @@ func report(res *store.Result, c *store.Check, w *window, now int64) {
 		counterReport(res, c, w, 0, now)
 	case store.Concurrency:
 		concReport(res, c, w, 0, now)
+	case store.Periodic:
+		periodicReport(res, c, w, 0, now)
 	default:
 		logReport(res, c, w, now)
 	}
@@ -403,6 +413,8 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 		counterReport(res, c, w, c.Cost, now)
 	case store.Concurrency:
 		concReport(res, c, w, c.Cost, now)
+	case store.Periodic:
+		periodicReport(res, c, w, c.Cost, now)
 	default:
 		logPretend(res, c, w, now)
 	}
@@ -430,6 +442,8 @@ func expiryClass(c *store.Check) int64 {
 		return c.Burst * gcraInterval(c)
 	case store.SlidingCounter:
 		return 2 * c.Window.Microseconds()
+	case store.Periodic:
+		return (1 + int64(c.History)) * store.MaxPeriodLength.Microseconds()
 	}
 	return c.TTL().Microseconds()
 }
