@@ -49,13 +49,6 @@ func (n namer) besideKey(key, mark string) string {
 	return tag + mark + key[len(tag):]
 }
 
-// calendarExtra is the size of the numbers a calendar quota's rule adds to
-// a shape, and creditsExtra a credits rule's (decision.lua's shape).
-const (
-	calendarExtra = 5*8 + 4
-	creditsExtra  = 7*8 + 4 + 4
-)
-
 // appendPeriods appends to a shape the index k of the period of cal at now
 // (µs; below 0: this process's clock) and the starts of periods k-1 to
 // k+2.

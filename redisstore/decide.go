@@ -86,7 +86,7 @@ const kindBudgeted = 4
 
 // Sizes in a shape: its head (rules, mode, time) and each rule's (kind,
 // window, limit, third, cost), to which a calendar quota or a credits rule
-// adds its own (calendarExtra, creditsExtra).
+// adds its own (appendCalendarRule).
 const (
 	shapeHead = 4 + 4 + 8
 	shapeRule = 4 + 8*4
