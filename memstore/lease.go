@@ -43,7 +43,8 @@ type leaseRecord struct {
 // receipt is what an Acquire recorded in a rate window: a log entry's time,
 // the time a sliding counter recorded at (its bucket is found by the window
 // the settle is decided with, as the Redis store's is), a GCRA bucket's
-// interval.
+// interval, a calendar quota's period index (at), what a credits balance
+// gave (interval; 0 when a covered quota had room).
 type receipt struct {
 	at       int64
 	interval int64
@@ -230,6 +231,10 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 	case store.Periodic:
 		if w != nil {
 			periodicSettle(w, r.at, delta)
+		}
+	case store.Credits:
+		if w != nil && r.interval != 0 { // drawn by the Acquire
+			creditsSettle(w, delta)
 		}
 	case store.GCRA:
 		step := gcraSettleStep(delta, r.interval)
