@@ -235,6 +235,21 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int, now i
 		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining,
 			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
 	}
+	for k := range n {
+		i := k
+		if in != nil {
+			i = in[k]
+		}
+		// A credits check that pays for a calendar quota's overage, and
+		// denies with it, is retried when either has room: at the sooner
+		// of their waits (store.Check.Covers).
+		c, r := &req.Checks[i], &req.Results[i]
+		if c.Covers > 0 && !r.Fits {
+			if q := req.Results[c.Covers-1]; !q.Fits && q.RetryAfter < r.RetryAfter {
+				r.RetryAfter = q.RetryAfter
+			}
+		}
+	}
 	return nil
 }
 
