@@ -398,3 +398,44 @@ func TestQuotasRefused(t *testing.T) {
 		t.Errorf("a budget beside a calendar quota: %v; want an error that says it takes none", err)
 	}
 }
+
+// TestQuotasOnRedisClock: without Config.Clock the scripts take the
+// period Redis's TIME is in, from the periods this process's clock sends.
+func TestQuotasOnRedisClock(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range quotaBackends {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.open(t, redisstore.Config{Prefix: newPrefix()})
+			cal := store.Calendar{Period: store.Day, Location: ny}
+			q := store.Check{Rule: "day", Values: []string{"ann"}, Limit: 2, Window: 26 * time.Hour, Algorithm: store.Periodic, Calendar: cal, History: 1, Cost: 1}
+			cr := store.Check{Rule: "credits", Values: []string{"ann"}, Limit: 1, Window: time.Microsecond, Algorithm: store.Credits,
+				Calendar: cal, Refill: store.Refill{Add: 1}, Cost: 1}
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{q, cr}}
+			first := decideOne(t, s, req, 0)
+			if !first.Fits || first.Used != 1 || first.ResetAfter <= 0 || first.ResetAfter > 25*time.Hour || req.Results[1].Remaining != 0 {
+				t.Fatalf("first: %+v; want the day's count at 1, reset within the day, the balance at 0", req.Results)
+			}
+			second := decideOne(t, s, req, 1)
+			if second.Fits || second.Cause != store.CauseCredits || second.RetryAfter <= 0 || second.RetryAfter > 25*time.Hour {
+				t.Fatalf("second: %+v; want a credits denial until the next day's refill", second)
+			}
+			if req.Results[0].Used != 1 {
+				t.Fatalf("second: the day counts %d; want 1, nothing recorded", req.Results[0].Used)
+			}
+			u := &store.UsageRequest{Policy: "api", Shared: []string{"ann"}, Check: q}
+			if err := s.Usage(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+			if len(u.Periods) != 2 || u.Periods[0].Used != 1 || u.Periods[1].Used != 0 || u.Periods[0].Index != u.Periods[1].Index+1 {
+				t.Fatalf("usage %+v; want today's 1 and yesterday's 0", u.Periods)
+			}
+			c := &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: cr, Op: store.CreditGet}
+			if err := s.Credit(context.Background(), c); err != nil || c.Balance != 0 || c.NextRefill <= 0 || c.NextRefill > 25*time.Hour {
+				t.Fatalf("get: %+v, %v; want 0 and a refill within the day", c, err)
+			}
+		})
+	}
+}
