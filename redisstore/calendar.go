@@ -73,7 +73,7 @@ func appendPeriods(b []byte, cal store.Calendar, now int64) []byte {
 // appendCalendarRule appends to a shape what a calendar quota's or a
 // credits rule's c adds after the four numbers every rule has, at now
 // (shapeOf's); checks are the indexes of the shape's rules in the request.
-func appendCalendarRule(b []byte, req *store.Request, c *store.Check, now int64, checks []int) []byte {
+func appendCalendarRule(b []byte, c *store.Check, now int64, checks []int) []byte {
 	b = appendPeriods(b, c.Calendar, now)
 	if c.Algorithm == store.Periodic {
 		return binary.LittleEndian.AppendUint32(b, uint32(c.History))

@@ -125,7 +125,7 @@ func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
 		b = binary.LittleEndian.AppendUint64(b, uint64(third))
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Cost))
 		if c.Algorithm == store.Periodic || c.Algorithm == store.Credits {
-			b = appendCalendarRule(b, req, c, now, checks)
+			b = appendCalendarRule(b, c, now, checks)
 		}
 	}
 	return string(b)
