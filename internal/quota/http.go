@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/front/quotastore"
@@ -59,7 +60,7 @@ func ParseUsageQuery(q url.Values) (UsageTarget, error) {
 // that keeps no credits or usage, else 503, the store not answering.
 func Problem(err error) *httplimit.Problem {
 	switch {
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid) || errors.Is(err, sluice.ErrInvalidCredit):
 		return front.BadRequest("bad_request", "%v", err)
 	case errors.Is(err, ErrNoStore) || errors.Is(err, quotastore.ErrNoQuotas):
 		return &httplimit.Problem{Status: http.StatusNotImplemented, Code: "no_quotas", Detail: err.Error()}

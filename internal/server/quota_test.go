@@ -66,6 +66,20 @@ func TestQuotaEndpoints(t *testing.T) {
 		}
 	}
 
+	// A key without its attribute, a rule of the wrong kind: 400s that
+	// name them, the balance unchanged.
+	for body, want := range map[string]string{
+		`{"policy":"api","op":"add","amount":5}`:                                            `needs attribute "key"`,
+		`{"policy":"api","rule":"monthly","attributes":{"key":"k1"},"op":"add","amount":5}`: `rule "monthly" of policy "api" is not a credits rule`,
+	} {
+		if w := admin.do("POST", "/v1/credits", body); w.Code != 400 || !strings.Contains(problemDetail(t, w), want) {
+			t.Errorf("POST /v1/credits %s = %d %s, want 400 with %q", body, w.Code, w.Body, want)
+		}
+	}
+	if b := credit(`{"policy":"api","attributes":{"key":"k1"},"op":"get"}`); b.Balance != 1 {
+		t.Errorf("after the refused changes the balance is %d, want 1", b.Balance)
+	}
+
 	// March: 3 in the quota, 1 paid with the credit, then denied.
 	allowed := 0
 	for range 6 {
