@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/memstore"
+	"github.com/sluicerate/sluice/store"
 	"github.com/sluicerate/sluice/storetest"
 )
 
@@ -145,5 +146,65 @@ func TestQuotaRuntimeOverride(t *testing.T) {
 	}
 	if _, err := lim.Allow(ctx, plan, map[string]string{"key": "odd"}); !errors.Is(err, sluice.ErrInvalidPolicy) || !strings.Contains(err.Error(), "takes a limit only") {
 		t.Errorf("an override with a window on a calendar quota: %v", err)
+	}
+}
+
+// TestQuotaBesideBudget: a budgeted rule beside a calendar quota is
+// decided per request (the store leases no slices beside a quota), so
+// the quota holds.
+func TestQuotaBesideBudget(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 1, 31, 23, 59, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	p := &sluice.Policy{Name: "b", Rules: []sluice.Rule{
+		{Name: "rate", Limit: 1000, Window: time.Minute, Budget: time.Second},
+		{Name: "daily", Period: sluice.Day, Limit: 3},
+	}}
+	ctx := context.Background()
+	for i, want := range []bool{true, true, true, false} {
+		d, err := lim.Allow(ctx, p, nil)
+		if err != nil || d.Allowed != want || d.Local {
+			t.Fatalf("request %d: %+v, %v; want allowed %v by the store", i+1, d, err, want)
+		}
+		if !want && (d.DeniedBy != "daily" || d.RetryAfter != time.Minute) {
+			t.Errorf("request %d: denied by %q for %v, want daily until midnight", i+1, d.DeniedBy, d.RetryAfter)
+		}
+	}
+	clock.Advance(time.Minute)
+	if d, err := lim.Allow(ctx, p, nil); err != nil || !d.Allowed {
+		t.Errorf("the next day: %+v, %v", d, err)
+	}
+	req := &store.Request{Policy: "b", Checks: []store.Check{
+		{Rule: "rate", Limit: 1000, Window: time.Minute, Budget: time.Second, Cost: 1},
+		{Rule: "daily", Algorithm: store.Periodic, Calendar: store.Calendar{Period: sluice.Day}, Limit: 3, Window: store.MaxPeriodLength, Cost: 1},
+	}}
+	if d, err := lim.Decide(ctx, req); err != nil || !d.Allowed || d.Local {
+		t.Errorf("Limiter.Decide of a budgeted check beside a calendar one: %+v, %v", d, err)
+	}
+}
+
+// TestQuotaBesideSpread: a spread rule whose sub-window is full falls over
+// to the next while the credits pay for the quota's overage.
+func TestQuotaBesideSpread(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lim := sluice.NewLimiter(memstore.New(memstore.Config{Clock: clock.Now}), sluice.Config{})
+	p := &sluice.Policy{Name: "s", Rules: []sluice.Rule{
+		{Name: "hot", By: []string{"key"}, Limit: 4, Window: time.Minute, Spread: 2, SpreadBy: "client"},
+		{Name: "monthly", By: []string{"key"}, Period: sluice.Month, Limit: 1},
+		{Name: "overage", By: []string{"key"}, Algorithm: sluice.Credits, Limit: 10, Covers: "monthly"},
+	}}
+	ctx := context.Background()
+	attrs := map[string]string{"key": "k", "client": "c"}
+	for i := range 4 {
+		if d, err := lim.Allow(ctx, p, attrs); err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v; want both sub-windows used, the credits paying past the first", i+1, d, err)
+		}
+	}
+	if d, err := lim.Allow(ctx, p, attrs); err != nil || d.Allowed || d.DeniedBy != "hot" {
+		t.Errorf("a fifth: %+v, %v; want denied by hot", d, err)
+	}
+	if b, _ := lim.Credits(ctx, p, "", map[string]string{"key": "k"}); b.Balance != 7 {
+		t.Errorf("balance %d, want 7 (3 paid)", b.Balance)
 	}
 }

@@ -130,7 +130,9 @@ type Rule struct {
 	// the rule never admits more than its limit; the price is bounded
 	// under-admission. At least MinBudget and at most MaxBudget of the
 	// rule's figures; not with MinGap, Spread, Shadow, a concurrency rule,
-	// or in a Penalize policy.
+	// or in a Penalize policy. Beside a calendar quota or a credits rule,
+	// a budgeted rule is decided per request, as on a store that leases
+	// no slices.
 	Budget time.Duration
 
 	// Period, when set (Day, Week, Month or Year), makes the rule a
