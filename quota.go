@@ -49,6 +49,23 @@ type Balance struct {
 	NextRefill time.Duration
 }
 
+// Usage is what a calendar quota counted for one key: Limiter.Usage.
+type Usage struct {
+	// Rule names the quota; Period and Location are its periods'.
+	Rule     string
+	Period   Period
+	Location *time.Location
+
+	// Limit is the key's limit now, its overrides and the runtime
+	// overrides applied: the store keeps past periods' totals, not the
+	// limits they had.
+	Limit int64
+
+	// Periods are the current period first, then the History periods
+	// before it, newest first.
+	Periods []PeriodUsage
+}
+
 // PeriodUsage is what a calendar quota counted in one period for one key.
 type PeriodUsage struct {
 	// Start and End are the period's bounds, in the rule's Location: it
@@ -106,20 +123,12 @@ func (l *Limiter) credit(ctx context.Context, p *Policy, rule string, attrs map[
 		return Balance{}, err
 	}
 	req := store.CreditRequest{Policy: w.policy, Shared: w.shared, Check: w.check, Op: op, Amount: amount, ID: id}
-	switch {
-	case op != store.CreditGet && (amount < -MaxCost || amount > MaxCost):
-		return Balance{}, fmt.Errorf("%w: policy %q rule %q: amount %d; give -2^53 to 2^53", ErrInvalidCredit, w.policy, w.check.Rule, amount)
-	case op == store.CreditAdd && amount == 0:
-		return Balance{}, fmt.Errorf("%w: policy %q rule %q: adding 0 changes nothing; give the amount to add (below 0 to take away)", ErrInvalidCredit, w.policy, w.check.Rule)
-	case len(id) > store.MaxCreditID:
-		return Balance{}, fmt.Errorf("%w: policy %q rule %q: an id of %d bytes; give at most %d, such as the payment's id", ErrInvalidCredit, w.policy, w.check.Rule, len(id), store.MaxCreditID)
-	}
 	if err := store.CheckCredit(&req); err != nil {
-		return Balance{}, fmt.Errorf("%w: %v", ErrInvalidCredit, err) // not reached: checked above
+		return Balance{}, fmt.Errorf("%w: policy %q: %v", ErrInvalidCredit, w.policy, err)
 	}
 	cr, ok := l.store.(store.Crediter)
 	if !ok {
-		return Balance{}, fmt.Errorf("sluice: store %T keeps no credits balances (store.Crediter); use a store of this module", l.store)
+		return Balance{}, fmt.Errorf("sluice: store %T keeps no credits balances (store.Crediter); use a store of this module: %w", l.store, errors.ErrUnsupported)
 	}
 	_, err = guard(ctx, l, l.breakerOf(w.request()), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, cr.Credit(ctx, &req)
@@ -131,36 +140,41 @@ func (l *Limiter) credit(ctx context.Context, p *Policy, rule string, attrs map[
 }
 
 // Usage returns what the calendar quota named rule of p counted for the
-// key attrs select: the current period first, then the rule's History
-// periods before it, newest first, one per period whether or not anything
-// was counted in it. An empty rule names p's only rule with a History
-// (or, when none has one, its only calendar quota). Errors as Credits';
-// the store must keep history (store.Historian).
-func (l *Limiter) Usage(ctx context.Context, p *Policy, rule string, attrs map[string]string) ([]PeriodUsage, error) {
+// key attrs select (the values of the rule's By attributes): the period
+// at falls in first (the zero time: the store's now), then the rule's
+// History periods before it, newest first, one per period whether or not
+// anything was counted in it. An empty rule names p's only rule with a
+// History (or, when none has one, its only calendar quota). Errors as
+// Credits'; the store must keep history (store.Historian).
+func (l *Limiter) Usage(ctx context.Context, p *Policy, rule string, attrs map[string]string, at time.Time) (Usage, error) {
 	w, err := l.quotaWindow(p, rule, attrs, "calendar quota", func(r *Rule) bool { return r.Period != noPeriod })
 	if err != nil {
-		return nil, err
+		return Usage{}, err
 	}
 	h, ok := l.store.(store.Historian)
 	if !ok {
-		return nil, fmt.Errorf("sluice: store %T keeps no usage history (store.Historian); use a store of this module", l.store)
+		return Usage{}, fmt.Errorf("sluice: store %T keeps no usage history (store.Historian); use a store of this module: %w", l.store, errors.ErrUnsupported)
 	}
 	req := store.UsageRequest{Policy: w.policy, Shared: w.shared, Check: w.check}
+	if !at.IsZero() {
+		req.At = at.UnixMicro()
+	}
 	_, err = guard(ctx, l, l.breakerOf(w.request()), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, h.Usage(ctx, &req)
 	}, func(context.Context, error) struct{} { return struct{}{} })
 	if err != nil {
-		return nil, err
+		return Usage{}, err
 	}
-	loc := w.check.Calendar.Location
+	cal := w.check.Calendar
+	loc := cal.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	out := make([]PeriodUsage, len(req.Periods))
-	for i, u := range req.Periods {
-		out[i] = PeriodUsage{Start: time.UnixMicro(u.Start).In(loc), End: time.UnixMicro(u.End).In(loc), Used: u.Used}
+	u := Usage{Rule: w.check.Rule, Period: cal.Period, Location: loc, Limit: w.check.Limit, Periods: make([]PeriodUsage, len(req.Periods))}
+	for i, pu := range req.Periods {
+		u.Periods[i] = PeriodUsage{Start: time.UnixMicro(pu.Start).In(loc), End: time.UnixMicro(pu.End).In(loc), Used: pu.Used}
 	}
-	return out, nil
+	return u, nil
 }
 
 // quotaWindow is the window of one rule for one key, as a decision

@@ -53,8 +53,8 @@ func ExampleLimiter_AddCredits() {
 	fmt.Println("balance", b.Balance)
 	clock.Set(time.Date(2026, 4, 1, 0, 0, 0, 0, berlin))
 	show(lim.Allow(ctx, plan, key))
-	usage, _ := lim.Usage(ctx, plan, "monthly", key)
-	for _, u := range usage[:2] {
+	usage, _ := lim.Usage(ctx, plan, "monthly", key, time.Time{})
+	for _, u := range usage.Periods[:2] {
 		fmt.Printf("%s: %d\n", u.Start.Format("January 2006"), u.Used)
 	}
 	// Output:

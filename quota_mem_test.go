@@ -77,8 +77,8 @@ func TestQuotaAllOrNothing(t *testing.T) {
 		t.Errorf("peek: %+v, %v", d, err)
 	}
 	balance(1)
-	usage, err := lim.Usage(ctx, plan, "", key)
-	if err != nil || len(usage) != 1 || usage[0].Used != 12 {
+	usage, err := lim.Usage(ctx, plan, "", key, time.Time{})
+	if err != nil || len(usage.Periods) != 1 || usage.Periods[0].Used != 12 {
 		t.Errorf("usage %+v, %v; want this month's 12", usage, err)
 	}
 }
@@ -101,8 +101,8 @@ func TestQuotaLease(t *testing.T) {
 	if held, err := x.Settle(ctx, 6); !held || err != nil {
 		t.Fatalf("settle: %v, %v", held, err)
 	}
-	if u, _ := lim.Usage(ctx, plan, "", key); u[0].Used != 6 {
-		t.Errorf("the month holds %d after a settle to 6, want 6", u[0].Used)
+	if u, _ := lim.Usage(ctx, plan, "", key, time.Time{}); u.Periods[0].Used != 6 {
+		t.Errorf("the month holds %d after a settle to 6, want 6", u.Periods[0].Used)
 	}
 	// 4 left in the month: an estimate of 10 draws the credits.
 	x, d, err = lim.Acquire(ctx, plan, key, 10)
@@ -118,8 +118,8 @@ func TestQuotaLease(t *testing.T) {
 	if b, _ := lim.Credits(ctx, plan, "", key); b.Balance != 20 {
 		t.Errorf("balance %d after the release, want 20", b.Balance)
 	}
-	if u, _ := lim.Usage(ctx, plan, "", key); u[0].Used != 6 {
-		t.Errorf("the month holds %d after the release, want 6", u[0].Used)
+	if u, _ := lim.Usage(ctx, plan, "", key, time.Time{}); u.Periods[0].Used != 6 {
+		t.Errorf("the month holds %d after the release, want 6", u.Periods[0].Used)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice/internal/hooks"
+	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -389,13 +390,18 @@ func TestUsageCall(t *testing.T) {
 		{Index: 2026 * 12, Start: jan.UnixMicro(), End: feb.UnixMicro(), Used: 0},
 	}}
 	lim := NewLimiter(st, Config{})
-	got, err := lim.Usage(context.Background(), apiPlan(t), "", map[string]string{"key": "k1"})
+	at := time.Date(2026, 2, 14, 0, 0, 0, 0, loc)
+	u, err := lim.Usage(context.Background(), apiPlan(t), "", map[string]string{"key": "k1"}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := st.usage; u.Policy != "api" || u.Check.Rule != "monthly" || u.Check.History != 12 || u.Check.Calendar.Period != Month || u.Check.Values[0] != "k1" {
-		t.Errorf("the store's request: %+v", u)
+	if r := st.usage; r.Policy != "api" || r.Check.Rule != "monthly" || r.Check.History != 12 || r.Check.Calendar.Period != Month || r.Check.Values[0] != "k1" || r.At != at.UnixMicro() {
+		t.Errorf("the store's request: %+v", r)
 	}
+	if u.Rule != "monthly" || u.Period != Month || u.Location.String() != "Europe/Berlin" || u.Limit != 100000 {
+		t.Errorf("usage: rule %q period %v location %v limit %d; want monthly, month, Europe/Berlin, 100000", u.Rule, u.Period, u.Location, u.Limit)
+	}
+	got := u.Periods
 	want := []PeriodUsage{{Start: feb, End: mar, Used: 7}, {Start: jan, End: feb}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -405,7 +411,7 @@ func TestUsageCall(t *testing.T) {
 			t.Errorf("period %d: %+v, want %+v in Europe/Berlin", i, got[i], want[i])
 		}
 	}
-	if _, err := lim.Usage(context.Background(), apiPlan(t), "overage", map[string]string{"key": "k1"}); !errors.Is(err, ErrInvalidPolicy) {
+	if _, err := lim.Usage(context.Background(), apiPlan(t), "overage", map[string]string{"key": "k1"}, time.Time{}); !errors.Is(err, ErrInvalidPolicy) {
 		t.Errorf("usage of a credits rule: %v", err)
 	}
 }
@@ -453,5 +459,44 @@ func TestQuotaOverLimitHook(t *testing.T) {
 	}
 	if len(told) != 1 || told[0] != "daily" {
 		t.Errorf("the hook was told of %q, want daily alone", told)
+	}
+}
+
+// TestQuotaRuleNames: the calls on balances and usage name a rule of the
+// right kind, or none when the policy has one of that kind; the errors
+// name the rules that would do.
+func TestQuotaRuleNames(t *testing.T) {
+	t.Parallel()
+	p := &Policy{Name: "api", Rules: []Rule{
+		{Name: "rate", Limit: 10, Window: time.Second},
+		{Name: "monthly", Limit: 100000, Period: Month},
+		{Name: "daily", Limit: 5000, Period: Day},
+		{Name: "credits", Limit: 100, Algorithm: Credits},
+	}}
+	lim := NewLimiter(memstore.New(memstore.Config{}), Config{})
+	defer lim.Close()
+	ctx := context.Background()
+	usage := func(rule string) error { _, err := lim.Usage(ctx, p, rule, nil, time.Time{}); return err }
+	credits := func(rule string) error { _, err := lim.Credits(ctx, p, rule, nil); return err }
+	for _, tc := range []struct {
+		name string
+		call func(string) error
+		rule string
+		err  string // "" when the call succeeds
+	}{
+		{"named", usage, "monthly", ""},
+		{"the only credits rule", credits, "", ""},
+		{"several calendar quotas", usage, "", "has 2 calendar quotas (monthly, daily); name one"},
+		{"not a calendar quota", usage, "rate", `rule "rate" is not a calendar quota; its calendar quotas: monthly, daily`},
+		{"no such rule", usage, "weekly", `has no rule "weekly"; its calendar quotas: monthly, daily`},
+		{"not credits", credits, "monthly", `rule "monthly" is not a credits rule; its credits rules: credits`},
+	} {
+		err := tc.call(tc.rule)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (!errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v; want an ErrInvalidPolicy with %q", tc.name, err, tc.err)
+		}
 	}
 }

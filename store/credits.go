@@ -83,19 +83,19 @@ type Crediter interface {
 }
 
 // CheckCredit reports what is wrong with req, nil when a store may apply
-// it: the errors name the field.
+// it: the errors name the rule and say how to fix the call.
 func CheckCredit(req *CreditRequest) error {
 	switch {
 	case req.Check.Algorithm != Credits:
-		return fmt.Errorf("sluice: credit request on rule %q: not a credits rule (algorithm %v)", req.Check.Rule, req.Check.Algorithm)
+		return fmt.Errorf("rule %q: not a credits rule (algorithm %v)", req.Check.Rule, req.Check.Algorithm)
 	case req.Op > CreditSet:
-		return fmt.Errorf("sluice: credit request on rule %q: unknown operation %d", req.Check.Rule, req.Op)
+		return fmt.Errorf("rule %q: unknown credit operation %d", req.Check.Rule, req.Op)
 	case req.Amount < -MaxCost || req.Amount > MaxCost:
-		return fmt.Errorf("sluice: credit request on rule %q: amount %d out of range [-2^53, 2^53]", req.Check.Rule, req.Amount)
+		return fmt.Errorf("rule %q: amount %d out of range; give -2^53 to 2^53", req.Check.Rule, req.Amount)
 	case req.Op == CreditAdd && req.Amount == 0:
-		return fmt.Errorf("sluice: credit request on rule %q: adding 0 changes nothing; give an amount", req.Check.Rule)
+		return fmt.Errorf("rule %q: adding 0 changes nothing; give the amount to add (below 0 to take away)", req.Check.Rule)
 	case len(req.ID) > MaxCreditID:
-		return fmt.Errorf("sluice: credit request on rule %q: id of %d bytes; at most %d", req.Check.Rule, len(req.ID), MaxCreditID)
+		return fmt.Errorf("rule %q: an id of %d bytes; give at most %d, such as the payment's id", req.Check.Rule, len(req.ID), MaxCreditID)
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func (a *admin) usage(r *http.Request) (quota.Usage, error) {
 	if a.f.Store == nil {
 		return quota.Usage{}, errors.New("the server has no store")
 	}
-	return quota.Source{Limiter: st.Limiter, Store: a.f.Store}.Usage(r.Context(), p, t.Rule, t.Attributes, t.At)
+	return quota.Source{Limiter: st.Limiter}.Usage(r.Context(), p, t.Rule, t.Attributes, t.At)
 }
 
 // newChart lays out u's periods as bars, oldest first.

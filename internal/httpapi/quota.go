@@ -24,7 +24,7 @@ func (a *API) QuotaRoutes(mux front.Mux, guard func(http.Handler) http.Handler) 
 
 // source is the quota source of st: its Limiter over the front's store.
 func (a *API) source(st *front.State) quota.Source {
-	return quota.Source{Limiter: st.Limiter, Store: a.f.Store}
+	return quota.Source{Limiter: st.Limiter}
 }
 
 func (a *API) handleCredits(w http.ResponseWriter, r *http.Request) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/store"
 )
 
 // Operations of a CreditRequest.
@@ -44,7 +43,8 @@ type Balance struct {
 	NextRefillMS int64 `json:"next_refill_ms"`
 }
 
-// Check returns what is wrong with req, naming the field, or nil.
+// Check returns what is wrong with req's shape, naming the field, or nil.
+// The Limiter checks the figures (sluice.ErrInvalidCredit).
 func (req *CreditRequest) Check() error {
 	switch {
 	case req.Policy == "":
@@ -55,10 +55,6 @@ func (req *CreditRequest) Check() error {
 		return invalid("op get reads the balance; leave out amount and id")
 	case req.Op == OpAdd && req.Amount == 0:
 		return invalid("amount is 0 (or missing): give the amount to add, below 0 to take away")
-	case req.Amount < -sluice.MaxCost || req.Amount > sluice.MaxCost:
-		return invalid("amount %d out of range: give -2^53 to 2^53 (%d)", req.Amount, int64(sluice.MaxCost))
-	case len(req.ID) > store.MaxCreditID:
-		return invalid("id of %d bytes: at most %d", len(req.ID), store.MaxCreditID)
 	}
 	return nil
 }
@@ -69,21 +65,17 @@ func (s Source) Credit(ctx context.Context, p *sluice.Policy, req *CreditRequest
 	if err := req.Check(); err != nil {
 		return Balance{}, err
 	}
-	r, err := findRule(p, req.Rule, "credits rule", IsCredits)
-	if err != nil {
-		return Balance{}, err
-	}
-	if _, ok := s.Store.(store.Crediter); !ok {
-		return Balance{}, fmt.Errorf("%w: credits of policy %q rule %q", ErrNoStore, p.Name, r.Name)
-	}
-	var b sluice.Balance
+	var (
+		b   sluice.Balance
+		err error
+	)
 	switch req.Op {
 	case OpGet:
-		b, err = s.Limiter.Credits(ctx, p, r.Name, req.Attributes)
+		b, err = s.Limiter.Credits(ctx, p, req.Rule, req.Attributes)
 	case OpAdd:
-		b, err = s.Limiter.AddCredits(ctx, p, r.Name, req.Attributes, req.Amount, req.ID)
+		b, err = s.Limiter.AddCredits(ctx, p, req.Rule, req.Attributes, req.Amount, req.ID)
 	case OpSet:
-		b, err = s.Limiter.SetCredits(ctx, p, r.Name, req.Attributes, req.Amount, req.ID)
+		b, err = s.Limiter.SetCredits(ctx, p, req.Rule, req.Attributes, req.Amount, req.ID)
 	}
 	if err != nil {
 		return Balance{}, err

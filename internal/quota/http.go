@@ -9,7 +9,6 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/front"
-	"github.com/sluicerate/sluice/internal/front/quotastore"
 )
 
 // UsageExample is a valid query of GET /v1/usage, quoted in messages.
@@ -62,7 +61,7 @@ func Problem(err error) *httplimit.Problem {
 	switch {
 	case errors.Is(err, ErrInvalid) || errors.Is(err, sluice.ErrInvalidCredit):
 		return front.BadRequest("bad_request", "%v", err)
-	case errors.Is(err, ErrNoStore) || errors.Is(err, quotastore.ErrNoQuotas):
+	case errors.Is(err, errors.ErrUnsupported):
 		return &httplimit.Problem{Status: http.StatusNotImplemented, Code: "no_quotas", Detail: err.Error()}
 	}
 	if p := front.InputProblem(err); p != nil {

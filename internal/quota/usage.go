@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
-	"github.com/sluicerate/sluice/store"
 )
 
 // Usage is what a calendar quota counted for one key: the answer of GET
@@ -49,45 +47,16 @@ type PeriodUsage struct {
 // Usage returns what the calendar quota named rule of p (an empty rule:
 // p's only calendar quota) counted for the key attrs select, with the
 // period that at falls in as the current one (the zero time: the store's
-// now). attrs must hold the attributes that every rule of p is keyed by,
-// as a decision's do: they choose the window.
+// now). attrs must hold the values of the quota's By attributes.
 func (s Source) Usage(ctx context.Context, p *sluice.Policy, rule string, attrs map[string]string, at time.Time) (Usage, error) {
-	r, err := findRule(p, rule, "calendar quota", IsCalendar)
+	lu, err := s.Limiter.Usage(ctx, p, rule, attrs, at)
 	if err != nil {
 		return Usage{}, err
 	}
-	h, ok := s.Store.(store.Historian)
-	if !ok {
-		return Usage{}, fmt.Errorf("%w: reading the usage of policy %q rule %q", ErrNoStore, p.Name, r.Name)
-	}
-	req, err := s.Limiter.Resolve(p, attrs, 1)
-	if err != nil {
-		return Usage{}, err
-	}
-	ureq := store.UsageRequest{Policy: req.Policy, Shared: req.Shared}
-	found := false
-	for i := range req.Checks {
-		if c := &req.Checks[i]; c.Rule == r.Name && c.Algorithm == store.Periodic {
-			ureq.Check, found = *c, true
-		}
-	}
-	if !found {
-		return Usage{}, invalid("rule %q of policy %q does not apply to these attributes; give %q", r.Name, p.Name, r.By)
-	}
-	if !at.IsZero() {
-		ureq.At = at.UnixMicro()
-	}
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.Timeout, DefaultTimeout))
-	defer cancel()
-	if err := h.Usage(ctx, &ureq); err != nil {
-		return Usage{}, err
-	}
-	loc := location(r)
-	u := Usage{Policy: p.Name, Rule: r.Name, Period: r.Period.String(), TimeZone: loc.String(), Limit: ureq.Check.Limit,
-		Periods: make([]PeriodUsage, len(ureq.Periods))}
-	for i, pu := range ureq.Periods {
-		u.Periods[i] = PeriodUsage{Start: time.UnixMicro(pu.Start).In(loc), End: time.UnixMicro(pu.End).In(loc),
-			Used: pu.Used, Limit: ureq.Check.Limit}
+	u := Usage{Policy: p.Name, Rule: lu.Rule, Period: lu.Period.String(), TimeZone: lu.Location.String(), Limit: lu.Limit,
+		Periods: make([]PeriodUsage, len(lu.Periods))}
+	for i, pu := range lu.Periods {
+		u.Periods[i] = PeriodUsage{Start: pu.Start, End: pu.End, Used: pu.Used, Limit: lu.Limit}
 	}
 	return u, nil
 }

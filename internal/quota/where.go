@@ -79,5 +79,5 @@ func (w *Where) onStore(policy string, call func(Source, *sluice.Policy) error) 
 	}
 	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 5 * time.Second})
 	defer lim.Close()
-	return call(Source{Limiter: lim, Store: st}, p)
+	return call(Source{Limiter: lim}, p)
 }

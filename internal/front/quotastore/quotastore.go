@@ -7,13 +7,14 @@ package quotastore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
 )
 
 // ErrNoQuotas reports a store that keeps no credits balances or usage.
-var ErrNoQuotas = errors.New("server: the store keeps no credits balances or usage of calendar quotas")
+var ErrNoQuotas = fmt.Errorf("server: the store keeps no credits balances or usage of calendar quotas: %w", errors.ErrUnsupported)
 
 // Calls forwards Credit and Usage to Store, telling Observe of each call
 // (op "credit" or "usage") when it is done. Its zero value forwards
