@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -376,6 +377,13 @@ func quotasInspect(t *testing.T, b backend) {
 	}
 	if w := windows[1]; w.Algorithm != store.Credits || len(w.State) != 2 || w.State[0] != 1 || w.TTL != -1 {
 		t.Errorf("the balance: %+v; want 1, and no expiry", w)
+	}
+	// Found by its name alone (sluice inspect --key, the admin view's SCAN).
+	for i, alg := range []store.Algorithm{store.Periodic, store.Credits} {
+		w, _, err := s.InspectKey(context.Background(), windows[i].Key)
+		if err != nil || w.Algorithm != alg || !slices.Equal(w.State, windows[i].State) {
+			t.Errorf("InspectKey(%s): %+v, %v; want %v with state %v", windows[i].Key, w, err, alg, windows[i].State)
+		}
 	}
 }
 
