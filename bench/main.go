@@ -302,10 +302,12 @@ func (b *bench) redisTable(rounds int) {
 	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/event |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base float64
+	cpu := map[string]float64{}
 	for i, c := range cs {
 		if len(all[i]) == 0 {
 			continue
 		}
+		cpu[c.name] = medianBy(all[i], func(r redisRow) float64 { return r.redisCPU }).redisCPU
 		m := medianBy(all[i], func(r redisRow) float64 { return r.o.perSecond() })
 		rate := m.o.perSecond()
 		if i == 0 {
@@ -324,6 +326,7 @@ func (b *bench) redisTable(rounds int) {
 			allocs, m.o.clientCPU, m.redisCPU, m.perKey, entry)
 	}
 	fmt.Println()
+	quotaVerdict("Redis CPU µs (the median round's)", 1, cpu)
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {
