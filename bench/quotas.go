@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // the calendar rule's time zone, on a machine without a zone database
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/redisstore"
 )
 
 // The rows of a calendar quota and a credits balance, beside the sliding
@@ -77,4 +80,88 @@ func quotaVerdict(what string, prec int, figures map[string]float64) {
 	}
 	fmt.Printf("Calendar and credits rules, %s per decision against the sliding counter's %.*f: %s. At most the sliding counter's: %s.\n\n",
 		what, prec, base, strings.Join(parts, "; "), verdict)
+}
+
+// quotaMemory prints the Redis memory of a calendar quota's and a credits
+// balance's keys per window: MEMORY USAGE summed over every key the
+// windows wrote (whatever keys the store keeps for them), divided by the
+// windows. The calendar rows run on the store's own clock, a month at a
+// time, so that a window holds the totals of 12 months before the current
+// one; the credits rows record the ids of top-ups.
+func (b *bench) quotaMemory() {
+	const keys, limit, ids = 1000, 100, 10
+	names := keyNames(keys)
+	// Short names, as the algorithms table's: a small key's name is much of it.
+	calendar := func(history int) *sluice.Policy {
+		return &sluice.Policy{Name: "a", Rules: []sluice.Rule{
+			{Name: "r", Limit: limit, By: []string{"key"}, Period: sluice.Month, Location: quotaLocation, History: history},
+		}}
+	}
+	credits := &sluice.Policy{Name: "a", Rules: []sluice.Rule{
+		{Name: "r", Algorithm: sluice.Credits, Limit: limit, By: []string{"key"}, Location: quotaLocation, Refill: sluice.Refill{To: limit, Every: sluice.Month}},
+	}}
+	// The months start with the current one: keys expire on Redis's clock.
+	now := time.Now().In(quotaLocation)
+	month := func(i int) time.Time {
+		return time.Date(now.Year(), now.Month()+time.Month(i), 2, 12, 0, 0, 0, quotaLocation)
+	}
+	type row struct {
+		what   string
+		months int // calendar months decided, each to the limit; 0 for credits
+		p      *sluice.Policy
+		ids    int // top-ups with an id per credits window
+	}
+	rows := []row{
+		{what: "calendar quota, the current period only (`history: 0`)", months: 1, p: calendar(0)},
+		{what: "calendar quota with 12 periods of history (`history: 12`, 13 months used)", months: 13, p: calendar(12)},
+		{what: "credits balance", p: credits},
+		{what: fmt.Sprintf("credits balance and the ids of %d top-ups", ids), p: credits, ids: ids},
+	}
+	fmt.Printf("### Calendar quotas and credits: Redis memory per window (%d windows each)\n\n", keys)
+	fmt.Println("MEMORY USAGE (SAMPLES 0) of every key the windows wrote, over the windows, names counted (`s:{a,k0}…`).")
+	fmt.Println()
+	fmt.Println("| window | keys per window | Redis B/window |")
+	fmt.Println("|---|---:|---:|")
+	for _, r := range rows {
+		b.adm.flush()
+		var at time.Time
+		s, err := redisstore.New(redisstore.Config{Addrs: []string{b.addr}, Prefix: "s", Clock: func() time.Time { return at }})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: quota memory:", err)
+			return
+		}
+		lim := sluice.NewLimiter(s, benchLimiterConfig)
+		err = func() error {
+			attrs := map[string]string{}
+			for m := range max(r.months, 1) {
+				at = month(m)
+				for _, n := range names {
+					attrs["key"] = n
+					if r.months == 0 {
+						if _, err := lim.AllowN(bgCtx, r.p, attrs, 1); err != nil {
+							return err
+						}
+						for i := range r.ids {
+							if _, err := lim.AddCredits(bgCtx, r.p, "r", attrs, 1, "order-"+strconv.Itoa(i)); err != nil {
+								return err
+							}
+						}
+						continue
+					}
+					if _, err := lim.AllowN(bgCtx, r.p, attrs, limit); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}()
+		s.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: quota memory: %s: %v\n", r.what, err)
+			continue
+		}
+		total, n := b.adm.memoryOfAll()
+		fmt.Printf("| %s | %.1f | %.0f |\n", r.what, float64(n)/keys, float64(total)/keys)
+	}
+	fmt.Println()
 }
