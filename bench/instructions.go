@@ -234,7 +234,7 @@ func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows
 	}
 	fmt.Println()
 	for _, g := range goroutines {
-		quotaVerdict(fmt.Sprintf("Redis instructions at %d goroutines", g), 0, perG[g])
+		printLine(quotaVerdict(fmt.Sprintf("Redis instructions at %d goroutines", g), 0, perG[g]))
 	}
 	return true
 }

@@ -326,7 +326,7 @@ func (b *bench) redisTable(rounds int) {
 			allocs, m.o.clientCPU, m.redisCPU, m.perKey, entry)
 	}
 	fmt.Println()
-	quotaVerdict("Redis CPU µs (the median round's)", 1, cpu)
+	printLine(quotaVerdict("Redis CPU µs (the median round's)", 1, cpu))
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {

@@ -54,14 +54,14 @@ func creditsPolicy() *sluice.Policy {
 	}}
 }
 
-// quotaVerdict prints how the calendar and credits rows compare with the
-// sliding counter's in figures (by contender name: what per decision, shown
-// with prec decimals), and whether each costs no more. It prints nothing
-// when the sliding counter or both quota rows were not run.
-func quotaVerdict(what string, prec int, figures map[string]float64) {
+// quotaVerdict returns a line that compares the calendar and credits rows
+// with the sliding counter's in figures (by contender name: what per
+// decision, shown with prec decimals) and says whether each costs no more;
+// "" when the sliding counter or both quota rows were not run.
+func quotaVerdict(what string, prec int, figures map[string]float64) string {
 	base, ok := figures[slidingCounterRow]
 	if !ok || base <= 0 {
-		return
+		return ""
 	}
 	var parts []string
 	verdict := "yes"
@@ -76,10 +76,17 @@ func quotaVerdict(what string, prec int, figures map[string]float64) {
 		}
 	}
 	if len(parts) == 0 {
-		return
+		return ""
 	}
-	fmt.Printf("Calendar and credits rules, %s per decision against the sliding counter's %.*f: %s. At most the sliding counter's: %s.\n\n",
+	return fmt.Sprintf("Calendar and credits rules, %s per decision against the sliding counter's %.*f: %s. At most the sliding counter's: %s.",
 		what, prec, base, strings.Join(parts, "; "), verdict)
+}
+
+// printLine prints s and an empty line, nothing when s is empty.
+func printLine(s string) {
+	if s != "" {
+		fmt.Printf("%s\n\n", s)
+	}
 }
 
 // quotaMemory prints the Redis memory of a calendar quota's and a credits
