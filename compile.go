@@ -33,8 +33,8 @@ type compiled struct {
 	sharedPrefix bool
 
 	// concurrent reports that a rule is a concurrency rule, budgeted
-	// that a rule has a Budget.
-	concurrent, budgeted bool
+	// that a rule has a Budget, credits that a rule is a credits rule.
+	concurrent, budgeted, credits bool
 
 	// plain holds, per rule, its check as resolve makes it, but for its
 	// values and cost, when it does not depend on the request: a rule that
@@ -63,7 +63,7 @@ func compile(p *Policy) (*compiled, error) {
 	c.plain = make([]store.Check, len(p.Rules))
 	for i := range c.snap.Rules {
 		r := &c.snap.Rules[i]
-		if r.conditional() || r.concurrent() || r.Spread > 1 {
+		if r.conditional() || r.concurrent() || r.Spread > 1 || r.Covers != "" {
 			continue
 		}
 		f, err := r.overridden(r.Limit, Override{}, false)
@@ -72,9 +72,22 @@ func compile(p *Policy) (*compiled, error) {
 		}
 		c.plain[i] = store.Check{Rule: r.Name, Limit: f.limit, Window: f.window, MinGap: f.minGap,
 			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
+		r.setQuota(&c.plain[i], 0)
 	}
+	c.credits = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Algorithm == Credits })
 	c.one = len(p.Rules) == 1 && c.plain[0].Rule != "" && !c.plain[0].Shadow && c.plain[0].Budget == 0 && !p.CacheDenials
 	return c, nil
+}
+
+// covered reports whether rule i of the policy is a calendar quota that a
+// credits rule covers (Rule.Covers): a cost above its limit may be paid
+// for by the credits.
+func (c *compiled) covered(i int) bool {
+	if !c.credits || c.snap.Rules[i].Period == noPeriod {
+		return false
+	}
+	name := c.snap.Rules[i].Name
+	return slices.ContainsFunc(c.snap.Rules[i+1:], func(r Rule) bool { return r.Covers == name })
 }
 
 // compiled returns p compiled, freezing it at its first use (see

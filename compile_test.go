@@ -110,7 +110,8 @@ func TestPolicyFrozenEveryField(t *testing.T) {
 			Unless: []string{"b"}, Match: map[string]string{"c": "d"},
 			Overrides: []Override{{Match: map[string]string{"e": "f"}, Limit: 2}}}}}
 	}
-	change := func(v reflect.Value) {
+	var change func(v reflect.Value)
+	change = func(v reflect.Value) {
 		switch v.Kind() {
 		case reflect.String:
 			v.SetString(v.String() + "x")
@@ -131,6 +132,15 @@ func TestPolicyFrozenEveryField(t *testing.T) {
 		case reflect.Map:
 			v.SetMapIndex(reflect.ValueOf("c"), reflect.ValueOf("changed"))
 			v.SetMapIndex(reflect.ValueOf("e"), reflect.ValueOf("changed"))
+		case reflect.Pointer:
+			if v.Type() != reflect.TypeFor[*time.Location]() {
+				t.Fatalf("a pointer field of type %v: teach this test to change it", v.Type())
+			}
+			v.Set(reflect.ValueOf(time.FixedZone("changed", 3600)))
+		case reflect.Struct:
+			for i := range v.NumField() {
+				change(v.Field(i))
+			}
 		default:
 			t.Fatalf("a field of kind %v: teach this test to change it", v.Kind())
 		}

@@ -274,16 +274,24 @@ func (d *Decision) combineAll(req *store.Request, b *statuses) {
 	limits := d.Limits()
 	var shadowRetry time.Duration
 	shadowedBy, shadowCause := "", Cause("")
+	counted := false // d.Remaining holds a status's
 	for i := range req.Checks {
 		c, r := &req.Checks[i], &req.Results[i]
 		s := LimitStatus{Rule: c.Rule, Limit: c.Limit, Window: c.Window, Used: r.Used, Remaining: max(0, r.Remaining),
 			Fits: r.Fits, Cause: causes[r.Cause], RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Shadow: c.Shadow}
+		remaining, waived := s.Remaining, false
+		if c.Algorithm >= store.Periodic {
+			remaining, waived = covering(req, i, &s)
+		}
 		limits[i] = s
-		if i == 0 || s.Remaining < d.Remaining {
-			d.Remaining = s.Remaining
+		if remaining >= 0 && (!counted || remaining < d.Remaining) {
+			d.Remaining, counted = remaining, true
 		}
 		d.ResetAfter = max(d.ResetAfter, s.ResetAfter)
 		switch {
+		case waived:
+			// A calendar quota whose overage credits pay for: the credits
+			// rule decides in its place.
 		case s.Shadow:
 			if !s.Fits {
 				shadowRetry = max(shadowRetry, s.RetryAfter)

@@ -336,6 +336,12 @@ func appendDenyKey(b []byte, s *scratch) []byte {
 		} else {
 			b = append(b, 0)
 		}
+		if cal := &ch.Calendar; cal.Period != 0 {
+			b = append(b, byte(cal.Period), byte(cal.WeekStart))
+			if cal.Location != nil {
+				b = str(b, cal.Location.String())
+			}
+		}
 	}
 	return b
 }

@@ -333,9 +333,10 @@ func (l *Limiter) ResumeLease(p *Policy, id string) (*Lease, error) {
 			x.gone = true
 			return x, nil
 		}
-		c := store.Check{Rule: r.Name, Values: w.values, Algorithm: r.Algorithm, Cost: 1}
-		if r.concurrent() {
-			c.Algorithm = store.Concurrency
+		c := store.Check{Rule: r.Name, Values: w.values, Algorithm: r.storeAlgorithm(), Cost: 1}
+		r.setQuota(&c, 0)
+		if r.Covers != "" {
+			c.Covers = coveredBy(req.Checks, r.Covers) + 1
 		}
 		l.figure(p, r, &c)
 		req.Checks = append(req.Checks, c)
@@ -386,18 +387,30 @@ func leasable(p *Policy) error {
 // leaseTTL returns how long a lease of checks lives: the lease time of
 // its concurrency check (the Window, after any runtime override), or,
 // without one, its longest window (after which a log or a counter has
-// nothing left of the estimate to settle).
+// nothing left of the estimate to settle), a calendar quota's and a
+// credits rule's counting as QuotaLease.
 func leaseTTL(checks []store.Check) time.Duration {
 	var ttl time.Duration
 	for i := range checks {
 		c := &checks[i]
-		if c.Algorithm == store.Concurrency {
+		switch c.Algorithm {
+		case store.Concurrency:
 			return c.Window
+		case store.Periodic, store.Credits:
+			ttl = max(ttl, QuotaLease)
+		default:
+			ttl = max(ttl, c.Window)
 		}
-		ttl = max(ttl, c.Window)
 	}
 	return ttl
 }
+
+// QuotaLease is how long a lease without a concurrency rule may be
+// settled when its policy has a calendar quota or a credits rule (and no
+// rule of a longer window): the work a balance or a monthly quota pays
+// for is settled within a day, and a lease a holder never ends is kept
+// no longer than that.
+const QuotaLease = 24 * time.Hour
 
 // figure sets the figures of c, a window of p's rule r, to those a
 // decision gives it now: r's own, after the Limiter's runtime override of

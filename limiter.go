@@ -318,7 +318,8 @@ func (l *Limiter) do(ctx context.Context, p *Policy, attrs map[string]string, co
 func (l *Limiter) decideCached(ctx context.Context, p *Policy, s *scratch, d *Decision) error {
 	// A lease released early frees room before a cached denial's wait
 	// ends: a peek at a concurrency rule always asks the store.
-	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow && s.concurrency() < 0
+	// Nor does a credits rule's: a balance may be topped up at any time.
+	cache := l.denials != nil && p.CacheDenials && s.req.Mode == store.ModeAllow && s.concurrency() < 0 && !s.credits()
 	if cache {
 		s.sent = l.sendTime()
 		if cached, ok := l.denials.lookup(s, s.sent); ok {
@@ -387,7 +388,7 @@ func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.
 func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
 	for i := range checks {
 		c := &checks[i]
-		if c.Algorithm != store.Concurrency && cost > c.Limit*int64(max(c.Parts, 1)) {
+		if c.Algorithm != store.Concurrency && c.Algorithm != store.Credits && cost > c.Limit*int64(max(c.Parts, 1)) {
 			l.cfg.hooks.OnOverLimit(policy, c, cost)
 		}
 	}

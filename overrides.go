@@ -47,8 +47,16 @@ type figures struct {
 // than one unit per spread sub-window).
 func (r *Rule) overridden(limit int64, o Override, has bool) (figures, error) {
 	f := figures{limit: limit, window: r.Window, minGap: r.MinGap}
-	if r.concurrent() {
+	switch {
+	case r.concurrent():
 		f.window = r.Lease // a concurrency rule's window is its lease time
+	case r.Period != noPeriod:
+		f.window = calendarWindow
+	case r.Algorithm == Credits:
+		f.window = creditsWindow
+	}
+	if has && r.quota() && (o.Window > 0 || o.Burst > 0 || o.MinGap > 0) {
+		return figures{}, fmt.Errorf("%w: the runtime override of rule %q: a calendar quota or a credits rule takes a limit only (its period or balance has no window, burst or min gap)", ErrInvalidPolicy, r.Name)
 	}
 	if has {
 		f.limit = o.Limit

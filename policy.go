@@ -78,6 +78,9 @@ func (p *Policy) Validate() error {
 		if err := p.validateBudget(r); err != nil {
 			return err
 		}
+		if err := p.validateCovers(i); err != nil {
+			return err
+		}
 		for j := range i {
 			if p.Rules[j].Name == r.Name {
 				return fmt.Errorf("%w: policy %q has two rules named %q", ErrInvalidPolicy, p.Name, r.Name)

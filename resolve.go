@@ -109,12 +109,24 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 		if err != nil {
 			return fmt.Errorf("policy %q: %w", p.Name, err)
 		}
+		covers := 0
+		if r.Covers != "" {
+			// The credits pay for the quota's overage: no quota, nothing
+			// to pay for.
+			if covers = coveredBy(req.Checks, r.Covers) + 1; covers == 0 {
+				s.values = s.values[:from]
+				continue
+			}
+		}
 		spread := int64(max(1, r.Spread))
 		switch {
 		case r.concurrent():
 			// A lease takes one slot whatever its cost.
 		case s.record:
 			// Recorded whether it fits or not.
+		case r.Algorithm == Credits || cp.covered(i):
+			// A balance may be topped up past its starting Limit, and a
+			// quota's overage paid for by credits.
 		case f.limit > 0 && r.Algorithm != GCRA && cost > f.limit/spread:
 			return fmt.Errorf("%w: policy %q rule %q has limit %d%s, request cost %d",
 				ErrCostExceedsLimit, p.Name, r.Name, f.limit, spreadNote(spread, f.limit), cost)
@@ -133,6 +145,7 @@ func (s *scratch) resolve(cp *compiled, attrs map[string]string, cost int64, ov 
 		if r.concurrent() {
 			c.Algorithm, c.Cost = store.Concurrency, 1 // its window is its lease time (overridden)
 		}
+		r.setQuota(&c, covers)
 		if r.Spread > 1 {
 			c.Part, c.Parts = s.spread[len(s.spread)-1].at, r.Spread
 		}
@@ -202,6 +215,16 @@ func (s *scratch) concurrency() int {
 		}
 	}
 	return -1
+}
+
+// credits reports whether the request has a credits check.
+func (s *scratch) credits() bool {
+	for i := range s.req.Checks {
+		if s.req.Checks[i].Algorithm == store.Credits {
+			return true
+		}
+	}
+	return false
 }
 
 // Hot keys. A spread rule's window is Rule.Spread sub-windows: the check
@@ -336,13 +359,17 @@ func checkRequest(req *store.Request) error {
 		case c.Limit < 0 || c.Limit > MaxCost || c.Burst < 0 || c.Burst > MaxCost || c.Window < time.Microsecond || c.MinGap < 0:
 			return fmt.Errorf("%w: policy %q rule %q: limit %d, burst %d, window %v, min gap %v; a limit and a burst are 0 to 2^53, a window at least 1µs",
 				ErrInvalidPolicy, req.Policy, c.Rule, c.Limit, c.Burst, c.Window, c.MinGap)
-		case req.Mode != store.ModeRecord && c.Limit > 0 && (c.Algorithm != GCRA && c.Cost > c.Limit || c.Algorithm == GCRA && c.Cost > c.Burst):
+		case req.Mode != store.ModeRecord && c.Limit > 0 && c.Algorithm != Credits && !coveredCheck(req.Checks, i) &&
+			(c.Algorithm != GCRA && c.Cost > c.Limit || c.Algorithm == GCRA && c.Cost > c.Burst):
 			return fmt.Errorf("%w: policy %q rule %q has limit %d (burst %d), request cost %d", ErrCostExceedsLimit, req.Policy, c.Rule, c.Limit, c.Burst, c.Cost)
 		case c.Budget < 0:
 			return fmt.Errorf("%w: policy %q rule %q: budget %v is negative; give the longest a slice may be held, or 0 for none",
 				ErrInvalidPolicy, req.Policy, c.Rule, c.Budget)
-		case c.Algorithm > SlidingCounter || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && (c.Burst < 1 || !gcraSpans(c.Limit, c.Burst, c.Window)):
+		case c.Algorithm > Credits || c.Algorithm == store.Concurrency || c.MinGap > 0 && c.Algorithm != Log || c.Algorithm == GCRA && (c.Burst < 1 || !gcraSpans(c.Limit, c.Burst, c.Window)):
 			return fmt.Errorf("%w: policy %q rule %q: algorithm %v, min gap %v, burst %d", ErrInvalidPolicy, req.Policy, c.Rule, c.Algorithm, c.MinGap, c.Burst)
+		}
+		if err := checkQuota(req.Checks, i); err != nil {
+			return fmt.Errorf("%w: policy %q rule %q: %v", ErrInvalidPolicy, req.Policy, c.Rule, err)
 		}
 		for j := range i {
 			if sameWindow(&req.Checks[j], c) {

@@ -218,6 +218,15 @@ func (r *Rule) validate() error {
 	if r.Name == "" {
 		return fmt.Errorf("%w: a rule has no name; give every rule a name such as \"global\" or \"per-user\"", ErrInvalidPolicy)
 	}
+	if r.quota() {
+		if err := r.validateQuota(); err != nil {
+			return invalid("%v", err)
+		}
+		return r.validateConditions(invalid)
+	}
+	if err := r.validateNotQuota(); err != nil {
+		return invalid("%v", err)
+	}
 	if r.Concurrency != 0 || r.Lease != 0 {
 		if err := r.validateConcurrency(); err != nil {
 			return invalid("%v", err)

@@ -43,7 +43,8 @@ type leaseRecord struct {
 // receipt is what an Acquire recorded in a rate window: a log entry's time,
 // the time a sliding counter recorded at (its bucket is found by the window
 // the settle is decided with, as the Redis store's is), a GCRA bucket's
-// interval.
+// interval, a calendar quota's period index (at), what a credits balance
+// gave (interval; 0 when a covered quota had room).
 type receipt struct {
 	at       int64
 	interval int64
@@ -58,6 +59,8 @@ func receiptOf(c *store.Check, w *window, now int64) receipt {
 		return receipt{at: now}
 	case store.GCRA:
 		return receipt{interval: gcraInterval(c)}
+	case store.Periodic:
+		return receipt{at: w.oldest} // the period's index
 	}
 	return receipt{}
 }
@@ -68,6 +71,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 		return store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := store.CheckQuotas(req.Checks); err != nil {
 		return err
 	}
 	s.leases.mu.Lock()
@@ -194,6 +200,10 @@ func (s *Store) end(req *store.FinishRequest, rec *leaseRecord) {
 			}
 		case op == store.LeaseSettle:
 			sh.settle(j, hashes[i], &keys[i], c, rec.receipts[i], cost-rec.cost, now)
+		case op == store.LeaseRelease && (c.Algorithm == store.Periodic || c.Algorithm == store.Credits):
+			// A quota's estimate is given back: what was not done is
+			// not counted.
+			sh.settle(j, hashes[i], &keys[i], c, rec.receipts[i], -rec.cost, now)
 		}
 	}
 }
@@ -217,6 +227,14 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 			w.used = min(max(0, w.used+delta), store.MaxCost)
 		case b + 1:
 			w.first = min(max(0, w.first+delta), store.MaxCost)
+		}
+	case store.Periodic:
+		if w != nil {
+			periodicSettle(w, r.at, delta)
+		}
+	case store.Credits:
+		if w != nil && r.interval != 0 { // drawn by the Acquire
+			creditsSettle(w, delta)
 		}
 	case store.GCRA:
 		step := gcraSettleStep(delta, r.interval)

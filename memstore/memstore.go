@@ -164,7 +164,6 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 
 	now := s.micros()
 	results := req.ResultsBuffer()
-	allFit := true
 	moved := false // whether a slot found may have moved since (see table.go)
 	for i := range checks {
 		sh := &s.shards[shardIdx[i]]
@@ -172,15 +171,22 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 		moved = moved || removed
 		slots, wins = append(slots, j), append(wins, sh.at(j))
 		check(&results[i], &checks[i], wins[i], now)
-		allFit = allFit && (results[i].Fits || checks[i].Shadow)
+	}
+	covers := cover(checks, results)
+	allFit := true
+	for i := range checks {
+		allFit = allFit && (results[i].Fits || checks[i].Shadow || covers && waived(checks, results, i))
 	}
 	record := req.Mode == store.ModeRecord || allFit
 	for i := range checks {
 		// As redisstore does: a window that fits may need a wait after a
 		// recorded attempt, which matters when the request is denied.
 		if !allFit || !results[i].Fits || req.Mode == store.ModeRecord {
-			retry(&results[i], &checks[i], wins[i], record, now)
+			retry(&results[i], &checks[i], wins[i], record && draws(checks, results, i), now)
 		}
+	}
+	if covers {
+		coverRetry(checks, results)
 	}
 
 	if record && !req.DryRun {
@@ -189,16 +195,26 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 			token = lease.token
 		}
 		for i := range checks {
+			if !draws(checks, results, i) {
+				continue // a covering check not drawn: its window as it was
+			}
 			sh := &s.shards[shardIdx[i]]
 			j := slots[i]
 			if moved && wins[i] != nil {
 				j = sh.index(wins[i])
+			}
+			var balance int64
+			if lease != nil && checks[i].Algorithm == store.Credits {
+				balance = creditsBalance(&checks[i], wins[i])
 			}
 			slots[i] = sh.record(j, hashes[i], &keys[i], &checks[i], now, token)
 			moved = moved || j < 0 // an insertion may move or grow the table
 			wins[i] = sh.slots[slots[i]]
 			if lease != nil {
 				lease.receipts[i] = receiptOf(&checks[i], wins[i], now)
+				if checks[i].Algorithm == store.Credits {
+					lease.receipts[i].interval = balance - wins[i].used // what was drawn
+				}
 			}
 		}
 		for i := range checks {
@@ -209,7 +225,7 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 		}
 	} else {
 		for i := range checks {
-			if record {
+			if record && draws(checks, results, i) {
 				pretend(&results[i], &checks[i], wins[i], now)
 			} else {
 				report(&results[i], &checks[i], wins[i], now)
@@ -308,6 +324,10 @@ func (sh *shard) live(h uint64, k *key, c *store.Check, now int64) (j int, remov
 		}
 	case store.Concurrency:
 		concPrune(w, now)
+	case store.Periodic:
+		periodicRoll(w, c, now)
+	case store.Credits:
+		creditsRoll(w, c, now)
 	}
 	if w.expires <= now {
 		sh.remove(w)
@@ -340,6 +360,10 @@ func check(res *store.Result, c *store.Check, w *window, now int64) {
 		counterCheck(res, c, w, now)
 	case store.Concurrency:
 		concCheck(res, c, w)
+	case store.Periodic:
+		periodicCheck(res, c, w)
+	case store.Credits:
+		creditsCheck(res, c, w)
 	default:
 		logCheck(res, c, w, now)
 	}
@@ -354,6 +378,10 @@ func retry(res *store.Result, c *store.Check, w *window, pending bool, now int64
 		wait = counterWait(c, w, pending, now)
 	case store.Concurrency:
 		wait = concWait(c, w, pending, now)
+	case store.Periodic:
+		wait = periodicWait(c, w, pending, now)
+	case store.Credits:
+		wait = creditsWait(c, w, pending, now)
 	default:
 		limit, gap := logWaits(c, w, pending, now)
 		wait = max(limit, gap)
@@ -371,6 +399,10 @@ func add(w *window, c *store.Check, now, token int64) {
 		counterAdd(w, c, now)
 	case store.Concurrency:
 		concAdd(w, c, now, token)
+	case store.Periodic:
+		periodicAdd(w, c, now)
+	case store.Credits:
+		creditsAdd(w, c, now)
 	default:
 		if c.Budget > 0 && now < w.newest {
 			// Before a slice's future entry: in time order (budget.go).
@@ -390,6 +422,10 @@ func report(res *store.Result, c *store.Check, w *window, now int64) {
 		counterReport(res, c, w, 0, now)
 	case store.Concurrency:
 		concReport(res, c, w, 0, now)
+	case store.Periodic:
+		periodicReport(res, c, w, 0, now)
+	case store.Credits:
+		creditsReport(res, c, w, false)
 	default:
 		logReport(res, c, w, now)
 	}
@@ -403,8 +439,63 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 		counterReport(res, c, w, c.Cost, now)
 	case store.Concurrency:
 		concReport(res, c, w, c.Cost, now)
+	case store.Periodic:
+		periodicReport(res, c, w, c.Cost, now)
+	case store.Credits:
+		creditsReport(res, c, w, true)
 	default:
 		logPretend(res, c, w, now)
+	}
+}
+
+// Covers (store.Check.Covers): a Credits check that covers a Periodic
+// check of its request is drawn, and decides, only when that check does
+// not fit; then, when the credits fit, the Periodic check's denial is
+// waived. cover, waived, draws and coverRetry say so for a decision.
+
+// cover sets the result of each Credits check that covers a check that
+// fits to fitting (it neither draws nor denies), and reports whether any
+// check covers another.
+func cover(checks []store.Check, results []store.Result) bool {
+	found := false
+	for i := range checks {
+		if k := checks[i].Covers - 1; k >= 0 {
+			found = true
+			if results[k].Fits {
+				results[i].Fits, results[i].Cause = true, store.CauseNone
+			}
+		}
+	}
+	return found
+}
+
+// waived reports whether check k's denial is waived: a Credits check that
+// fits covers it.
+func waived(checks []store.Check, results []store.Result, k int) bool {
+	for i := range checks {
+		if checks[i].Covers == k+1 && results[i].Fits && !results[k].Fits {
+			return true
+		}
+	}
+	return false
+}
+
+// draws reports whether recording the request records check i: all but
+// a Credits check covering a check that fits.
+func draws(checks []store.Check, results []store.Result, i int) bool {
+	k := checks[i].Covers - 1
+	return k < 0 || !results[k].Fits
+}
+
+// coverRetry sets the RetryAfter of each covering Credits check and of
+// the check it covers to the lesser of the two: the request passes both
+// once either has room.
+func coverRetry(checks []store.Check, results []store.Result) {
+	for i := range checks {
+		if k := checks[i].Covers - 1; k >= 0 {
+			r := min(results[i].RetryAfter, results[k].RetryAfter)
+			results[i].RetryAfter, results[k].RetryAfter = r, r
+		}
 	}
 }
 
@@ -430,6 +521,10 @@ func expiryClass(c *store.Check) int64 {
 		return c.Burst * gcraInterval(c)
 	case store.SlidingCounter:
 		return 2 * c.Window.Microseconds()
+	case store.Periodic:
+		return (1 + int64(c.History)) * store.MaxPeriodLength.Microseconds()
+	case store.Credits:
+		return -1 // never expires
 	}
 	return c.TTL().Microseconds()
 }

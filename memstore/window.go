@@ -25,10 +25,11 @@ type window struct {
 
 	ring    []entry // ring[head], … ring[head+n-1] (mod len) are live, oldest first
 	head    int
-	expires int64    // µs after which the window can be dropped
-	h       uint64   // the key's hash
-	live    bool     // in its shard's table
-	_       [15]byte // to 128 bytes, a size the allocator aligns: the first line is whole
+	expires int64   // µs after which the window can be dropped
+	h       uint64  // the key's hash
+	credit  *credit // a credits window's ids of applied changes (credits.go)
+	live    bool    // in its shard's table
+	_       [7]byte // to 128 bytes, a size the allocator aligns: the first line is whole
 }
 
 // at returns the i-th live entry, oldest first.

@@ -63,17 +63,23 @@ func (n namer) windowOfSlices(key string) string {
 }
 
 // withSlices returns keys, those of req's checks whose indexes are checks,
-// followed by the slices key of each of them that keeps slices, in order
+// followed by the slices key of each of them that keeps slices and the
+// history key of each calendar quota that keeps history, in order
 // (decision.lua's shape): every key a script deciding them touches. It
 // returns keys itself when none does.
 func (n namer) withSlices(req *store.Request, checks []int, keys []string) []string {
 	var out []string
 	for j, i := range checks {
-		if keepsSlices(&req.Checks[i]) {
+		c := &req.Checks[i]
+		if keepsSlices(c) || keepsHistory(c) {
 			if out == nil {
 				out = append(make([]string, 0, 2*len(keys)), keys...)
 			}
-			out = append(out, n.slicesKey(keys[j]))
+			if keepsHistory(c) {
+				out = append(out, n.besideKey(keys[j], historyMark))
+			} else {
+				out = append(out, n.slicesKey(keys[j]))
+			}
 		}
 	}
 	if out == nil {
@@ -91,7 +97,7 @@ const (
 )
 
 // sliceKinds are budget.lua's numbers of a returned slice's algorithm.
-var sliceKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2, store.Concurrency: -1}
+var sliceKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2, store.Concurrency: -1, store.Periodic: -1, store.Credits: -1}
 
 // Budget implements store.Budgeter.
 func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetRequest) error {
@@ -106,6 +112,9 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 	}
 	if err := store.CheckBudget(req, b); err != nil {
 		return err
+	}
+	if hasQuotas(req) {
+		return fmt.Errorf("redisstore: policy %q: a calendar quota or a credits rule takes no budget; decide the request with Decide", req.Policy)
 	}
 	pl := s.names.plan(req)
 	rkeys := make([]string, len(b.Returns))
@@ -188,7 +197,7 @@ func (s *Store) budgetCall(ctx context.Context, req *store.Request, checks []int
 		return fmt.Errorf("redisstore: budget.lua replied %d integers for %d rules and %d asks, want %d", len(reply), len(checks), len(asks), n+grantWidth*len(asks))
 	}
 	if mode&modeDry == 0 {
-		if err := parseResults(req, reply[:n], checks, ruleWidth); err != nil {
+		if err := parseResults(req, reply[:n], checks, ruleWidth, now); err != nil {
 			return err
 		}
 	}

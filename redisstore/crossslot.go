@@ -102,6 +102,7 @@ type groupResult struct {
 	fits        bool
 	at          []int64
 	resetBefore []time.Duration
+	balances    []int64 // a credits check's balance before any write (its resetBefore is 0)
 }
 
 // reserve decides an Allow over groups, in order: each group checks and
@@ -153,7 +154,7 @@ func (d *groupDecision) run(ctx context.Context, g group, mode int32) (groupResu
 	if mode&modeGroup != 0 {
 		stride = groupRuleWidth
 	}
-	if err := parseResults(d.req, reply, g.checks, stride); err != nil {
+	if err := parseResults(d.req, reply, g.checks, stride, d.now); err != nil {
 		return groupResult{}, err
 	}
 	for k, i := range g.checks {
@@ -161,6 +162,11 @@ func (d *groupDecision) run(ctx context.Context, g group, mode int32) (groupResu
 		if stride == groupRuleWidth {
 			v := reply[groupRuleWidth*k : groupRuleWidth*(k+1)]
 			before, at := v[3], v[4]
+			var balance int64
+			if d.req.Checks[i].Algorithm == store.Credits {
+				balance, before = before, 0 // decision.lua's balance before
+			}
+			res.balances = append(res.balances, balance)
 			if before < 0 || at < 0 {
 				return groupResult{}, fmt.Errorf("redisstore: decide.lua (mode %d) replied reset-before=%dµs time=%d for rule %q, not a valid write",
 					mode, before, at, d.req.Checks[i].Rule)
@@ -179,6 +185,13 @@ func (d *groupDecision) unrecord(groups []groupResult) {
 	for _, res := range groups {
 		for k, i := range res.checks {
 			r, c := &d.req.Results[i], &d.req.Checks[i]
+			if c.Algorithm == store.Credits {
+				// The balance before: not drawn (res.balances), or drawn
+				// and given back.
+				r.Remaining = res.balances[k]
+				r.Used = max(0, c.Limit-r.Remaining)
+				continue
+			}
 			r.Used -= c.Cost
 			r.Remaining = max(0, c.Limit-r.Used)
 			if c.Algorithm == store.GCRA {
@@ -227,14 +240,17 @@ func splitByCost(req *store.Request, w groupResult) []rollbackCall {
 			calls = append(calls, rollbackCall{args: []string{costArg(c.Cost)}})
 		}
 		var param int64 // GCRA's interval, the counter's window
+		at := w.at[k]
 		switch c.Algorithm {
 		case store.GCRA:
 			param = gcraInterval(c)
 		case store.SlidingCounter:
 			param = c.Window.Microseconds()
+		case store.Periodic:
+			at, _, _ = c.Calendar.At(at) // the period it was counted in
 		}
 		calls[j].keys = append(calls[j].keys, w.keys[k])
-		calls[j].args = append(calls[j].args, strconv.FormatInt(w.at[k], 10), string(flagOf(c)), strconv.FormatInt(param, 10))
+		calls[j].args = append(calls[j].args, strconv.FormatInt(at, 10), string(flagOf(c)), strconv.FormatInt(param, 10))
 	}
 	return calls
 }
@@ -269,12 +285,12 @@ func gcraInterval(c *store.Check) int64 {
 }
 
 // flagOf returns c's algorithm in rollback.lua's arguments: "." the log,
-// "g" GCRA, "c" the sliding counter, upper case in shadow mode ("s" for
-// the log).
+// "g" GCRA, "c" the sliding counter, "p" a calendar quota, "b" a credits
+// balance, upper case in shadow mode ("s" for the log).
 func flagOf(c *store.Check) byte {
-	f := [...]byte{store.Log: '.', store.GCRA: 'g', store.SlidingCounter: 'c'}[c.Algorithm]
+	f := [...]byte{store.Log: '.', store.GCRA: 'g', store.SlidingCounter: 'c', store.Concurrency: '.', store.Periodic: 'p', store.Credits: 'b'}[c.Algorithm]
 	if c.Shadow {
-		f = [...]byte{store.Log: 's', store.GCRA: 'G', store.SlidingCounter: 'C'}[c.Algorithm]
+		f = [...]byte{store.Log: 's', store.GCRA: 'G', store.SlidingCounter: 'C', store.Concurrency: 's', store.Periodic: 'P', store.Credits: 'B'}[c.Algorithm]
 	}
 	return f
 }

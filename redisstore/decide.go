@@ -29,15 +29,21 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		return err
 	}
 	pl := s.names.plan(req)
+	if hasQuotas(req) {
+		if err := checkQuotas(req, &pl); err != nil {
+			return err
+		}
+	}
 	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}
 	checks := pl.groups[0].checks
-	reply, err := s.decider.decide(ctx, s.names.withSlices(req, checks, pl.keys), shapeOf(modeOf(req), req, s.nowMicros(), checks))
+	now := s.nowMicros()
+	reply, err := s.decider.decide(ctx, s.names.withSlices(req, checks, pl.keys), shapeOf(modeOf(req), req, now, checks))
 	if err != nil {
 		return fmt.Errorf("redisstore: running decide.lua: %w", err)
 	}
-	return parseResults(req, reply, nil, ruleWidth)
+	return parseResults(req, reply, nil, ruleWidth, now)
 }
 
 // Modes: the bits of a shape's mode (decision.lua's modes).
@@ -70,7 +76,7 @@ const (
 
 // Rule kinds (decision.lua's rules): the algorithm, plus kindShadow in
 // shadow mode.
-var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2, store.Concurrency: 3}
+var ruleKinds = [...]int32{store.Log: 0, store.GCRA: 1, store.SlidingCounter: 2, store.Concurrency: 3, store.Periodic: 6, store.Credits: 7}
 
 const kindShadow = 16
 
@@ -79,7 +85,8 @@ const kindShadow = 16
 const kindBudgeted = 4
 
 // Sizes in a shape: its head (rules, mode, time) and each rule's (kind,
-// window, limit, third, cost).
+// window, limit, third, cost), to which a calendar quota or a credits rule
+// adds its own (calendarExtra, creditsExtra).
 const (
 	shapeHead = 4 + 4 + 8
 	shapeRule = 4 + 8*4
@@ -117,6 +124,9 @@ func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Limit))
 		b = binary.LittleEndian.AppendUint64(b, uint64(third))
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Cost))
+		if c.Algorithm == store.Periodic || c.Algorithm == store.Credits {
+			b = appendCalendarRule(b, req, c, now, checks)
+		}
 	}
 	return string(b)
 }
@@ -131,7 +141,9 @@ func le32(s string, at int) uint32 {
 	return uint32(s[at]) | uint32(s[at+1])<<8 | uint32(s[at+2])<<16 | uint32(s[at+3])<<24
 }
 
-// shapeIsLog reports whether every rule of shape sh keeps the log.
+// shapeIsLog reports whether every rule of shape sh keeps the log. (Rules
+// after the first that does not may be longer than shapeRule: it stops
+// there.)
 func shapeIsLog(sh string) bool {
 	for at := shapeHead; at+4 <= len(sh); at += shapeRule {
 		if le32(sh, at)%kindShadow != 0 {
@@ -173,11 +185,14 @@ var statusCause = [...]store.Cause{0: store.CauseNone, 1: store.CauseLimit, 2: s
 
 // parseResults reads decide.lua's reply into req.Results: stride numbers
 // per check, of which the first three are its used, its retry-after µs
-// times 4 plus its status, and its reset-after µs. The reply's checks are
+// times 4 plus its status, and its reset-after µs; for a credits check the
+// balance in place of used, and in place of reset-after the periods until
+// a refill makes a denied cost fit (creditsRetry, at now: the shape's time
+// in µs, or -1 for this process's clock). The reply's checks are
 // those of req whose indexes are in (nil: all of them, in order); their
 // results go to the same indexes of req.Results, which the caller has
 // sized when in is not nil.
-func parseResults(req *store.Request, reply []int64, in []int, stride int) error {
+func parseResults(req *store.Request, reply []int64, in []int, stride int, now int64) error {
 	n := len(in)
 	if in == nil {
 		n = len(req.Checks)
@@ -192,6 +207,12 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 			i = in[k]
 		}
 		v := reply[stride*k : stride*(k+1)]
+		if req.Checks[i].Algorithm == store.Credits {
+			if err := parseCredits(req, i, v, now); err != nil {
+				return err
+			}
+			continue
+		}
 		used, status, retry, reset := v[0], v[1]&3, v[1]>>2, v[2]
 		// Status 3 (its leases all alive) is a concurrency rule's, the only
 		// one that rule has besides 0.
@@ -214,5 +235,29 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int) error
 		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining,
 			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
 	}
+	return nil
+}
+
+// parseCredits reads decide.lua's reply v for credits check i of req:
+// the balance, the retry-after µs times 4 plus the status (0 fits, 1 the
+// balance is short), and the periods until a refill makes the cost fit.
+func parseCredits(req *store.Request, i int, v []int64, now int64) error {
+	c := &req.Checks[i]
+	bal, status, retry, m := v[0], v[1]&3, v[1]>>2, v[2]
+	if v[1] < 0 || status > 1 || m < 0 || bal < -store.MaxCost || bal > store.MaxCost {
+		return fmt.Errorf("redisstore: decide.lua replied balance=%d status=%d retry=%dµs periods=%d for credits rule %q, not a valid status",
+			bal, status, retry, m, c.Rule)
+	}
+	if now < 0 {
+		now = time.Now().UnixMicro()
+	}
+	r := store.Result{Fits: status == 0, Used: max(0, c.Limit-bal), Remaining: bal}
+	if status != 0 {
+		r.Cause = store.CauseCredits
+	}
+	if retry > 0 {
+		r.RetryAfter = time.Duration(creditsRetry(c, retry, m, now)) * time.Microsecond
+	}
+	req.Results[i] = r
 	return nil
 }

@@ -50,7 +50,7 @@ func decideBatch(b *batcher, keys [][]string, reqs []*store.Request, now int64) 
 	errs := make([]error, len(calls))
 	for i, c := range calls {
 		if errs[i] = c.err; errs[i] == nil {
-			errs[i] = parseResults(reqs[i], c.reply, nil, ruleWidth)
+			errs[i] = parseResults(reqs[i], c.reply, nil, ruleWidth, now)
 		}
 	}
 	return errs

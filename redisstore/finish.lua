@@ -4,7 +4,9 @@
 -- says what each does).
 --
 -- KEYS   the rules' keys, in the order of the request that took the lease,
---        then the lease record's key.
+--        then the budgeted rules' slices' and the calendar quotas'
+--        histories' keys (decision.lua's shape), then the lease record's
+--        key.
 -- ARGV   a shape of the rules (decision.lua's: their algorithms and
 --        windows, and the store's own time when it has one), then the
 --        operation (0 release, 1 settle, 2 extend, 3 abandon), the real
@@ -26,7 +28,7 @@ if not sh.own then
   now = clock()
 end
 local list, n = sh.rules, sh.n
-local rec = KEYS[n + 1]
+local rec = KEYS[sh.nk + 1]
 local op, token = tonumber(ARGV[2]), ARGV[6]
 
 local v = call('HMGET', rec, 'id', 'cost', 'exp', 'r')
@@ -71,6 +73,17 @@ for k = 1, n do
   local alg = baseSteps(r)
   if alg == concurrencySteps then
     concurrencySteps.release(key, token)
+  elseif alg == periodicSteps or alg == creditsSteps then
+    -- A calendar quota's period and a credits balance take the real cost
+    -- in place of the estimate, and a release gives the estimate back: a
+    -- quota counts, and a balance pays for, the work done.
+    local d = delta
+    if op == 0 then d = -tonumber(v[2]) end
+    if d ~= 0 and alg == periodicSteps then
+      periodicSteps.adjust(key, r.si and KEYS[r.si], receipts[k], d, false)
+    elseif d ~= 0 and receipts[k] == 1 then
+      creditsSteps.adjust(key, r, now, -d)
+    end
   elseif op == 1 and delta ~= 0 then
     -- Settling moves what the lease recorded by delta units: the log's
     -- entry (window.lua), GCRA's TAT by delta intervals (r.iv, the

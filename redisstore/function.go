@@ -54,9 +54,11 @@ type part struct{ name, main string }
 // windows' state a call caches (window.lua's cache), since the helpers'
 // tables outlive a call; finish.lua reads none of it.
 var (
-	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, decisionLua}, "\n"),
-		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua}, part{"budget", budgetLua})
+	sluiceLibrary, sluiceFunctions = newLibrary(strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, periodicLua, creditsLua, decisionLua}, "\n"),
+		part{"decide", decideLua}, part{"lease", leaseLua}, part{"finish", finishLua}, part{"budget", budgetLua},
+		part{"credit", creditLua}, part{"usage", usageLua})
 	decideFunction, leaseFunction, finishFunction, budgetFunction = sluiceFunctions[0], sluiceFunctions[1], sluiceFunctions[2], sluiceFunctions[3]
+	creditFunction, usageFunction                                 = sluiceFunctions[4], sluiceFunctions[5]
 )
 
 // newLibrary returns the library whose functions, each named after its

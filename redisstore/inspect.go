@@ -27,9 +27,12 @@ type Window struct {
 	TTL time.Duration
 
 	// State is, for a GCRA bucket, its theoretical arrival time (µs since
-	// the Unix epoch: when the bucket is full again), and for a sliding
+	// the Unix epoch: when the bucket is full again), for a sliding
 	// counter its bucket index (time / window) and the previous and current
-	// buckets' counts. Empty for a log, whose Entries tell its state.
+	// buckets' counts, for a calendar quota the index of the period it
+	// counts (store.Calendar) and its count, and for a credits balance the
+	// balance and the index of the period of its last refill (0 without
+	// refills). Empty for a log, whose Entries tell its state.
 	State []int64
 
 	// Algorithm is the rule's algorithm: the check's for Inspect, the
@@ -295,6 +298,10 @@ func (s *Store) inspect(ctx context.Context, ks []string, algs []store.Algorithm
 			kinds[i] = 'g'
 		case store.SlidingCounter:
 			kinds[i] = 'c'
+		case store.Periodic:
+			kinds[i] = 'p'
+		case store.Credits:
+			kinds[i] = 'b'
 		default:
 			kinds[i] = '-'
 		}

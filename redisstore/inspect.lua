@@ -7,7 +7,8 @@
 -- ARGV     the time in µs, or "" for Redis's TIME (as decide.lua's); then a
 --          string of one letter per window, its rule's algorithm: 'n' a
 --          concurrency rule (concurrency.lua), 'g' GCRA, 'c' the sliding
---          counter, any other the log or not known (a key of layout 1,
+--          counter, 'p' a calendar quota (periodic.lua), 'b' a credits
+--          balance (credits.lua), any other the log or not known (a key of layout 1,
 --          whose string value is then read as a counter's, else GCRA's);
 --          then a string of one letter per window, 's' for one whose
 --          slices are read too.
@@ -21,7 +22,8 @@
 --   a rate rule's window: the number of entries n, then n pairs of (time
 --     µs, cost), oldest first; for a GCRA bucket or a sliding counter (a
 --     string key) instead -k and its k numbers: the arrival time µs, or the
---     bucket, previous and current counts;
+--     bucket, previous and current counts, or a calendar quota's period
+--     index and count, or a balance and the index of its last refill;
 --   a concurrency rule's window: the number of live leases n (those whose
 --     expiry is after now; expired ones stay in the set until the rule is
 --     next decided), then per lease, soonest to expire first, its expiry
@@ -35,7 +37,7 @@
 local now = clock(tonumber(ARGV[1]))
 local kinds, sliced = ARGV[2] or '', ARGV[3] or ''
 local nw, ns = #kinds, 0
-local gcraCodec, counterCodec, concurrencyCodec, slicesCodec -- made when a key needs them
+local gcraCodec, counterCodec, concurrencyCodec, slicesCodec, periodicCodec, creditsCodec -- made when a key needs them
 local out = {now}
 
 for i = 1, nw do
@@ -57,7 +59,13 @@ for i = 1, nw do
     gcraCodec, counterCodec = gcraCodec or gcra(), counterCodec or counter()
     local v = call('GET', key)
     local state = {}
-    if kind ~= 'g' then
+    if kind == 'p' then
+      periodicCodec = periodicCodec or periodic()
+      state = {periodicCodec.decode(v, key)}
+    elseif kind == 'b' then
+      creditsCodec = creditsCodec or credits()
+      state = {creditsCodec.decode(v, key)}
+    elseif kind ~= 'g' then
       state = {counterCodec.decode(v)}
     end
     if #state == 0 then

@@ -16,7 +16,8 @@ import (
 //
 // where "2" is the layout, <kind> is one letter for what the key holds (l a
 // log, g a GCRA bucket, c a sliding counter, n a concurrency rule's leases,
-// q a schedule's queue, e a lease's record, see lease.go), and
+// p a calendar quota's count, b a credits balance (calendar.go), q a
+// schedule's queue, e a lease's record, see lease.go), and
 // <values> are the values of the rule's By attributes, written only when
 // the hash tag does not already hold them. The hash tag, which picks a key's
 // Redis Cluster slot, is the policy name followed by values:
@@ -219,14 +220,15 @@ func (n namer) appendWindow(buf []byte, policy string, c *store.Check, values bo
 // sorted set, GCRA's or the counter's string of their own layout. A rule
 // whose algorithm changes starts afresh instead of misreading the other's
 // key.
-var kinds = [...]byte{store.Log: 'l', store.GCRA: 'g', store.SlidingCounter: 'c', store.Concurrency: 'n'}
+var kinds = [...]byte{store.Log: 'l', store.GCRA: 'g', store.SlidingCounter: 'c', store.Concurrency: 'n', store.Periodic: 'p', store.Credits: 'b'}
 
 // queueKind is Layout2's letter for a schedule's queue.
 const queueKind = 'q'
 
 // layout1Marks followed the rule's name in Layout1's key of a window that
 // is not a log. '!' is never part of an encoded name.
-var layout1Marks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter", store.Concurrency: "!concurrency"}
+var layout1Marks = [...]string{store.Log: "", store.GCRA: "!gcra", store.SlidingCounter: "!counter", store.Concurrency: "!concurrency",
+	store.Periodic: "!calendar", store.Credits: "!credits"}
 
 // appendQueueTag appends to buf the hash tag of schedule queue q's key.
 func appendQueueTag(buf []byte, q store.Queue) []byte {

@@ -98,7 +98,8 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if w := s.names.withSlices(req, all, keys[:len(all)]); len(w) > len(all) {
 		keys = append(w, keys[len(all)]) // the budgeted rules' slices, then the record (lease.lua)
 	}
-	sh := shapeOf(modeOf(req)|modeGroup, req, s.nowMicros(), all)
+	now := s.nowMicros()
+	sh := shapeOf(modeOf(req)|modeGroup, req, now, all)
 	args := []string{sh, token, lease.ID, strconv.FormatInt(lease.TTL.Microseconds(), 10), strconv.FormatInt(cost, 10)}
 	reply, err := s.runFunction(ctx, leaseFunction, leaseScript, keys, args)
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if len(reply) != n+1 {
 		return fmt.Errorf("redisstore: lease.lua replied %d integers for %d rules, want %d", len(reply), len(req.Checks), n+1)
 	}
-	if err := parseResults(req, reply[:n], nil, groupRuleWidth); err != nil {
+	if err := parseResults(req, reply[:n], nil, groupRuleWidth, now); err != nil {
 		return err
 	}
 	if exp := reply[n]; exp != 0 {
@@ -138,7 +139,11 @@ func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.Lea
 	if err != nil {
 		return store.LeaseState{}, err
 	}
-	sh := shapeOf(0, dreq, s.nowMicros(), firstChecks(len(req.Checks)))
+	all := firstChecks(len(req.Checks))
+	if w := s.names.withSlices(dreq, all, keys[:len(all)]); len(w) > len(all) {
+		keys = append(w, keys[len(all)]) // as Acquire declared them (finish.lua)
+	}
+	sh := shapeOf(0, dreq, s.nowMicros(), all)
 	args := []string{sh, strconv.Itoa(int(req.Op)), strconv.FormatInt(req.Cost, 10),
 		strconv.FormatInt(req.TTL.Microseconds(), 10), req.ID, token}
 	reply, err := s.runFunction(ctx, finishFunction, finishScript, keys, args)

@@ -14,8 +14,9 @@
 -- the record holds the id it was taken with, so an id altered to name
 -- other windows names none); cost, the estimate; exp, the expiry (absolute
 -- µs); r, per rule, what finish.lua needs to settle it: the time the log or
--- the sliding counter recorded at, GCRA's interval, 0 for a concurrency
--- rule. It expires with the lease.
+-- the sliding counter recorded at, GCRA's interval, the index of a
+-- calendar quota's period, 1 for a credits balance it drew (else 0), 0 for
+-- a concurrency rule. It expires with the lease.
 --
 -- A record alive for the token (a tombstone finish.lua left when the lease
 -- was abandoned before this call ran, its expiry in the field dead, or the
@@ -67,6 +68,10 @@ for i = 1, n do
     receipts[i] = format('%d', r.iv)
   elseif alg == concurrencySteps then
     receipts[i] = '0'
+  elseif alg == periodicSteps then
+    receipts[i] = format('%d', states[i].idx) -- the period it counted in
+  elseif alg == creditsSteps then
+    receipts[i] = out[5 * i] > 0 and '1' or '0' -- whether it drew the balance (Covers: not when its quota had room)
   else
     receipts[i] = format('%d', out[5 * i])
   end

@@ -22,17 +22,18 @@ local unpackInts = struct.unpack
 local MAXCOST, MAXBUCKET, MAXRETRY = 9007199254740992, 1125899906842624, 2251799813685247
 
 -- States: the records a call's decisions read and write (window.lua's,
--- gcra.lua's and counter.lua's), one per key read. Made anew for every
+-- gcra.lua's, counter.lua's, periodic.lua's and credits.lua's), one per
+-- key read. Made anew for every
 -- request they would cost Redis a table, its fields and their garbage, so
 -- each algorithm keeps those it made in a pool, and a call of decide.lua or
 -- lease.lua (functions, whose helpers outlive a call) takes them again from
 -- the first (reuseStates): a call never takes one twice. A pool keeps at most 256.
-local logStates, gcraStates, counterStates = {}, {}, {}
-local logTaken, gcraTaken, counterTaken = 0, 0, 0
+local logStates, gcraStates, counterStates, periodicStates, creditsStates = {}, {}, {}, {}, {}
+local logTaken, gcraTaken, counterTaken, periodicTaken, creditsTaken = 0, 0, 0, 0, 0
 local POOLED = 256
 
 local function reuseStates()
-  logTaken, gcraTaken, counterTaken = 0, 0, 0
+  logTaken, gcraTaken, counterTaken, periodicTaken, creditsTaken = 0, 0, 0, 0, 0
 end
 
 -- clock returns the time in µs: t when it is one (a store given a clock, in

@@ -5,8 +5,10 @@
 -- ARGV     the request's cost, then three per key, in KEYS order: the time
 --          (absolute µs) decide.lua recorded the request at there, the
 --          key's algorithm (decision.lua's flag: "." or "s" the log, "g" or
---          "G" GCRA, "c" or "C" the sliding counter), and GCRA's interval or
---          the counter's window µs (0 for the log).
+--          "G" GCRA, "c" or "C" the sliding counter, "p" or "P" a calendar
+--          quota, whose time is then the index of the period it counted
+--          the request in, "b" or "B" a credits balance), and GCRA's
+--          interval or the counter's window µs (0 for the others).
 --
 -- The request's cost is taken out of the key's entry of that time, which
 -- holds it: an entry is one instant's, and no other is touched. The entry
@@ -23,16 +25,17 @@
 -- they leave the window: the count errs high, toward denying, never low.
 -- A GCRA key's arrival time moves back by the cost's intervals (exact, or
 -- high when it had fallen behind the time of the write); a counter's bucket
--- of the write loses the cost, if the key still holds that bucket. Each
+-- of the write loses the cost, if the key still holds that bucket, as a
+-- calendar quota's period does; a credits balance takes the cost back. Each
 -- algorithm's codec does it: window.lua's logRemove, gcra.lua's rewind,
--- counter.lua's add.
+-- counter.lua's add, periodic.lua's adjust, credits.lua's giveBack.
 --
 -- Reply: {number of entries changed}.
 
 local arg = reader(ARGV)
 local cost = tonumber(arg())
 local changed = 0
-local gcraCodec, counterCodec -- made when a key needs them
+local gcraCodec, counterCodec, periodicCodec, creditsCodec -- made when a key needs them
 
 for _, key in ipairs(KEYS) do
   local at, flag, param = tonumber(arg()), arg(), tonumber(arg())
@@ -43,6 +46,12 @@ for _, key in ipairs(KEYS) do
   elseif flag == 'c' or flag == 'C' then
     counterCodec = counterCodec or counter()
     done = counterCodec.add(key, param, at, -cost, true)
+  elseif flag == 'p' or flag == 'P' then
+    periodicCodec = periodicCodec or periodic()
+    done = periodicCodec.adjust(key, nil, at, -cost, true)
+  elseif flag == 'b' or flag == 'B' then
+    creditsCodec = creditsCodec or credits()
+    done = creditsCodec.giveBack(key, cost)
   else
     done = logRemove(key, at, cost)
   end

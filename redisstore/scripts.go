@@ -10,8 +10,8 @@ import (
 // algorithms, then (for those that decide) decision.lua (a request decided
 // over its rules' windows), then its own main part. Each algorithm's
 // state is read, written and adjusted by its codec alone: window.lua the
-// exact log's (log.lua holds its checks), gcra.lua, counter.lua and
-// concurrency.lua the others'.
+// exact log's (log.lua holds its checks), gcra.lua, counter.lua,
+// concurrency.lua, periodic.lua and credits.lua the others'.
 
 //go:embed prelude.lua
 var preludeLua string
@@ -33,6 +33,12 @@ var concurrencyLua string
 
 //go:embed slices.lua
 var slicesLua string
+
+//go:embed periodic.lua
+var periodicLua string
+
+//go:embed credits.lua
+var creditsLua string
 
 //go:embed decision.lua
 var decisionLua string
@@ -61,6 +67,12 @@ var reserveLua string
 //go:embed cancel.lua
 var cancelLua string
 
+//go:embed credit.lua
+var creditLua string
+
+//go:embed usage.lua
+var usageLua string
+
 var (
 	// decideScripts decide, peek and record one request or a batch of
 	// them (see batch.go).
@@ -84,11 +96,17 @@ var (
 	// (budget.go), as budgetFunction where the server has functions.
 	budgetScript = windowScripts("budget.lua", budgetLua).all
 
+	// creditScript reads or changes a credits balance (Store.Credit), and
+	// usageScript reads a calendar quota's periods (Store.Usage), as
+	// creditFunction and usageFunction where the server has functions.
+	creditScript = windowScripts("credit.lua", creditLua).all
+	usageScript  = windowScripts("usage.lua", usageLua).all
+
 	// allScripts are every script a Store runs, which Warm loads: the
 	// runtime overrides' two too (overrides.go), which every server polls
 	// from its start.
 	allScripts = []*script{decideScripts.log, decideScripts.all, rollbackScript, inspectScript, reserveScript, cancelScript, leaseScript, finishScript, budgetScript,
-		newScript("overrides_read.lua", overridesReadLua), newScript("overrides_write.lua", overridesWriteLua)}
+		creditScript, usageScript, newScript("overrides_read.lua", overridesReadLua), newScript("overrides_write.lua", overridesWriteLua)}
 	// allSHAs are their SHA-1s, in the same order.
 	allSHAs = func() []string {
 		shas := make([]string, len(allScripts))
@@ -108,7 +126,8 @@ type scriptPair struct{ log, all *script }
 
 // windowScripts returns the script named name in its two builds: the
 // prelude, the algorithms (window.lua and log.lua, the log; then gcra.lua,
-// counter.lua, concurrency.lua and slices.lua, a budgeted window's, or in
+// counter.lua, concurrency.lua, slices.lua (a budgeted window's),
+// periodic.lua and credits.lua, or in
 // the log's build a declaration that they are absent: a budgeted window's
 // shape is never the log's), decision.lua, then main.
 func windowScripts(name, main string) scriptPair {
@@ -117,17 +136,18 @@ func windowScripts(name, main string) scriptPair {
 		return newScript(name, strings.Join(parts, "\n"))
 	}
 	return scriptPair{
-		log: build("local gcra, counter, concurrency, slices -- absent: this build's rules all keep the log\n"),
-		all: build(gcraLua, counterLua, concurrencyLua, slicesLua),
+		log: build("local gcra, counter, concurrency, slices, periodic, credits -- absent: this build's rules all keep the log\n"),
+		all: build(gcraLua, counterLua, concurrencyLua, slicesLua, periodicLua, creditsLua),
 	}
 }
 
 // readerScript returns the script named name that reads or adjusts
 // windows with the algorithms' codecs, deciding nothing: the prelude, the
 // codecs (window.lua and log.lua, gcra.lua, counter.lua, concurrency.lua,
-// slices.lua, which builds on the log's steps), then main.
+// slices.lua, which builds on the log's steps, periodic.lua, credits.lua),
+// then main.
 func readerScript(name, main string) *script {
-	return newScript(name, strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, "-- " + name + "\n\n" + main}, "\n"))
+	return newScript(name, strings.Join([]string{preludeLua, windowLua, logLua, gcraLua, counterLua, concurrencyLua, slicesLua, periodicLua, creditsLua, "-- " + name + "\n\n" + main}, "\n"))
 }
 
 // forShape returns the build for a request of shape sh (appendShape): the

@@ -68,8 +68,12 @@ type Leaser interface {
 }
 
 // CheckDecide returns ErrLeaseOnly when req holds a Concurrency check and
-// is not a dry run: Decide does not take slots. Stores call it in Decide.
+// is not a dry run: Decide does not take slots; and what CheckQuotas
+// finds wrong. Stores call it in Decide.
 func CheckDecide(req *Request) error {
+	if err := CheckQuotas(req.Checks); err != nil {
+		return err
+	}
 	if req.DryRun {
 		return nil
 	}

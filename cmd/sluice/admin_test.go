@@ -120,7 +120,8 @@ func TestServeAdminRoutesNeedToken(t *testing.T) {
 	}
 	patterns := srv.AdminHandler(server.AdminOptions{}).Patterns()
 	for _, want := range []string{"GET /{$}", "GET /api/v1/config", "POST /api/v1/inspect", "GET /metrics", "GET /debug/pprof/",
-		"POST /api/v1/envoy/reset", "GET /api/v1/overrides", "PUT /api/v1/overrides", "DELETE /api/v1/overrides/{id}"} {
+		"POST /api/v1/envoy/reset", "GET /api/v1/overrides", "PUT /api/v1/overrides", "DELETE /api/v1/overrides/{id}",
+		"POST /v1/credits", "GET /v1/usage", "GET /usage"} {
 		if !slices.Contains(patterns, want) {
 			t.Fatalf("the admin listener's routes %q lack %q", patterns, want)
 		}
@@ -153,7 +154,8 @@ func TestServeAdminRoutesNeedToken(t *testing.T) {
 				{"wrong token", []string{"Authorization", "Bearer nope"}, func(c int) bool { return c == 401 }},
 				{"wrong cookie", []string{"Cookie", "sluice_admin=nope"}, func(c int) bool { return c == 401 }},
 				{"read token", []string{"Authorization", "Bearer read-secret"}, func(c int) bool {
-					if method == "GET" || pattern == "POST /api/v1/inspect" {
+					// POST /v1/credits reads or changes by its body: {} changes nothing.
+					if method == "GET" || pattern == "POST /api/v1/inspect" || pattern == "POST /v1/credits" {
 						return c != 401 && c != 403
 					}
 					return c == 403

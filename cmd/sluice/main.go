@@ -41,6 +41,8 @@ func commands() []command {
 		{"inspect", "show a policy's Redis windows: entries, ages and time to live", runInspect},
 		{"reserve", "reserve slots on a schedule and print each one's delay", runReserve},
 		{"override", "set, list, get or delete runtime overrides of limits on a running sluice serve", runOverride},
+		{"credits", "get, add to or set a credits rule's balance for a key, idempotently", runCredits},
+		{"usage", "print a calendar quota's totals by period for a key, as a table or CSV", runUsage},
 		{"bench", "drive a store or a server with a workload; print throughput and a latency histogram", runBench},
 	}
 }

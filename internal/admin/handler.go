@@ -67,7 +67,8 @@ type Listener struct {
 func (l *Listener) Patterns() []string { return l.routes.Patterns() }
 
 // Handler returns the handler of the admin listener over f: the page at /,
-// its JSON API under /api/v1/, /metrics, and pprof under /debug/pprof/.
+// its JSON API under /api/v1/, a calendar quota's usage chart at /usage,
+// /metrics, and pprof under /debug/pprof/.
 func (v *View) Handler(f *front.Front, opts Options) *Listener {
 	a := &admin{v: v, f: f, insp: opts.Inspector, overrides: opts.Overrides}
 	mux := front.NewRoutes()
@@ -84,6 +85,7 @@ func (v *View) Handler(f *front.Front, opts Options) *Listener {
 	mux.HandleFunc("GET /api/v1/leases", a.handleLeases)
 	mux.HandleFunc("GET /api/v1/budgets", a.handleBudgets)
 	mux.HandleFunc("POST /api/v1/inspect", a.handleInspect)
+	mux.HandleFunc("GET /usage", a.handleUsageChart)
 	if opts.Routes != nil {
 		opts.Routes(mux)
 	}

@@ -160,15 +160,34 @@ func AccessOf(r *http.Request) Access {
 }
 
 // Changes reports whether r may change something: every method but GET
-// and HEAD, except the key inspector's POST, which reads.
+// and HEAD, except the key inspector's POST, which reads, and POST
+// /v1/credits, whose body says whether it reads a balance or changes it
+// (its handler asks MayChange of a change).
 func Changes(r *http.Request) bool {
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		return false
-	case r.Method == http.MethodPost && r.URL.Path == "/api/v1/inspect":
+	case r.Method == http.MethodPost && (r.URL.Path == "/api/v1/inspect" || r.URL.Path == "/v1/credits"):
 		return false
 	}
 	return true
+}
+
+// MayChange reports whether r's token may change something; when it may
+// not, it answers r with Require's 403. A handler whose route Changes
+// leaves to it asks it before a change.
+func MayChange(w http.ResponseWriter, r *http.Request) bool {
+	t, ok := r.Context().Value(tokenKey{}).(*Token)
+	if !ok || t.Access >= Write {
+		return true
+	}
+	forbidden(w, t)
+	return false
+}
+
+func forbidden(w http.ResponseWriter, t *Token) {
+	httplimit.Problem{Status: http.StatusForbidden, Code: "forbidden",
+		Detail: fmt.Sprintf("the admin token %q may read, not change; use a token with write access", t.Name)}.Write(w)
 }
 
 // Require answers 401 to a request of next that carries no token of ts,
@@ -210,8 +229,7 @@ func (ts Tokens) Require(cookie string, next http.Handler) http.Handler {
 		case t == nil:
 			unauthorized(w, "the admin listener requires a token: send Authorization: Bearer TOKEN, or open /?token=TOKEN in a browser")
 		case t.Access < Write && Changes(r):
-			httplimit.Problem{Status: http.StatusForbidden, Code: "forbidden",
-				Detail: fmt.Sprintf("the admin token %q may read, not change; use a token with write access", t.Name)}.Write(w)
+			forbidden(w, t)
 		default:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
 		}

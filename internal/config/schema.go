@@ -99,6 +99,25 @@ type ruleYAML struct {
 	// living lease unless released; it takes no limit or window.
 	Concurrency node[int64]         `yaml:"concurrency" bound:"concurrency" eg:"4"`
 	Lease       node[time.Duration] `yaml:"lease" bound:"lease" eg:"30s"`
+	// A calendar quota: at most limit per period in a time zone, and the
+	// totals of history periods kept per key. It takes no window.
+	Period    node[string] `yaml:"period" form:"period" eg:"month"`
+	Timezone  node[string] `yaml:"timezone" eg:"Europe/Berlin"`
+	WeekStart node[string] `yaml:"week_start" form:"weekday" eg:"monday"`
+	History   node[int64]  `yaml:"history" bound:"history" eg:"12"`
+	// A credits rule: a balance per key that requests draw by their cost,
+	// starting at credits, renewed by refill; it may pay for the overage
+	// of the calendar quota it covers. It takes no limit or window.
+	Credits node[int64]       `yaml:"credits" bound:"credits" eg:"500"`
+	Refill  node[*refillYAML] `yaml:"refill"`
+	Covers  node[string]      `yaml:"covers" form:"name" eg:"monthly"`
+}
+
+// refillYAML is a credits rule's refill: a sluice.Refill.
+type refillYAML struct {
+	To    node[int64]  `yaml:"to" bound:"refill" eg:"500"`
+	Add   node[int64]  `yaml:"add" bound:"refill" eg:"100"`
+	Every node[string] `yaml:"every" form:"period" eg:"month" need:"every: the period of the refill, such as month"`
 }
 
 // overrideYAML is one entry of a rule's overrides: a sluice.Override.
@@ -211,11 +230,16 @@ var forms = map[string]struct {
 	"header":    {regexp.MustCompile(`^[-_0-9A-Za-z]{1,128}$`).MatchString, "%s %q is not valid; use letters, digits and '-', such as X-User-Id"},
 	"prefix":    {regexp.MustCompile(`^[^{} \t\r\n]{1,64}$`).MatchString, "%s %q is not valid; use 1 to 64 characters without braces or spaces, such as sluice or myapp:sluice"},
 	"algorithm": {oneOf("log", "gcra", "sliding-counter"), "%s is %q; use log (the default), gcra or sliding-counter"},
+	"period":    {oneOf("day", "week", "month", "year"), "%s is %q; use day, week, month or year"},
+	"weekday":   {oneOf(weekdays[:]...), "%s is %q; use monday, tuesday, wednesday, thursday, friday, saturday or sunday"},
 	"mode":      {oneOf("standalone", "cluster", "sentinel"), "%s is %q; use standalone, cluster or sentinel"},
 	"on_error":  {oneOf("deny", "allow", "fallback"), "%s is %q; use deny (fail closed, the default), allow (fail open) or fallback (decide in this process's memory)"},
 	"not built-in": {func(s string) bool { return !slices.Contains(builtinAttrs, s) },
 		"attribute %[2]q is built into forward-auth; pick another name for the header"},
 }
+
+// weekdays are the days of the week by time.Weekday.
+var weekdays = [...]string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
 
 // oneOf returns a test of whether a string is one of valid.
 func oneOf(valid ...string) func(string) bool {
@@ -241,6 +265,9 @@ var bounds = map[string]struct {
 	"override limit": {0, sluice.MaxCost, "a limit must be at least 0 and at most 2^53 (0 blocks the requests the override matches; unlimited: true lifts the limit)"},
 	"window":         {1, math.MaxInt64, "it must be longer than zero, such as 1s or 30m"},
 	"concurrency":    {1, sluice.MaxCost, "give the most leases alive at once, at least 1, such as 4"},
+	"history":        {0, sluice.MaxHistory, "keep 0 to 1000 periods, such as 12 for a year of months"},
+	"credits":        {0, sluice.MaxCost, "give the balance a key starts with, 0 to 2^53"},
+	"refill":         {1, sluice.MaxCost, "give 1 to 2^53, or leave it out"},
 	"lease":          {int64(time.Millisecond), math.MaxInt64, "a lease lives at least 1ms; give how long a holder may keep it unless it releases it, such as 30s"},
 	"max_queue":      {0, math.MaxInt64, "use 0 for no bound or a positive number"},
 	"db":             {0, 1 << 20, "use a database number such as 0"},

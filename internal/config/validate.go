@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/yamlfile"
+	"github.com/sluicerate/sluice/store"
 )
 
 // config is the one validation pass, from the schema as read to a Config. A
@@ -101,13 +103,22 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 		By: d.attributes(f.By), Optional: f.Optional.V, Unless: d.attributes(f.Unless), Match: f.Match.V,
 		Shadow: f.Shadow.V, Spread: int(f.Spread.V), SpreadBy: f.SpreadBy.V, Concurrency: f.Concurrency.V, Lease: f.Lease.V, Budget: f.Budget.V}
 	r.Algorithm, _ = sluice.ParseAlgorithm(f.Algorithm.V)
-	if n.ok && f.Concurrency.Node == nil && f.Lease.Node == nil {
+	d.quota(n, &r)
+	switch {
+	case !n.ok || f.Concurrency.Node != nil || f.Lease.Node != nil:
+	case f.Credits.Node != nil:
+		// A credits rule: its balance stands for a limit and a window.
+	case f.Period.Node != nil:
+		if f.Limit.Node == nil {
+			d.Errorf(n.Node, "%s has no limit; add limit: followed by the most cost per %s, such as 100000", n.what, f.Period.V)
+		}
+	default:
 		// A rate rule: its limit and window are required.
 		if f.Limit.Node == nil {
 			d.Errorf(n.Node, "%s has no limit; add limit: followed by the most cost per window, such as 100 (or concurrency: N and lease: D for a limit of leases alive at once)", n.what)
 		}
 		if f.Window.Node == nil {
-			d.Errorf(n.Node, "%s has no window; add window: followed by a duration such as 30m", n.what)
+			d.Errorf(n.Node, "%s has no window; add window: followed by a duration such as 30m (or period: month for a calendar quota)", n.what)
 		}
 	}
 	for i, a := range r.By {
@@ -126,6 +137,60 @@ func (d *decoder) rule(n node[ruleYAML], attrs []string, declared bool) sluice.R
 		r.Overrides = append(r.Overrides, sluice.Override{Match: o.V.Match.V, Limit: o.V.Limit.V, Unlimited: o.V.Unlimited.V})
 	}
 	return r
+}
+
+// quota reads the fields of a calendar quota or a credits rule into r:
+// period, timezone, week_start, history, credits, refill and covers.
+// sluice's own validation says which of them fit together.
+func (d *decoder) quota(n node[ruleYAML], r *sluice.Rule) {
+	f := n.V
+	r.Period, _ = store.ParsePeriod(f.Period.V)
+	r.History, r.Covers = int(f.History.V), f.Covers.V
+	if f.Timezone.Node != nil {
+		r.Location = d.location(f.Timezone)
+	}
+	if i := slices.Index(weekdays[:], f.WeekStart.V); i >= 0 {
+		r.WeekStart = time.Weekday(i)
+	}
+	if f.Credits.Node != nil {
+		switch {
+		case f.Limit.Node != nil:
+			d.Errorf(f.Limit.Node, "%s has credits and a limit; a credits rule's balance starts at credits: leave limit out (or credits, for a rate limit)", n.what)
+		case f.Algorithm.Node != nil:
+			d.Errorf(f.Algorithm.Node, "%s has credits and an algorithm; a credits rule keeps a balance: leave algorithm out", n.what)
+		}
+		r.Algorithm, r.Limit = sluice.Credits, f.Credits.V
+	}
+	if rf := f.Refill.V; rf != nil {
+		r.Refill = sluice.Refill{To: rf.To.V, Add: rf.Add.V}
+		r.Refill.Every, _ = store.ParsePeriod(rf.Every.V)
+		if rf.To.Node != nil && rf.Add.Node != nil {
+			d.Errorf(f.Refill.Node, "%s has both to and add; keep to (each period starts at it) or add (each period adds it)", f.Refill.what)
+		} else if rf.To.Node == nil && rf.Add.Node == nil && f.Refill.ok {
+			d.Errorf(f.Refill.Node, "%s has neither to nor add; give to: N (each period starts at N) or add: N (each period adds N)", f.Refill.what)
+		}
+		if f.Credits.Node == nil {
+			d.Errorf(f.Refill.Node, "%s is for a credits rule; add credits: N, the balance a key starts with", f.Refill.what)
+		}
+	}
+}
+
+// location returns the time zone v names, reporting a name the time zone
+// database does not have; nil for UTC.
+func (d *decoder) location(v node[string]) *time.Location {
+	switch v.V {
+	case "", "Local":
+		d.Errorf(v.Node, "timezone %q; give an IANA time zone name such as Europe/Berlin or America/New_York, or UTC (the default)", v.V)
+		return nil
+	case "UTC":
+		return nil
+	}
+	loc, err := time.LoadLocation(v.V)
+	if err != nil {
+		d.Errorf(v.Node, "timezone %q is not a time zone the time zone database knows; give an IANA name such as Europe/Berlin or America/New_York, or UTC (the default)", v.V)
+		return nil
+	}
+	return loc
 }
 
 // attributes returns the attribute names of the list v, reporting one named

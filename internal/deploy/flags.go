@@ -14,7 +14,7 @@ import (
 // configuration file over them.
 type Flags struct {
 	envoyDir, counting, headers string
-	shadow, merge               bool
+	shadow, merge, calendar     bool
 
 	dynMeta, quota, requireDomain bool
 

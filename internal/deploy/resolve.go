@@ -84,7 +84,7 @@ func (f *Flags) grpcOptions(c *tls.Config) ([]grpc.ServerOption, error) {
 // EnvoyOptions are the options of the envoyproxy/ratelimit model: loading
 // its files (or the control plane's resources), deciding, readiness.
 func (f *Flags) EnvoyOptions() (rls.Options, error) {
-	o := rls.Options{Load: envoy.LoadOptions{MergeDomains: f.merge}, RequireDomain: f.requireDomain}
+	o := rls.Options{Load: envoy.LoadOptions{MergeDomains: f.merge, CalendarUnits: f.calendar}, RequireDomain: f.requireDomain}
 	switch f.counting {
 	case "all-or-nothing":
 	case "per-descriptor":

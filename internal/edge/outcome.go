@@ -207,6 +207,7 @@ var classes = [...]struct {
 	{sluice.ErrEmptyPolicy, Class{http.StatusBadRequest, "bad_request"}},
 	{ErrUnknownSchedule, Class{http.StatusBadRequest, "unknown_schedule"}},
 	{sluice.ErrInvalidLease, Class{http.StatusBadRequest, "invalid_lease"}},
+	{sluice.ErrInvalidCredit, Class{http.StatusBadRequest, "invalid_credit"}},
 	{sluice.ErrInvalidSchedule, Class{http.StatusBadRequest, "bad_request"}},
 }
 

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Config is a loaded, validated directory of envoyproxy/ratelimit
@@ -43,7 +44,8 @@ type Config struct {
 	// the file (value_to_metric, say, which only changes metric names).
 	Notes []string
 
-	domains map[string]*node
+	domains  map[string]*node
+	calendar bool // LoadOptions.CalendarUnits
 }
 
 // LoadOptions configures loading. The zero value is envoyproxy/ratelimit's
@@ -53,6 +55,16 @@ type LoadOptions struct {
 	// descriptors merged (MERGE_DOMAIN_CONFIG=true). Default: a domain
 	// configured twice is an error.
 	MergeDomains bool
+
+	// CalendarUnits counts the units day, week, month and year as
+	// calendar periods in UTC (sluice's SLUICE_CALENDAR_UNITS=true):
+	// a month's count starts from 0 at midnight of the 1st, a week's on
+	// Monday, a day's at midnight, a year's on 1 January, and a request
+	// over the limit is told to come back when the next one starts.
+	// Default: envoyproxy/ratelimit's, a sliding window of the unit's
+	// length (a month is 30 days, a year 365). A descriptor's own limit
+	// (sent in the request) follows the same rule.
+	CalendarUnits bool
 }
 
 // node is one descriptor of a domain's tree, or the domain itself (its
@@ -88,6 +100,27 @@ type Limit struct {
 	Algorithm  sluice.Algorithm // how the window counts (the exact log by default)
 	Budget     time.Duration    // above 0: slices of each window are leased for at most this long (sluice.Rule.Budget)
 	Replaces   []string         // the limits this one replaces when both match a request, by name
+	Period     store.Period     // a calendar period in UTC instead of a sliding Window (LoadOptions.CalendarUnits)
+}
+
+// calendarUnits are the units LoadOptions.CalendarUnits counts as
+// calendar periods.
+var calendarUnits = map[rlsv3.RateLimitResponse_RateLimit_Unit]store.Period{
+	rlsv3.RateLimitResponse_RateLimit_DAY:   store.Day,
+	rlsv3.RateLimitResponse_RateLimit_WEEK:  store.Week,
+	rlsv3.RateLimitResponse_RateLimit_MONTH: store.Month,
+	rlsv3.RateLimitResponse_RateLimit_YEAR:  store.Year,
+}
+
+// unitLimit is a limit of requests per one unit u: a calendar period when
+// calendar is set and u is one of calendarUnits, else a window of the
+// unit's length.
+func unitLimit(u rlsv3.RateLimitResponse_RateLimit_Unit, requests uint32, calendar bool) Limit {
+	l := Limit{Requests: requests, Unit: u, Multiplier: 1, Window: unitLengths[u]}
+	if p, ok := calendarUnits[u]; ok && calendar {
+		l.Period, l.Window = p, store.MaxPeriodLength
+	}
+	return l
 }
 
 // unitLengths are the lengths of Envoy's units, as envoyproxy/ratelimit
@@ -155,6 +188,9 @@ func (c *Config) Dump() string {
 					}
 					if l.Unit == rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
 						extra = fmt.Sprintf(" window=%v", l.Window)
+					}
+					if l.Period != store.NoPeriod {
+						extra = " calendar=utc"
 					}
 					lines = append(lines, fmt.Sprintf("%s: unit=%s requests_per_unit=%d%s, shadow_mode: %t, quota_mode: %t",
 						full, l.Unit, l.Requests, extra, ch.shadow, ch.quota))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/yamlfile"
+	"github.com/sluicerate/sluice/store"
 )
 
 // limitNodes is one rate_limit block as read: the limit so far, and the
@@ -136,6 +137,17 @@ func (d *decoder) limit(n *node, v *yaml.Node) {
 			return
 		}
 		l.Unit, l.Multiplier = unitOf(l.Window)
+	case f.unit != nil && d.opts.CalendarUnits && calendarUnits[unit] != store.NoPeriod:
+		switch {
+		case l.Multiplier > 1:
+			d.Errorf(f.multiplier, "unit_multiplier %d with calendar units (SLUICE_CALENDAR_UNITS): a period is one calendar %s; remove unit_multiplier, or give window: for a sliding window", l.Multiplier, strings.ToLower(unit.String()))
+			return
+		case l.Algorithm != sluice.Log || l.Budget != 0:
+			d.Errorf(v, "a calendar %s (SLUICE_CALENDAR_UNITS) counts per period: it takes no algorithm or budget; remove them, or give window: for a sliding window", strings.ToLower(unit.String()))
+			return
+		}
+		cal := unitLimit(unit, l.Requests, true)
+		l.Unit, l.Multiplier, l.Window, l.Period = cal.Unit, cal.Multiplier, cal.Window, cal.Period
 	case f.unit != nil:
 		l.Unit = unit
 		l.Window = unitLengths[unit] * time.Duration(max(l.Multiplier, 1))

@@ -52,7 +52,7 @@ func Load(dir string, opts LoadOptions) (*Config, error) {
 // Load does the files of a directory: wherever they come from, files or a
 // control plane's resources, one loader reads them.
 func Parse(docs []Source, opts LoadOptions) (*Config, error) {
-	c := &Config{domains: map[string]*node{}}
+	c := &Config{domains: map[string]*node{}, calendar: opts.CalendarUnits}
 	var errs ErrorList
 	for _, doc := range docs {
 		d := &decoder{File: yamlfile.File{Name: doc.Name}, cfg: c, opts: opts}

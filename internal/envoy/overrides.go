@@ -1,6 +1,9 @@
 package envoy
 
-import "github.com/sluicerate/sluice"
+import (
+	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
+)
 
 // Rule is one limit of a domain, as runtime overrides (package overrides)
 // name it, as a policy's windows: the policy PolicyName(domain), the rule
@@ -61,6 +64,9 @@ func (p *plan) applyOverrides(ov sluice.Overrides) {
 		}
 		p.windows[k].overridden = true
 		c.Limit = o.Limit
+		if c.Algorithm == store.Periodic {
+			continue // a calendar period takes a limit only
+		}
 		if o.Window > 0 {
 			c.Window = o.Window
 		}
@@ -86,5 +92,8 @@ func (w *pending) reported(l Limit) Limit {
 	}
 	o := RuleLimit(&sluice.LimitStatus{Limit: w.check.Limit, Window: w.check.Window})
 	o.Name, o.Algorithm, o.Replaces = l.Name, w.check.Algorithm, l.Replaces
+	if l.Period != store.NoPeriod {
+		o.Unit, o.Multiplier, o.Window, o.Period, o.Algorithm = l.Unit, l.Multiplier, l.Window, l.Period, l.Algorithm
+	}
 	return o
 }

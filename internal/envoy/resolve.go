@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -93,11 +94,10 @@ func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescr
 	res.Hits = hits
 	if o := d.GetLimit(); o != nil {
 		u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
-		w, ok := unitLengths[u]
-		if !ok {
+		if _, ok := unitLengths[u]; !ok {
 			return fmt.Errorf("%w: descriptor %d's own limit has unit %v; use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", ErrBadRequest, i+1, u)
 		}
-		p.items[i] = &item{hits: hits, limits: []Limit{{Requests: o.GetRequestsPerUnit(), Unit: u, Multiplier: 1, Window: w}},
+		p.items[i] = &item{hits: hits, limits: []Limit{unitLimit(u, o.GetRequestsPerUnit(), c.calendar)},
 			rules: []string{ownRule(u)}, values: entryValues(d.GetEntries()), quota: quota}
 		res.Stat = descriptorKey(p.domain, d.GetEntries())
 		return nil
@@ -209,6 +209,12 @@ func (p *plan) makeWindows() {
 // check is the store check of l's window rule with values, of cost.
 func (l *Limit) check(rule string, values []string, cost int64) store.Check {
 	ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: cost, Budget: l.Budget}
+	if l.Period != store.NoPeriod {
+		// A calendar period in UTC; weeks start on Monday (ISO 8601).
+		ch.Algorithm = store.Periodic
+		ch.Calendar = store.Calendar{Period: l.Period, WeekStart: time.Monday}
+		return ch
+	}
 	if l.Requests == 0 {
 		ch.Algorithm = sluice.Log // a limit of 0 blocks; GCRA has no empty bucket
 	}

@@ -29,7 +29,7 @@ func (c *Config) Windows(req *rlsv3.RateLimitRequest) (*store.Request, error) {
 	for _, d := range req.GetDescriptors() {
 		if o := d.GetLimit(); o != nil {
 			u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
-			add(ownRule(u), entryValues(d.GetEntries()), Limit{Requests: o.GetRequestsPerUnit(), Window: unitLengths[u]})
+			add(ownRule(u), entryValues(d.GetEntries()), unitLimit(u, o.GetRequestsPerUnit(), c.calendar))
 			continue
 		}
 		m := c.match(req.GetDomain(), d.GetEntries())

@@ -46,7 +46,7 @@ type Options struct {
 	Grace          time.Duration // how long requests in flight may take to finish on shutdown
 
 	Admin       Admin            // the admin listener; zero: none
-	AdminTokens adminauth.Tokens // required of the admin listener's requests; none: no token
+	AdminTokens adminauth.Tokens // required of the admin listener's requests and of the public credits and usage; none: no token
 
 	EnvoyDir string              // a directory of envoyproxy/ratelimit files to serve; "": none
 	Envoy    server.EnvoyOptions // the Envoy model's, when EnvoyDir is set or Deploy.XDS
@@ -119,7 +119,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	sopts := server.Options{Logger: s.log, DenyCache: o.DenyCache, OutageInterval: o.OutageInterval, Ping: s.store.Ping,
 		Inspector: s.store.Inspector(), MaxInFlight: s.ds.MaxInFlight, RequestTimeout: s.ds.RequestTimeout,
-		StoreTimeout: s.ds.StoreTimeout, MaxOverrides: o.MaxOverrides, OverridePoll: o.OverridePoll}
+		StoreTimeout: s.ds.StoreTimeout, MaxOverrides: o.MaxOverrides, OverridePoll: o.OverridePoll, AdminTokens: o.AdminTokens}
 	if s.traces != nil {
 		sopts.Tracer = s.traces.Tracer()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicerate/sluice/internal/tlsfiles"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
 )
 
 // Dial is how OpenWith connects to Redis. Its zero value is Open's: the
@@ -35,6 +36,16 @@ type Dial struct {
 // both Redis cases. cfg may be nil.
 func Open(cfg *config.Config, url string) (*Store, error) {
 	return OpenWith(cfg, url, Dial{})
+}
+
+// OpenStore is Open as the store alone and the function that closes it
+// (quota.Where.Open's).
+func OpenStore(cfg *config.Config, url string) (store.Store, func(), error) {
+	st, err := Open(cfg, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st.Store, func() { st.Close() }, nil
 }
 
 // OpenWith is Open connecting to Redis as d says.

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/admin"
 	"github.com/sluicerate/sluice/internal/adminauth"
 	"github.com/sluicerate/sluice/internal/config"
@@ -105,6 +106,13 @@ type Options struct {
 	OverrideStore store.OverrideStore
 	MaxOverrides  int
 	OverridePoll  time.Duration
+
+	// AdminTokens are the admin tokens that the public listener's POST
+	// /v1/credits and GET /v1/usage require (as an Authorization header;
+	// a change needs one with write access). Default: none, and the
+	// public listener refuses them (403); the admin listener serves them
+	// under its own tokens.
+	AdminTokens adminauth.Tokens
 }
 
 // Defaults of sluice serve.
@@ -138,6 +146,7 @@ type Server struct {
 	inspector admin.Inspector
 	timeout   time.Duration
 	denyCache int
+	apiTokens adminauth.Tokens // Options.AdminTokens
 
 	hasOverrides bool // the store keeps runtime overrides
 
@@ -153,7 +162,8 @@ func New(store store.Store, cfg *config.Config, opts Options) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}
-	s := &Server{reg: opts.Registry, inspector: opts.Inspector, timeout: opts.StoreTimeout, denyCache: opts.DenyCache}
+	s := &Server{reg: opts.Registry, inspector: opts.Inspector, timeout: opts.StoreTimeout, denyCache: opts.DenyCache,
+		apiTokens: opts.AdminTokens}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -179,10 +189,12 @@ func (s *Server) Config() *config.Config { return s.front.State().Config }
 // Handler returns the HTTP handler of the public listener: the /v1 API,
 // forward-auth, /metrics, /healthz and /readyz, and envoyproxy/ratelimit's
 // /json, /healthcheck and /rlconfig. Unknown routes are answered 404 and
-// known routes with the wrong method 405, both as problem+json.
+// known routes with the wrong method 405, both as problem+json. Credits
+// and usage need an admin token (Options.AdminTokens).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.api.Routes(mux)
+	s.api.QuotaRoutes(mux, s.publicGuard)
 	s.envoy.Routes(mux)
 	mux.Handle("GET /metrics", s.MetricsHandler())
 	return s.shed.Handler(front.Handler(s.front.Log, mux))
@@ -228,8 +240,28 @@ func (s *Server) AdminHandler(opts AdminOptions) *admin.Listener {
 		Overrides: s.hasOverrides, Routes: func(mux front.Mux) {
 			s.envoy.AdminRoutes(mux)
 			s.overrides.Routes(mux)
+			s.api.QuotaRoutes(mux, func(h http.Handler) http.Handler { return h }) // the listener's tokens guard it
 		}})
 }
+
+// publicGuard guards the public listener's credits and usage with the
+// admin tokens, as a bearer token only (a browser's admin cookie is not
+// taken there); with none set, it refuses them: the public listener is
+// open to whoever may decide, and a balance is money.
+func (s *Server) publicGuard(next http.Handler) http.Handler {
+	if len(s.apiTokens) == 0 {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httplimit.Problem{Status: http.StatusForbidden, Code: "forbidden",
+				Detail: r.URL.Path + " needs an admin token, and this server has none: set " + adminTokenEnv +
+					" (or a token file) when starting sluice serve, or call the admin listener, which serves it too"}.Write(w)
+		})
+	}
+	return s.apiTokens.Require("", next)
+}
+
+// adminTokenEnv is where sluice serve reads the admin token from, for
+// messages.
+const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
 
 // AdminServer returns an http.Server for AdminHandler with timeouts set. Its
 // write timeout leaves room for a 30 s CPU profile.

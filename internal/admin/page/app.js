@@ -375,6 +375,7 @@ function renderWindows(res) {
     const box = el("div", { class: "window", "data-window": w.rule }, el("h3", {}, head));
     if (w.key) box.append(el("div", { class: "note" }, "key ", el("code", {}, w.key), w.ttl_ms > 0 ? ", expires in " + fmtMS(w.ttl_ms) : ""));
     if (w.slices) box.append(sliceList(res, w));
+    if (w.algorithm === "calendar") box.append(usageLink(res, w));
     if (res.entries_shown) {
       box.append(timeline(w));
       box.append(el("table", {}, el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "recorded"),
@@ -386,6 +387,15 @@ function renderWindows(res) {
     parts.push(box);
   }
   return el("div", {}, parts);
+}
+
+// usageLink links a calendar quota's window to its chart of periods
+// (GET usage, drawn by the server).
+function usageLink(res, w) {
+  const q = new URLSearchParams(state.inspect.attributes || {});
+  q.set("policy", res.policy);
+  q.set("rule", w.rule);
+  return el("div", { class: "note" }, el("a", { href: "usage?" + q.toString(), "data-usage-link": w.rule }, "usage by period"));
 }
 
 // sliceList shows the slices leased from a budgeted rule's window that

@@ -1,0 +1,276 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicerate/sluice/redisstore"
+	"github.com/sluicerate/sluice/store"
+	"github.com/sluicerate/sluice/storetest"
+)
+
+// quotaStore opens a store over backend b on the package's server with a
+// manual clock at start.
+func quotaStore(t *testing.T, b backend, cfg redisstore.Config, start time.Time) (*redisstore.Store, *storetest.Clock) {
+	t.Helper()
+	clock := storetest.NewClock(start)
+	cfg.Prefix, cfg.Clock = newPrefix(), clock.Now
+	return b.open(t, cfg), clock
+}
+
+func berlin(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// monthly is a calendar quota of limit a month in Berlin, keeping history
+// months.
+func monthly(loc *time.Location, limit int64, history int) store.Check {
+	return store.Check{Rule: "month", Values: []string{"ann"}, Limit: limit, Window: 32 * 24 * time.Hour,
+		Algorithm: store.Periodic, Calendar: store.Calendar{Period: store.Month, Location: loc}, History: history, Cost: 1}
+}
+
+// decideOne decides req and returns the result of check i.
+func decideOne(t *testing.T, s *redisstore.Store, req *store.Request, i int) store.Result {
+	t.Helper()
+	if err := s.Decide(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	return req.Results[i]
+}
+
+// TestPeriodicResetsAtLocalMidnight: a monthly quota in Berlin resets at
+// local midnight of the 1st, across February and the spring DST change,
+// and a denial's RetryAfter is the time to it, to the µs.
+func TestPeriodicResetsAtLocalMidnight(t *testing.T) {
+	loc := berlin(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			start := time.Date(2026, 2, 27, 12, 0, 0, 0, loc)
+			s, clock := quotaStore(t, b, redisstore.Config{}, start)
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{monthly(loc, 2, 0)}}
+			for i := range 2 {
+				if r := decideOne(t, s, req, 0); !r.Fits || r.Used != int64(i+1) {
+					t.Fatalf("decision %d: %+v; want it to fit with used %d", i+1, r, i+1)
+				}
+			}
+			march := time.Date(2026, 3, 1, 0, 0, 0, 0, loc)
+			r := decideOne(t, s, req, 0)
+			if r.Fits || r.Cause != store.CauseLimit || r.RetryAfter != march.Sub(start) || r.Used != 2 {
+				t.Fatalf("third decision: %+v; want a denial with retry %v", r, march.Sub(start))
+			}
+			clock.Set(march.Add(-time.Microsecond))
+			if r := decideOne(t, s, req, 0); r.Fits || r.RetryAfter != time.Microsecond {
+				t.Fatalf("1µs before March: %+v; want a denial with retry 1µs", r)
+			}
+			clock.Set(march)
+			if r := decideOne(t, s, req, 0); !r.Fits || r.Used != 1 || r.Remaining != 1 {
+				t.Fatalf("at March's start: %+v; want a fit with used 1", r)
+			}
+			// March has 31 days, one of 23 hours: April starts 30 days
+			// and 23 hours after March does.
+			april := time.Date(2026, 4, 1, 0, 0, 0, 0, loc)
+			if april.Sub(march) != 30*24*time.Hour+23*time.Hour {
+				t.Fatalf("March in Berlin lasts %v", april.Sub(march))
+			}
+			req.Checks[0].Cost = 2
+			if r := decideOne(t, s, req, 0); r.Fits || r.RetryAfter != april.Sub(march) || r.ResetAfter != april.Sub(march) {
+				t.Fatalf("cost 2 with 1 left: %+v; want a denial with retry %v", r, april.Sub(march))
+			}
+			req.Checks[0].Cost = 3
+			if r := decideOne(t, s, req, 0); r.Fits || r.RetryAfter != store.MaxRetry {
+				t.Fatalf("cost above the limit: %+v; want retry MaxRetry", r)
+			}
+		})
+	}
+}
+
+// TestPeriodicDailyNewYork: a daily quota in New York resets at local
+// midnight on a day of 25 hours.
+func TestPeriodicDailyNewYork(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, ny)
+	next := time.Date(2026, 11, 2, 0, 0, 0, 0, ny)
+	s, clock := quotaStore(t, backends[0], redisstore.Config{}, day.Add(time.Hour))
+	req := &store.Request{Policy: "api", Checks: []store.Check{{Rule: "day", Limit: 1, Window: 26 * time.Hour, Algorithm: store.Periodic,
+		Calendar: store.Calendar{Period: store.Day, Location: ny}, Cost: 1}}}
+	decideOne(t, s, req, 0)
+	if r := decideOne(t, s, req, 0); r.Fits || r.RetryAfter != next.Sub(day)-time.Hour || next.Sub(day) != 25*time.Hour {
+		t.Fatalf("second of the day: %+v; want retry %v", r, next.Sub(day)-time.Hour)
+	}
+	clock.Set(next)
+	if r := decideOne(t, s, req, 0); !r.Fits {
+		t.Fatalf("next day: %+v; want a fit", r)
+	}
+}
+
+// TestPeriodicUsage: after a scripted year, Usage gives each month's
+// count, the months without any as 0, and History bounds what is kept.
+func TestPeriodicUsage(t *testing.T) {
+	loc := berlin(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s, clock := quotaStore(t, b, redisstore.Config{}, time.Date(2026, 1, 10, 0, 0, 0, 0, loc))
+			check := monthly(loc, 1000, 12)
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{check}}
+			want := map[int64]int64{}
+			for m := range 14 {
+				if m%4 == 2 {
+					continue // a month with nothing
+				}
+				at := time.Date(2026, time.January+time.Month(m), 1+m, 12, 0, 0, 0, loc)
+				clock.Set(at)
+				idx, _, _ := check.Calendar.At(at.UnixMicro())
+				for range m + 1 {
+					decideOne(t, s, req, 0)
+					want[idx]++
+				}
+			}
+			u := &store.UsageRequest{Policy: "api", Shared: []string{"ann"}, Check: check}
+			if err := s.Usage(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+			if len(u.Periods) != 13 {
+				t.Fatalf("got %d periods; want 13", len(u.Periods))
+			}
+			cur, _, _ := check.Calendar.At(clock.Now().UnixMicro())
+			for j, p := range u.Periods {
+				start, end := check.Calendar.Bounds(cur - int64(j))
+				if p.Index != cur-int64(j) || p.Start != start || p.End != end || p.Used != want[p.Index] {
+					t.Errorf("period %d: %+v; want index %d used %d", j, p, cur-int64(j), want[cur-int64(j)])
+				}
+			}
+		})
+	}
+}
+
+// credits is a credits check of balance limit, refilled monthly by refill.
+func credits(loc *time.Location, limit int64, refill store.Refill) store.Check {
+	c := store.Check{Rule: "credits", Values: []string{"ann"}, Limit: limit, Window: time.Microsecond, Algorithm: store.Credits, Refill: refill, Cost: 1}
+	if refill != (store.Refill{}) {
+		c.Calendar = store.Calendar{Period: store.Month, Location: loc}
+	}
+	return c
+}
+
+// TestCredits: a balance drawn, denied with CauseCredits, refilled, topped
+// up once under one id, and settled below 0.
+func TestCredits(t *testing.T) {
+	loc := berlin(t)
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			start := time.Date(2026, 2, 27, 12, 0, 0, 0, loc)
+			s, clock := quotaStore(t, b, redisstore.Config{}, start)
+			check := credits(loc, 3, store.Refill{Add: 2})
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{check}}
+			req.Checks[0].Cost = 2
+			if r := decideOne(t, s, req, 0); !r.Fits || r.Remaining != 1 || r.Used != 2 {
+				t.Fatalf("first draw: %+v; want remaining 1", r)
+			}
+			// 1 left, cost 6: three refills of 2 make it 7, at the start
+			// of May.
+			req.Checks[0].Cost = 6
+			may := time.Date(2026, 5, 1, 0, 0, 0, 0, loc)
+			if r := decideOne(t, s, req, 0); r.Fits || r.Cause != store.CauseCredits || r.RetryAfter != may.Sub(start) || r.Remaining != 1 {
+				t.Fatalf("cost 6 with 1: %+v; want a credits denial with retry %v", r, may.Sub(start))
+			}
+			cr := &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: check, Op: store.CreditAdd, Amount: 10, ID: "order-1"}
+			for i := range 2 {
+				if err := s.Credit(ctx, cr); err != nil {
+					t.Fatal(err)
+				}
+				if cr.Balance != 11 || cr.Applied != (i == 0) {
+					t.Fatalf("top-up %d: balance %d applied %v; want 11, %v", i+1, cr.Balance, cr.Applied, i == 0)
+				}
+			}
+			march := time.Date(2026, 3, 1, 0, 0, 0, 0, loc)
+			if cr.NextRefill != march.Sub(start) {
+				t.Fatalf("next refill in %v; want %v", cr.NextRefill, march.Sub(start))
+			}
+			clock.Set(time.Date(2026, 4, 2, 0, 0, 0, 0, loc)) // two refills
+			cr.Op, cr.ID = store.CreditGet, ""
+			if err := s.Credit(ctx, cr); err != nil || cr.Balance != 15 || cr.Applied {
+				t.Fatalf("get after two refills: %+v, %v; want 15", cr, err)
+			}
+			// A lease of estimate 5 settled at 20 takes the balance below 0.
+			req.Checks[0].Cost = 5
+			lease := &store.LeaseGrant{ID: "job-1", TTL: time.Minute}
+			if err := s.Acquire(ctx, req, lease); err != nil || !req.Results[0].Fits || req.Results[0].Remaining != 10 {
+				t.Fatalf("acquire: %+v, %v; want remaining 10", req.Results, err)
+			}
+			fin := &store.FinishRequest{Policy: "api", Shared: []string{"ann"}, Checks: req.Checks, ID: "job-1", Op: store.LeaseSettle, Cost: 20}
+			if st, err := s.Finish(ctx, fin); err != nil || !st.Held {
+				t.Fatalf("settle: %+v, %v", st, err)
+			}
+			if err := s.Credit(ctx, cr); err != nil || cr.Balance != -5 {
+				t.Fatalf("after the settle: balance %d, %v; want -5", cr.Balance, err)
+			}
+			req.Checks[0].Cost = 1
+			if r := decideOne(t, s, req, 0); r.Fits || r.Remaining != -5 || r.Used != 8 {
+				t.Fatalf("a draw on -5: %+v; want a denial", r)
+			}
+			cr.Op, cr.Amount, cr.ID = store.CreditSet, 4, "reset"
+			if err := s.Credit(ctx, cr); err != nil || cr.Balance != 4 || !cr.Applied {
+				t.Fatalf("set: %+v, %v", cr, err)
+			}
+		})
+	}
+}
+
+// TestCreditsCoverOverage: credits that pay for a calendar quota's
+// overage, with a rate rule all or nothing.
+func TestCreditsCoverOverage(t *testing.T) {
+	loc := berlin(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			s, clock := quotaStore(t, b, redisstore.Config{}, time.Date(2026, 6, 1, 12, 0, 0, 0, loc))
+			cr := credits(loc, 2, store.Refill{})
+			cr.Covers = 2
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{
+				{Rule: "rate", Values: []string{"ann"}, Limit: 3, Window: time.Second, Cost: 1},
+				monthly(loc, 2, 3), cr}}
+			step := func(name string, fits, quota, creditsFit bool, used, balance int64) {
+				t.Helper()
+				if err := s.Decide(context.Background(), req); err != nil {
+					t.Fatal(err)
+				}
+				rs := req.Results
+				admitted := (rs[0].Fits) && (rs[1].Fits || rs[2].Fits) && rs[2].Fits
+				if admitted != fits || rs[1].Fits != quota || rs[2].Fits != creditsFit || rs[1].Used != used || rs[2].Remaining != balance {
+					t.Fatalf("%s: %+v; want admitted %v, quota fits %v used %d, credits fit %v balance %d", name, rs, fits, quota, used, creditsFit, balance)
+				}
+				clock.Advance(time.Second)
+			}
+			step("1st: the quota", true, true, true, 1, 2)
+			step("2nd: the quota", true, true, true, 2, 2)
+			step("3rd: credits", true, false, true, 3, 1)
+			step("4th: credits", true, false, true, 4, 0)
+			step("5th: none", false, false, false, 4, 0)
+			// The rate rule denies: nothing is drawn or counted.
+			cr2 := &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: cr, Op: store.CreditAdd, Amount: 5}
+			if err := s.Credit(context.Background(), cr2); err != nil || cr2.Balance != 5 {
+				t.Fatalf("top-up: %+v, %v", cr2, err)
+			}
+			for range 3 {
+				if err := s.Decide(context.Background(), req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Decide(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			if rs := req.Results; rs[0].Fits || rs[1].Used != 7 || rs[2].Remaining != 2 {
+				t.Fatalf("denied by the rate rule: %+v; want used 7, balance 2", rs)
+			}
+		})
+	}
+}
