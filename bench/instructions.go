@@ -142,7 +142,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 	fmt.Printf("### Redis instructions per decision (callgrind; %d decisions over %d keys per row, each key written once before)\n\n", decisions, b.w.keys)
 	var rows []contender
 	for _, c := range redisContenders() {
-		if b.only != "" && !strings.Contains(c.name, b.only) || !countable(c.name) {
+		if !b.picks(c.name) || !countable(c.name) {
 			continue
 		}
 		rows = append(rows, c)
@@ -154,7 +154,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 	// release or settle, two script calls.
 	rows = rows[:0]
 	for _, c := range leaseRows() {
-		if c.name = "sluice " + c.name; b.only == "" || strings.Contains(c.name, b.only) {
+		if c.name = "sluice " + c.name; b.picks(c.name) {
 			rows = append(rows, c)
 		}
 	}

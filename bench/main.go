@@ -34,7 +34,7 @@ func main() {
 		results    = flag.String("results", "results", "also write the tables to a new file in this folder, named by the date, time and sections (empty: stdout only)")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
-		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this")
+		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this (or one of these, comma-separated)")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")
@@ -209,6 +209,20 @@ func progress(what string) func(float64) {
 
 func doneProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }
 
+// picks reports whether the contender named name runs: -only is empty, or
+// name contains one of its comma-separated parts.
+func (b *bench) picks(name string) bool {
+	if b.only == "" {
+		return true
+	}
+	for _, part := range strings.Split(b.only, ",") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
+}
+
 // redisRow is one contender's measured round.
 type redisRow struct {
 	o                outcome
@@ -279,7 +293,7 @@ func medianBy[T any](rows []T, figure func(T) float64) T {
 func (b *bench) redisTable(rounds int) {
 	var cs []contender
 	for _, c := range redisContenders() {
-		if strings.Contains(c.name, b.only) {
+		if b.picks(c.name) {
 			cs = append(cs, c)
 		}
 	}
