@@ -169,7 +169,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows []contender, goroutines []int, decisions int, keep bool) bool {
 	fmt.Println("| contender | goroutines | allowed | script calls/operation | Redis instructions/operation | top commands per operation |")
 	fmt.Println("|---|---:|---:|---:|---:|---|")
-	perG := map[int]map[string]float64{} // instructions per operation, by goroutines and contender
+	perG := map[int]map[string][]float64{} // instructions per operation, by goroutines and contender
 	for _, c := range rows {
 		for _, g := range goroutines {
 			adm.flush()
@@ -227,14 +227,14 @@ func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows
 			fmt.Printf("| %s | %d | %.0f%% | %.3f | %.0f | %s%s |\n", c.name, g, 100*float64(allowed)/float64(n),
 				scripts/float64(n), float64(ir)/float64(n), strings.Join(parts, ", "), note)
 			if perG[g] == nil {
-				perG[g] = map[string]float64{}
+				perG[g] = map[string][]float64{}
 			}
-			perG[g][c.name] = float64(ir) / float64(n)
+			perG[g][c.name] = []float64{float64(ir) / float64(n)}
 		}
 	}
 	fmt.Println()
 	for _, g := range goroutines {
-		printLine(quotaVerdict(fmt.Sprintf("Redis instructions at %d goroutines", g), 0, perG[g]))
+		printLine(quotaVerdict(fmt.Sprintf("Redis instructions (%d goroutines)", g), 0, perG[g]))
 	}
 	return true
 }

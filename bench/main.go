@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -225,6 +226,7 @@ func (b *bench) picks(name string) bool {
 
 // redisRow is one contender's measured round.
 type redisRow struct {
+	round            int // of the redis table's rounds
 	o                outcome
 	redisCPU         float64 // µs of Redis CPU per decision
 	perKey, perEvent float64
@@ -308,6 +310,7 @@ func (b *bench) redisTable(rounds int) {
 			if row.o.errors > 0 {
 				fmt.Fprintf(os.Stderr, "bench: %s, round %d: %d errors, first: %v\n", c.name, r+1, row.o.errors, row.o.firstErr)
 			}
+			row.round = r
 			all[i] = append(all[i], row)
 		}
 	}
@@ -316,12 +319,15 @@ func (b *bench) redisTable(rounds int) {
 	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/event |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base float64
-	cpu := map[string]float64{}
+	cpu := map[string][]float64{} // Redis CPU per decision, by contender and round
 	for i, c := range cs {
 		if len(all[i]) == 0 {
 			continue
 		}
-		cpu[c.name] = medianBy(all[i], func(r redisRow) float64 { return r.redisCPU }).redisCPU
+		cpu[c.name] = slices.Repeat([]float64{math.NaN()}, rounds)
+		for _, r := range all[i] {
+			cpu[c.name][r.round] = r.redisCPU
+		}
 		m := medianBy(all[i], func(r redisRow) float64 { return r.o.perSecond() })
 		rate := m.o.perSecond()
 		if i == 0 {
@@ -340,7 +346,7 @@ func (b *bench) redisTable(rounds int) {
 			allocs, m.o.clientCPU, m.redisCPU, m.perKey, entry)
 	}
 	fmt.Println()
-	printLine(quotaVerdict("Redis CPU µs (the median round's)", 1, cpu))
+	printLine(quotaVerdict("Redis CPU µs", 1, cpu))
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,23 +57,34 @@ func creditsPolicy() *sluice.Policy {
 }
 
 // quotaVerdict returns a line that compares the calendar and credits rows
-// with the sliding counter's in figures (by contender name: what per
-// decision, shown with prec decimals) and says whether each costs no more;
-// "" when the sliding counter or both quota rows were not run.
-func quotaVerdict(what string, prec int, figures map[string]float64) string {
-	base, ok := figures[slidingCounterRow]
-	if !ok || base <= 0 {
+// with the sliding counter's and says whether each costs no more; "" when
+// the sliding counter or both quota rows were not run. figures holds, by
+// contender name, what a decision cost in each round (shown with prec
+// decimals; NaN for a round the contender did not complete). A quota row's
+// ratio is the median over the rounds both completed of its figure over
+// the sliding counter's in the same round: the contenders take turns, so a
+// round's ratio sees one state of a shared machine. The figures shown are
+// each contender's median round.
+func quotaVerdict(what string, prec int, figures map[string][]float64) string {
+	base := median(figures[slidingCounterRow])
+	if math.IsNaN(base) || base <= 0 {
 		return ""
 	}
 	var parts []string
 	verdict := "yes"
 	for _, name := range []string{calendarRow, creditsRow} {
-		f, ok := figures[name]
-		if !ok {
+		var ratios []float64
+		for r, f := range figures[name] {
+			if r < len(figures[slidingCounterRow]) && figures[slidingCounterRow][r] > 0 {
+				ratios = append(ratios, f/figures[slidingCounterRow][r])
+			}
+		}
+		ratio := median(ratios)
+		if math.IsNaN(ratio) {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %.*f (%.2f×)", name, prec, f, f/base))
-		if f > base {
+		parts = append(parts, fmt.Sprintf("%s %.*f (%.2f×)", name, prec, median(figures[name]), ratio))
+		if ratio > 1 {
 			verdict = "NO"
 		}
 	}
@@ -80,6 +93,25 @@ func quotaVerdict(what string, prec int, figures map[string]float64) string {
 	}
 	return fmt.Sprintf("Calendar and credits rules, %s per decision against the sliding counter's %.*f: %s. At most the sliding counter's: %s.",
 		what, prec, base, strings.Join(parts, "; "), verdict)
+}
+
+// median returns the median of the figures that are not NaN (the mean of
+// the middle two of an even count); NaN when there are none.
+func median(figures []float64) float64 {
+	var xs []float64
+	for _, f := range figures {
+		if !math.IsNaN(f) {
+			xs = append(xs, f)
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // printLine prints s and an empty line, nothing when s is empty.
