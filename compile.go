@@ -59,7 +59,10 @@ func compile(p *Policy) (*compiled, error) {
 	c.shared = len(shared)
 	c.sharedPrefix = slices.Equal(shared, p.Rules[0].By[:len(shared)])
 	c.concurrent = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.concurrent() })
-	c.budgeted = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Budget > 0 })
+	// A store leases no slices beside a calendar quota or a credits rule:
+	// such a policy's budgeted rules are decided per request.
+	c.budgeted = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Budget > 0 }) &&
+		!slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.quota() })
 	c.plain = make([]store.Check, len(p.Rules))
 	for i := range c.snap.Rules {
 		r := &c.snap.Rules[i]

@@ -33,6 +33,15 @@ import (
 // shadow rule's Limit; a shadow policy's would-be denial records nothing,
 // as a denial does, so Used does not count it.
 //
+// A calendar quota (Rule.Period) reports its period's count: RetryAfter of
+// a denial is the time to the next period's start, ResetAfter the time to
+// the current one's end. A Credits rule reports its balance as Remaining
+// (Used is Limit less it), ResetAfter 0. Credits that cover a calendar
+// quota (Rule.Covers) decide in its place when it has no room: the quota's
+// status then does not fit, and does not deny when the credits pay
+// (DeniedBy is the credits rule when they cannot, with CauseCredits), and
+// Remaining counts the quota's room and the balance together.
+//
 // The shape is the same whatever answered: the store, the deny cache
 // (Cached) or a fallback store (Degraded) report one status per rule that
 // applied, in policy order.
@@ -74,8 +83,8 @@ type Decision struct {
 	// would have denied.
 	DeniedBy string
 
-	// Cause says why DeniedBy's rule did not fit: CauseLimit, CauseGap or
-	// CauseConcurrency; empty when every rule fits.
+	// Cause says why DeniedBy's rule did not fit: CauseLimit, CauseGap,
+	// CauseConcurrency or CauseCredits; empty when every rule fits.
 	Cause Cause
 
 	// Shadowed reports that the request was admitted although DeniedBy
@@ -147,7 +156,11 @@ const (
 	// slot is certainly free, sooner when a holder releases its lease.
 	CauseConcurrency Cause = "concurrency"
 
-	// CauseCredits: a Credits rule's balance is below the cost.
+	// CauseCredits: a Credits rule's balance is below the cost (for
+	// credits that cover a calendar quota, the quota has no room either).
+	// The wait is until the next refill, or the quota's next period,
+	// whichever admits the request first; a purchase (AddCredits) admits
+	// it sooner.
 	CauseCredits Cause = "credits"
 )
 

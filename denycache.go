@@ -21,7 +21,7 @@ import (
 // rule that applied, everything that decides whether the request fits the
 // rule's window: the rule, the values of its attributes, its limit (after
 // overrides), window, minimum gap, algorithm, burst, spread and shadow
-// mode. It holds the store's decision whole, one status per rule, so that
+// mode, and a calendar quota's period and time zone. It holds the store's decision whole, one status per rule, so that
 // a cached answer has the store's shape: the same rules in Limits, in the
 // same order, with the figures the store gave (Used, Remaining, Fits,
 // Cause) and the waits counted down (RetryAfter, ResetAfter). A request
@@ -46,7 +46,10 @@ import (
 // entries only leave the window, and a minimum gap only runs out; GCRA's
 // arrival time only moves forward with admissions; the sliding counter's
 // estimate only falls with time (at a bucket's start the previous count
-// becomes the whole estimate, never more than the moment before). A spread
+// becomes the whole estimate, never more than the moment before); a
+// calendar quota's count only starts again from 0 at its next period. A
+// credits balance is another matter: a purchase adds to it at any time, so
+// a policy with a credits rule is never answered from the cache. A spread
 // rule denies only after every sub-window denied; its status holds until
 // the soonest of them, each measured from when it was asked, and a denial
 // is kept only when all of them were asked in a row.

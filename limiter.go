@@ -228,7 +228,7 @@ func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, err
 		return Decision{}, err
 	}
 	var d Decision
-	if l.budgeter != nil && req.Mode == store.ModeAllow && !req.DryRun && hasBudget(req) {
+	if l.budgeter != nil && req.Mode == store.ModeAllow && !req.DryRun && hasBudget(req) && !hasQuota(req) {
 		s := getScratch()
 		defer func() {
 			clear(s.req.Checks) // the checks' values are the caller's
@@ -248,6 +248,18 @@ func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, err
 func hasBudget(req *store.Request) bool {
 	for i := range req.Checks {
 		if req.Checks[i].Budget > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hasQuota reports whether req has a calendar or a credits check, beside
+// which a store leases no slices: its budgeted checks are then decided
+// per request.
+func hasQuota(req *store.Request) bool {
+	for i := range req.Checks {
+		if a := req.Checks[i].Algorithm; a == store.Periodic || a == store.Credits {
 			return true
 		}
 	}

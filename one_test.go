@@ -31,6 +31,8 @@ func TestDecideOneAsGeneral(t *testing.T) {
 		{Name: "blocked", Rules: []Rule{{Name: "none", Limit: 0, Window: time.Minute, By: []string{"user"}}}},
 		{Name: "penalize", Penalize: true, Rules: []Rule{{Name: "per-ip", Limit: 4, Window: time.Minute, By: []string{"ip"}}}},
 		{Name: "shadow", Shadow: true, Rules: []Rule{{Name: "per-ip", Limit: 4, Window: time.Minute, By: []string{"ip"}}}},
+		{Name: "daily", Rules: []Rule{{Name: "per-user", Period: Day, Limit: 5, By: []string{"user"}}}},
+		{Name: "credits", Rules: []Rule{{Name: "per-user", Algorithm: Credits, Limit: 5, By: []string{"user"}}}},
 	}
 	attrSets := []map[string]string{
 		{"user": "ann", "ip": "10.0.0.1"},

@@ -294,7 +294,7 @@ func (s *scratch) fallOver() bool {
 		}
 	}
 	for i := range s.req.Checks {
-		if r := &s.req.Results[i]; r.Fits || s.req.Checks[i].Shadow {
+		if r := &s.req.Results[i]; r.Fits || s.req.Checks[i].Shadow || waived(&s.req, i) {
 			continue
 		}
 		sp := s.spreadOf(i)

@@ -30,11 +30,15 @@ type Rule struct {
 	// Decision.DeniedBy and in store keys. Required.
 	Name string
 
-	// Limit is the most cost admitted in any window. A Limit of 0 admits
-	// nothing: the rule blocks every request it applies to.
+	// Limit is the most cost admitted in any window (in each period, for
+	// a calendar quota; the balance a key starts with, for a Credits
+	// rule). A Limit of 0 admits nothing: the rule blocks every request
+	// it applies to (a Credits rule's, until credits are added).
 	Limit int64
 
-	// Window is the length of the sliding window. Required, >= 1µs.
+	// Window is the length of the sliding window. Required, >= 1µs,
+	// except for a calendar quota (Period) and a Credits rule, which take
+	// none.
 	Window time.Duration
 
 	// MinGap, when > 0, is the least time between two admitted events of
@@ -126,7 +130,9 @@ type Rule struct {
 	// the rule never admits more than its limit; the price is bounded
 	// under-admission. At least MinBudget and at most MaxBudget of the
 	// rule's figures; not with MinGap, Spread, Shadow, a concurrency rule,
-	// or in a Penalize policy.
+	// or in a Penalize policy. Beside a calendar quota or a credits rule,
+	// a budgeted rule is decided per request, as on a store that leases
+	// no slices.
 	Budget time.Duration
 
 	// Period, when set (Day, Week, Month or Year), makes the rule a
@@ -160,7 +166,10 @@ type Rule struct {
 	// whose overage the credits pay for ("100,000 a month, then credits"):
 	// the balance is drawn only by requests that quota has no room for,
 	// which it then admits (counting them past its Limit), and a request
-	// neither has room for is denied with CauseCredits. Empty: every
+	// neither has room for is denied with CauseCredits. The quota comes
+	// before the credits rule in the policy and has the same By; a
+	// request the quota does not apply to (its conditions, an unlimited
+	// override) is not checked against the credits either. Empty: every
 	// request draws the balance.
 	Covers string
 }

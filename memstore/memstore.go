@@ -7,7 +7,9 @@
 // decisions on different keys rarely contend. A policy whose rules fall into
 // several shards locks them in a fixed order, so every decision is atomic.
 // Idle keys are dropped once their window (plus minimum gap) has passed, so
-// memory stays bounded by the keys active within their windows.
+// memory stays bounded by the keys active within their windows; a calendar
+// quota's once its period (and the History periods after it) has passed.
+// A credits balance is kept until Close: it is money, and does not expire.
 package memstore
 
 import (

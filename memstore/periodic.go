@@ -18,13 +18,15 @@ import (
 // history, once every period it holds is more than History periods old.
 
 // periodicRoll moves w to the period now falls in: a count of an earlier
-// period goes to the history when the check keeps one.
+// period goes to the history when the check keeps one. A clock set back
+// to an earlier period leaves w as it is: nothing is lost, and the
+// decision counts in the later period.
 func periodicRoll(w *window, c *store.Check, now int64) {
 	idx, _, _ := c.Calendar.At(now)
-	if idx == w.oldest {
+	if idx <= w.oldest {
 		return
 	}
-	if idx > w.oldest && w.used > 0 && c.History > 0 {
+	if w.used > 0 && c.History > 0 {
 		periodicKeep(w, w.oldest, w.used, c.History)
 	}
 	w.oldest, w.used = idx, 0

@@ -49,13 +49,6 @@ func (n namer) besideKey(key, mark string) string {
 	return tag + mark + key[len(tag):]
 }
 
-// calendarExtra is the size of the numbers a calendar quota's rule adds to
-// a shape, and creditsExtra a credits rule's (decision.lua's shape).
-const (
-	calendarExtra = 5*8 + 4
-	creditsExtra  = 7*8 + 4 + 4
-)
-
 // appendPeriods appends to a shape the index k of the period of cal at now
 // (µs; below 0: this process's clock) and the starts of periods k-1 to
 // k+2.
@@ -80,7 +73,7 @@ func appendPeriods(b []byte, cal store.Calendar, now int64) []byte {
 // appendCalendarRule appends to a shape what a calendar quota's or a
 // credits rule's c adds after the four numbers every rule has, at now
 // (shapeOf's); checks are the indexes of the shape's rules in the request.
-func appendCalendarRule(b []byte, req *store.Request, c *store.Check, now int64, checks []int) []byte {
+func appendCalendarRule(b []byte, c *store.Check, now int64, checks []int) []byte {
 	b = appendPeriods(b, c.Calendar, now)
 	if c.Algorithm == store.Periodic {
 		return binary.LittleEndian.AppendUint32(b, uint32(c.History))
@@ -104,14 +97,12 @@ func appendCalendarRule(b []byte, req *store.Request, c *store.Check, now int64,
 // checkQuotas reports why the store cannot decide req's calendar and
 // credits checks as planned (pl): a credits check must share a slot group
 // with the calendar quota it covers, so one script call decides both.
+// (store.CheckQuotas has checked the rest.)
 func checkQuotas(req *store.Request, pl *plan) error {
 	for i := range req.Checks {
 		c := &req.Checks[i]
 		if c.Covers <= 0 {
 			continue
-		}
-		if c.Algorithm != store.Credits || c.Covers > len(req.Checks) || req.Checks[c.Covers-1].Algorithm != store.Periodic {
-			return fmt.Errorf("redisstore: rule %q covers check %d, which is not a calendar quota of the request; only a credits rule covers, and only a calendar quota", c.Rule, c.Covers)
 		}
 		if len(pl.groups) > 1 && pl.groupOf(i) != pl.groupOf(c.Covers-1) {
 			return fmt.Errorf("redisstore: policy %q: credits rule %q and the calendar quota %q it covers fall into different slot groups (Slots is SlotsPerRule and they go by different attributes); give them the same attributes, or use SlotsShared",
@@ -174,8 +165,12 @@ func (s *Store) Credit(ctx context.Context, req *store.CreditRequest) error {
 	if err := store.CheckCredit(req); err != nil {
 		return err
 	}
-	one := store.Request{Policy: req.Policy, Shared: req.Shared, Checks: []store.Check{req.Check}}
-	one.Checks[0].Covers = 0
+	c := req.Check
+	c.Covers = 0 // the balance alone: what it pays for is a decision's
+	if err := store.CheckQuotas([]store.Check{c}); err != nil {
+		return err
+	}
+	one := store.Request{Policy: req.Policy, Shared: req.Shared, Checks: []store.Check{c}}
 	key := s.names.plan(&one).keys[0]
 	args := []string{shapeOf(0, &one, s.nowMicros(), firstChecks(1)), strconv.Itoa(int(req.Op)),
 		strconv.FormatInt(req.Amount, 10), req.ID}
@@ -200,13 +195,10 @@ func (s *Store) Usage(ctx context.Context, req *store.UsageRequest) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := store.CheckUsage(req); err != nil {
+		return err
+	}
 	c := req.Check
-	if c.Algorithm != store.Periodic || c.Calendar.IsZero() {
-		return fmt.Errorf("redisstore: usage of rule %q: not a calendar quota (algorithm %v, period %q)", c.Rule, c.Algorithm, c.Calendar.Period)
-	}
-	if c.History < 0 {
-		return fmt.Errorf("redisstore: usage of rule %q: history %d below 0", c.Rule, c.History)
-	}
 	one := store.Request{Policy: req.Policy, Shared: req.Shared, Checks: []store.Check{c}}
 	key := s.names.plan(&one).keys[0]
 	keys := []string{key}

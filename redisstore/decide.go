@@ -86,7 +86,7 @@ const kindBudgeted = 4
 
 // Sizes in a shape: its head (rules, mode, time) and each rule's (kind,
 // window, limit, third, cost), to which a calendar quota or a credits rule
-// adds its own (calendarExtra, creditsExtra).
+// adds its own (appendCalendarRule).
 const (
 	shapeHead = 4 + 4 + 8
 	shapeRule = 4 + 8*4
@@ -125,7 +125,7 @@ func shapeOf(mode int32, req *store.Request, now int64, checks []int) string {
 		b = binary.LittleEndian.AppendUint64(b, uint64(third))
 		b = binary.LittleEndian.AppendUint64(b, uint64(c.Cost))
 		if c.Algorithm == store.Periodic || c.Algorithm == store.Credits {
-			b = appendCalendarRule(b, req, c, now, checks)
+			b = appendCalendarRule(b, c, now, checks)
 		}
 	}
 	return string(b)
@@ -234,6 +234,21 @@ func parseResults(req *store.Request, reply []int64, in []int, stride int, now i
 		cause := statusCause[status]
 		req.Results[i] = store.Result{Fits: cause == store.CauseNone, Cause: cause, Used: used, Remaining: remaining,
 			RetryAfter: time.Duration(retry) * time.Microsecond, ResetAfter: time.Duration(reset) * time.Microsecond}
+	}
+	for k := range n {
+		i := k
+		if in != nil {
+			i = in[k]
+		}
+		// A credits check that pays for a calendar quota's overage, and
+		// denies with it, is retried when either has room: at the sooner
+		// of their waits (store.Check.Covers).
+		c, r := &req.Checks[i], &req.Results[i]
+		if c.Covers > 0 && !r.Fits {
+			if q := req.Results[c.Covers-1]; !q.Fits && q.RetryAfter < r.RetryAfter {
+				r.RetryAfter = q.RetryAfter
+			}
+		}
 	}
 	return nil
 }

@@ -39,7 +39,10 @@
 // ZREMRANGEBYSCORE once per 8 units of cost), three on a younger one or an
 // empty one; a denied request or a peek reads one or two. A GCRA rule
 // costs three (GET, INCRBY or SET, PEXPIREAT), a sliding counter's two
-// (GET, SET; its expiry moves only with its bucket). Within one batch (see Batching), a
+// (GET, SET; its expiry moves only with its bucket), as do a calendar
+// quota (its expiry moves only with its period, when the count of the
+// period before goes to its history) and a credits balance (which never
+// expires). Within one batch (see Batching), a
 // key already written at the batch's time is read no more, and requests
 // recorded into its newest entry write it once, at the end. RetryAfter
 // comes from the oldest counted entry's time, one more read; only when
@@ -48,7 +51,9 @@
 //
 // Every written key expires its rule's Window plus MinGap after the write
 // (a GCRA bucket when it is full again, a counter when the bucket after its
-// current one ends): at that absolute time of Redis's clock, rounded up to
+// current one ends, a calendar quota when its period ends, plus History
+// times store.MaxPeriodLength with a history; a credits balance never):
+// at that absolute time of Redis's clock, rounded up to
 // a millisecond (PEXPIREAT), or on a store given its own clock that long
 // after the write on Redis's (PEXPIRE).
 //
@@ -58,8 +63,8 @@
 //
 // "2" is the key layout (Config.Layout; Layout1 is the names of earlier
 // versions, kept for rolling upgrades) and <kind> one letter for what the
-// key holds: l a log, g a GCRA bucket, c a sliding counter (q a schedule's
-// queue). The hash tag in braces is the policy name followed by the values of the
+// key holds: l a log, g a GCRA bucket, c a sliding counter, p a calendar
+// quota's count, b a credits balance (q a schedule's queue). The hash tag in braces is the policy name followed by the values of the
 // attributes that every rule of the policy names (sluice.Policy's
 // SharedAttributes), so all the keys of one decision live in one Redis
 // Cluster slot: the notifier's global + per-category policy is one slot, and a

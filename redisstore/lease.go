@@ -83,6 +83,9 @@ func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.Le
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := store.CheckQuotas(req.Checks); err != nil {
+		return err
+	}
 	keys, token, err := s.leasePlan(req, lease.ID)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ func CheckQuotas(checks []Check) error {
 		c := &checks[i]
 		switch {
 		case c.Algorithm == Periodic && (c.Calendar.Period < Day || c.Calendar.Period > Year):
-			return fmt.Errorf("sluice: calendar rule %q: period %v; give day, week, month or year", c.Rule, c.Calendar.Period)
+			return fmt.Errorf("sluice: calendar rule %q: period %s; give day, week, month or year", c.Rule, periodName(c.Calendar.Period))
 		case c.Algorithm == Periodic && c.History < 0:
 			return fmt.Errorf("sluice: calendar rule %q: history %d is negative; give how many past periods to keep, or 0", c.Rule, c.History)
 		case (c.Algorithm == Periodic || c.Algorithm == Credits) && c.Budget > 0:
@@ -39,7 +39,7 @@ func checkRefill(c *Check) error {
 	case r.To > 0 && r.Add > 0:
 		return fmt.Errorf("sluice: credits rule %q: refill both to %d and add %d; give one", c.Rule, r.To, r.Add)
 	case (r.To > 0 || r.Add > 0) && (c.Calendar.Period < Day || c.Calendar.Period > Year):
-		return fmt.Errorf("sluice: credits rule %q: a refill with period %v; give day, week, month or year", c.Rule, c.Calendar.Period)
+		return fmt.Errorf("sluice: credits rule %q: a refill with period %s; give day, week, month or year", c.Rule, periodName(c.Calendar.Period))
 	}
 	return nil
 }
@@ -52,4 +52,12 @@ func CheckUsage(req *UsageRequest) error {
 		return fmt.Errorf("sluice: usage of rule %q: not a calendar rule (algorithm %v)", c.Rule, c.Algorithm)
 	}
 	return CheckQuotas([]Check{*c})
+}
+
+// periodName names p in an error: "none" for NoPeriod.
+func periodName(p Period) string {
+	if p == NoPeriod {
+		return "none"
+	}
+	return p.String()
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -180,11 +181,14 @@ var creditCases = []testCase{
 		e.clock.Set(t0.Add(store.CreditIDTTL))
 		e.credit("order-1 at its TTL", "cr", c, store.CreditAdd, 100, "order-1", 100, true)
 
-		// And among the newest MaxCreditIDs.
+		// And among the newest MaxCreditIDs (one a µs: the newest are
+		// the latest).
 		d := balance("credits", "ids", 0, store.Calendar{}, store.Refill{})
 		for i := range store.MaxCreditIDs + 1 {
+			e.clock.Advance(time.Microsecond)
 			e.credit("many ids", "cr", d, store.CreditAdd, 1, fmt.Sprint("id-", i), int64(i+1), true)
 		}
+		e.clock.Advance(time.Microsecond)
 		e.credit("id-1, remembered", "cr", d, store.CreditAdd, 1, "id-1", store.MaxCreditIDs+1, false)
 		e.credit("id-0, forgotten", "cr", d, store.CreditAdd, 1, "id-0", store.MaxCreditIDs+2, true)
 		e.credit(fmt.Sprint("id-", store.MaxCreditIDs), "cr", d, store.CreditAdd, 1, fmt.Sprint("id-", store.MaxCreditIDs), store.MaxCreditIDs+2, false)
@@ -303,4 +307,86 @@ var creditCases = []testCase{
 			e.get(fmt.Sprintf("%v, after the record", alg), "crmix", c, 0)
 		}
 	})},
+}
+
+var quotaCases = []testCase{
+	{"QuotaBadInput", credited(calendared(func(e *env) {
+		// Calendar and credits checks a store cannot decide are refused
+		// with an error, and change nothing.
+		month := store.Calendar{Period: store.Month}
+		q := quota("month", "bad", 5, month, 0)
+		c := balance("credits", "bad", 5, month, store.Refill{To: 5})
+		rate := store.Check{Rule: "rate", Values: []string{"bad"}, Limit: 5, Window: time.Minute, Cost: 1}
+		e.clock.Set(time.Date(2027, 2, 3, 0, 0, 0, 0, time.UTC))
+		before := e.state("bad", checks(q, c, rate))
+		change := func(c store.Check, f func(*store.Check)) store.Check {
+			f(&c)
+			return c
+		}
+		for _, bad := range []struct {
+			what string
+			cs   []store.Check
+		}{
+			{"a quota without a period", checks(change(q, func(c *store.Check) { c.Calendar = store.Calendar{} }))},
+			{"a quota of period 9", checks(change(q, func(c *store.Check) { c.Calendar.Period = 9 }))},
+			{"a negative history", checks(change(q, func(c *store.Check) { c.History = -1 }))},
+			{"a budgeted quota", checks(change(q, func(c *store.Check) { c.Budget = time.Second }))},
+			{"budgeted credits", checks(change(c, func(c *store.Check) { c.Budget = time.Second }))},
+			{"a refill both to and add", checks(change(c, func(c *store.Check) { c.Refill.Add = 1 }))},
+			{"a negative refill", checks(change(c, func(c *store.Check) { c.Refill = store.Refill{Add: -1} }))},
+			{"a refill without a period", checks(change(c, func(c *store.Check) { c.Calendar = store.Calendar{} }))},
+			{"covers past the checks", checks(q, change(c, func(c *store.Check) { c.Covers = 4 }))},
+			{"covers itself", checks(q, change(c, func(c *store.Check) { c.Covers = 2 }))},
+			{"covers a rate rule", checks(q, change(c, func(c *store.Check) { c.Covers = 3 }))},
+			{"a quota that covers", checks(change(q, func(c *store.Check) { c.Covers = 2 }), c)},
+		} {
+			for _, dry := range []bool{false, true} {
+				req := store.Request{Policy: "bad", Checks: append(bad.cs, rate), DryRun: dry}
+				if err := e.target.Store.Decide(e.ctx, &req); err == nil {
+					e.t.Errorf("%s (dry run %v): no error", bad.what, dry)
+				}
+			}
+		}
+		e.unchanged("after bad input", "bad", checks(q, c, rate), before)
+	}))},
+
+	{"QuotaConcurrent", credited(calendared(func(e *env) {
+		// Many callers at once on a quota of 40 covered by 30 credits:
+		// exactly 70 are admitted, 40 in the quota and 30 paid for.
+		q := quota("month", "many", 40, store.Calendar{Period: store.Month}, 0)
+		c := balance("credits", "many", 30, store.Calendar{}, store.Refill{})
+		c.Covers = 1
+		e.clock.Set(time.Date(2027, 9, 9, 0, 0, 0, 0, time.UTC))
+		var (
+			wg sync.WaitGroup
+			mu sync.Mutex
+			n  int
+		)
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					req := store.Request{Policy: "many", Checks: checks(q, c)}
+					if err := e.target.Store.Decide(e.ctx, &req); err != nil {
+						e.t.Error(err)
+						return
+					}
+					if admitted(req.Checks, req.Results) {
+						mu.Lock()
+						n++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n != 70 {
+			e.t.Errorf("admitted %d of 128, want 70", n)
+		}
+		e.get("after", "many", c, 0)
+		if s := e.state("many", checks(q)); s[0].Used != 70 {
+			e.t.Errorf("the quota counts %d, want 70", s[0].Used)
+		}
+	}))},
 }

@@ -29,7 +29,7 @@ type chart struct {
 
 // bar is one period's bar.
 type bar struct {
-	X, Y, H     int
+	X, Y, W, H  int
 	LabelX      int
 	Label, Tip  string
 	Start, End  string // RFC 3339
@@ -42,7 +42,7 @@ const (
 	chartHeight = 220 // of the bars' area
 	chartTop    = 16  // room above it
 	barWidth    = 28
-	barGap      = 10
+	barGap      = 20
 	chartLeft   = 56 // room for the axis's figures
 )
 
@@ -97,7 +97,7 @@ func newChart(u quota.Usage) chart {
 	for i := range n {
 		p := u.Periods[n-1-i]
 		x := chartLeft + barGap + i*(barWidth+barGap)
-		b := bar{X: x, Y: y(p.Used), LabelX: x + barWidth/2, Label: periodLabel(u.Period, p.Start),
+		b := bar{X: x, Y: y(p.Used), W: barWidth, LabelX: x + barWidth/2, Label: periodLabel(u.Period, p.Start),
 			Start: p.Start.Format(time.RFC3339), End: p.End.Format(time.RFC3339), Used: p.Used, Limit: p.Limit, Over: p.Used > p.Limit}
 		b.H = chartTop + chartHeight - b.Y
 		b.Tip = b.Start + " to " + b.End + ": " + strconv.FormatInt(p.Used, 10) + " of " + strconv.FormatInt(p.Limit, 10)
@@ -139,14 +139,14 @@ svg.usage line.axis { stroke: #dde1e6; }
 {{if .Error}}<p class="error" id="usage-error">{{.Error}}</p>{{else}}{{with .Usage}}
 <section id="usage" data-policy="{{.Policy}}" data-rule="{{.Rule}}" data-periods="{{len .Periods}}">
 <h2>{{.Policy}} / {{.Rule}}: at most {{.Limit}} per {{.Period}} ({{.TimeZone}})</h2>
-<p class="note">One bar per period, oldest first; the dashed line is the limit now. A bar past it was admitted with credits.</p>
+<p class="note">One bar per period, oldest first; the dashed line is the limit now. A bar past it counts what credits paid for.</p>
 {{end}}
 <svg class="usage" xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="270" viewBox="0 0 {{.Width}} 270" role="img" aria-label="usage by period">
 <line class="axis" x1="56" y1="236" x2="{{.Width}}" y2="236"/>
 <text x="50" y="240" text-anchor="end">0</text>
 <text x="50" y="{{.LimitY}}" text-anchor="end" dy="4">{{.Usage.Limit}}</text>
 {{range .Bars}}<g data-period="{{.Start}}" data-used="{{.Used}}">
-<rect class="used{{if .Over}} over{{end}}" x="{{.X}}" y="{{.Y}}" width="28" height="{{.H}}"><title>{{.Tip}}</title></rect>
+<rect class="used{{if .Over}} over{{end}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}"><title>{{.Tip}}</title></rect>
 <text x="{{.LabelX}}" y="252" text-anchor="middle">{{.Label}}</text>
 <text x="{{.LabelX}}" y="{{.Y}}" dy="-3" text-anchor="middle">{{.Used}}</text>
 </g>

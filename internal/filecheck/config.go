@@ -78,9 +78,12 @@ func SummarizeConfig(cfg *config.Config) *Config {
 			r := &p.Rules[j]
 			ps.Rules = append(ps.Rules, summarizeRule(r))
 			s.Rules++
-			if r.Concurrency > 0 {
+			switch {
+			case r.Concurrency > 0:
 				s.Algorithms["concurrency"]++
-			} else {
+			case r.Period != 0:
+				s.Algorithms["calendar"]++
+			default:
 				s.Algorithms[r.Algorithm.String()]++
 			}
 			s.FileOverrides += len(r.Overrides)
@@ -120,6 +123,14 @@ func summarizeRule(r *sluice.Rule) Rule {
 		rs = Rule{Name: r.Name, By: nonNil(r.By), Concurrency: r.Concurrency, Lease: r.Lease.String()}
 	}
 	var d []string
+	switch {
+	case r.Period != 0:
+		rs.Window, rs.Algorithm = r.Period.String(), "calendar"
+		d = append(d, quotaDetail(r)...)
+	case r.Algorithm == sluice.Credits:
+		rs.Window = ""
+		d = append(d, quotaDetail(r)...)
+	}
 	if r.Burst > 0 {
 		d = append(d, fmt.Sprintf("burst %d", r.Burst))
 	}
@@ -194,6 +205,8 @@ func (r *Rule) write(w io.Writer, prefix string) {
 		fmt.Fprintf(w, "%s%-16s unlimited", prefix, r.Name)
 	case r.Concurrency > 0:
 		fmt.Fprintf(w, "%s%-16s %d at once, lease %s", prefix, r.Name, r.Concurrency, r.Lease)
+	case r.Algorithm == sluice.Credits.String():
+		fmt.Fprintf(w, "%s%-16s %d to start, credits", prefix, r.Name, r.Limit)
 	default:
 		fmt.Fprintf(w, "%s%-16s %d per %s, %s", prefix, r.Name, r.Limit, r.Window, r.Algorithm)
 	}
@@ -210,4 +223,30 @@ func (r *Rule) write(w io.Writer, prefix string) {
 		fmt.Fprintf(w, "; overrides: %s", strings.Join(r.Overrides, "; "))
 	}
 	fmt.Fprintln(w)
+}
+
+// quotaDetail describes what a calendar quota or a credits rule r has
+// beside its limit: its time zone, week start, history, refill, covers.
+func quotaDetail(r *sluice.Rule) []string {
+	var d []string
+	if f := r.Refill; f.Every != 0 {
+		if f.To > 0 {
+			d = append(d, fmt.Sprintf("refill to %d every %v", f.To, f.Every))
+		} else {
+			d = append(d, fmt.Sprintf("refill adds %d every %v", f.Add, f.Every))
+		}
+	}
+	if r.Location != nil {
+		d = append(d, "in "+r.Location.String())
+	}
+	if r.WeekStart != 0 {
+		d = append(d, "weeks from "+r.WeekStart.String())
+	}
+	if r.History > 0 {
+		d = append(d, fmt.Sprintf("history %d", r.History))
+	}
+	if r.Covers != "" {
+		d = append(d, "covers "+r.Covers)
+	}
+	return d
 }

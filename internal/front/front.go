@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/front/quotastore"
 	"github.com/sluicerate/sluice/internal/outage"
 	"github.com/sluicerate/sluice/store"
 )
@@ -110,6 +111,7 @@ func New(st store.Store, opts Options) *Front {
 	}
 	f.Outage = outage.New(outage.Config{Logger: f.Log, Interval: opts.OutageInterval, Now: opts.Now, Circuit: f.circuit})
 	f.Store = &Store{Store: st, m: f.Metrics, tracer: opts.Tracer}
+	f.Store.Calls = quotastore.Calls{Store: st, Observe: f.Store.Observe}
 	f.Over = NewOverLimit(opts.Registry, f.Log, opts.Now)
 	opts.Registry.MustRegister(f.denyCacheCollectors()...)
 	opts.Registry.MustRegister(f.abandonCollectors()...)

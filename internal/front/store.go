@@ -10,17 +10,20 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicerate/sluice/internal/edge"
+	"github.com/sluicerate/sluice/internal/front/quotastore"
 	"github.com/sluicerate/sluice/internal/tracing"
 	"github.com/sluicerate/sluice/store"
 )
 
 // Store is a store whose every call is timed and whose failures are
 // counted. It forwards store.Scheduler, store.Leaser, store.Local and
-// store.Sharded to a Limiter as the store it wraps has them (ForLimiter).
+// store.Sharded to a Limiter as the store it wraps has them (ForLimiter),
+// and store.Crediter and store.Historian.
 type Store struct {
 	store.Store
-	m      *Metrics
-	tracer trace.Tracer // nil: calls are not traced
+	quotastore.Calls // store.Crediter and store.Historian, timed
+	m                *Metrics
+	tracer           trace.Tracer // nil: calls are not traced
 }
 
 // Observe records one store call of op that started at start.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/store"
 )
 
 // WriteText writes r, the Report of a policy's windows, as text for a
@@ -80,6 +81,12 @@ func (p *printer) window(w *Window) {
 		p.printf("  %d slices leased, %d units; key %s\n", n, units, w.SlicesKey)
 	}
 	switch len(w.State) {
+	case 2:
+		if w.Algorithm == store.Credits.String() {
+			p.printf("  credits: balance %d, refilled last in period %d\n", w.State[0], w.State[1])
+		} else {
+			p.printf("  calendar: period %d counts %d\n", w.State[0], w.State[1])
+		}
 	case 1:
 		p.printf("  gcra: the bucket is full again at %s\n", time.UnixMicro(w.State[0]).UTC().Format(time.RFC3339Nano))
 	case 3:

@@ -156,6 +156,25 @@ func TestStored(t *testing.T) {
 	}
 }
 
+// TestWriteTextQuotas: a calendar quota's stored window says its period
+// and count, a credits balance its balance and the period of its last
+// refill.
+func TestWriteTextQuotas(t *testing.T) {
+	r := Stored("api", "redis", []StoredWindow{
+		{Rule: "month", Key: "p:{api,ann}2p:month", Algorithm: store.Periodic, TTL: time.Hour, State: []int64{24314, 7}},
+		{Rule: "credits", Key: "p:{api,ann}2b:credits", Algorithm: store.Credits, TTL: -1, State: []int64{-3, 24313}},
+	}, t0)
+	var b strings.Builder
+	if err := WriteText(&b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"calendar: period 24314 counts 7", "credits: balance -3, refilled last in period 24313"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestPeekCounted: a peek's figures count the request when every rule
 // that is not shadow fits.
 func TestPeekCounted(t *testing.T) {

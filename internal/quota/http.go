@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
 	"github.com/sluicerate/sluice/internal/front"
+	"github.com/sluicerate/sluice/internal/front/quotastore"
 )
 
 // UsageExample is a valid query of GET /v1/usage, quoted in messages.
@@ -58,9 +60,9 @@ func ParseUsageQuery(q url.Values) (UsageTarget, error) {
 // that keeps no credits or usage, else 503, the store not answering.
 func Problem(err error) *httplimit.Problem {
 	switch {
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrInvalid) || errors.Is(err, sluice.ErrInvalidCredit):
 		return front.BadRequest("bad_request", "%v", err)
-	case errors.Is(err, ErrNoStore) || errors.Is(err, front.ErrNoCredits) || errors.Is(err, front.ErrNoUsage):
+	case errors.Is(err, ErrNoStore) || errors.Is(err, quotastore.ErrNoQuotas):
 		return &httplimit.Problem{Status: http.StatusNotImplemented, Code: "no_quotas", Detail: err.Error()}
 	}
 	if p := front.InputProblem(err); p != nil {

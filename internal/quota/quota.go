@@ -46,7 +46,14 @@ type Source struct {
 
 	// Store is the Limiter's store, read for usage (store.Historian).
 	Store store.Store
+
+	// Timeout bounds a read of usage, which goes to Store without the
+	// Limiter's deadline. Default DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is Source.Timeout's default.
+const DefaultTimeout = 5 * time.Second
 
 // IsCalendar reports whether r is a calendar quota.
 func IsCalendar(r *sluice.Rule) bool { return r.Period != store.NoPeriod }

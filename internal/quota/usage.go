@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"fmt"
@@ -76,6 +77,8 @@ func (s Source) Usage(ctx context.Context, p *sluice.Policy, rule string, attrs 
 	if !at.IsZero() {
 		ureq.At = at.UnixMicro()
 	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.Timeout, DefaultTimeout))
+	defer cancel()
 	if err := h.Usage(ctx, &ureq); err != nil {
 		return Usage{}, err
 	}
