@@ -204,7 +204,9 @@ func (x *Lease) send(ctx context.Context, req *store.FinishRequest) (store.Lease
 // says what it did). Until then that slot is held by nobody; if no abandon
 // is answered within the lease time, or the process ends first, until the
 // lease time passes. A Shadow policy's would-be denial is allowed with a
-// lease that holds nothing. The deny cache is not used.
+// lease that holds nothing. The deny cache is not used. A lease of a
+// policy without a concurrency rule lives as long as its longest window,
+// QuotaLease for a calendar quota or a credits rule.
 func (l *Limiter) Acquire(ctx context.Context, p *Policy, attrs map[string]string, cost int64) (*Lease, Decision, error) {
 	cp, err := p.compiled()
 	if err != nil {

@@ -222,7 +222,11 @@ func (l *Limiter) Record(ctx context.Context, p *Policy, attrs map[string]string
 // MaxBudget of its figures) is answered from this Limiter's slices of its
 // window as a budgeted rule of AllowN is, in store.ModeAllow and not as a
 // dry run; the decision's Limits then say what req.Results would, and
-// req.Results is left as it was.
+// req.Results is left as it was (unless a check is a calendar quota or a
+// credits balance, beside which no slices are leased). A calendar check
+// (store.Periodic) names its period in Calendar, a credits check
+// (store.Credits) at most one of Refill's To and Add with the period of
+// its refills, and Covers a calendar check before it.
 func (l *Limiter) Decide(ctx context.Context, req *store.Request) (Decision, error) {
 	if err := checkRequest(req); err != nil {
 		return Decision{}, err
@@ -400,7 +404,8 @@ func (e *leaseOnlyError) LeaseOnly() (policy, rule string) { return e.policy, e.
 func (l *Limiter) overLimit(policy string, checks []store.Check, cost int64) {
 	for i := range checks {
 		c := &checks[i]
-		if c.Algorithm != store.Concurrency && c.Algorithm != store.Credits && cost > c.Limit*int64(max(c.Parts, 1)) {
+		// A balance, and a quota credits cover, may take any cost.
+		if c.Algorithm != store.Concurrency && c.Algorithm != store.Credits && cost > c.Limit*int64(max(c.Parts, 1)) && !coveredCheck(checks, i) {
 			l.cfg.hooks.OnOverLimit(policy, c, cost)
 		}
 	}

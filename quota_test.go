@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicerate/sluice/internal/hooks"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -432,5 +433,25 @@ func TestCreditsNotCached(t *testing.T) {
 	}
 	if st := lim.DenyCacheStats(); st.Hits != 1 {
 		t.Errorf("deny cache %+v, want the calendar quota's second denial a hit", st)
+	}
+}
+
+// TestQuotaOverLimitHook: a cost recorded above a rule's limit is told to
+// the OnOverLimit hook for a calendar quota no credits cover, and not for
+// a balance or a quota credits cover, which may take it.
+func TestQuotaOverLimitHook(t *testing.T) {
+	t.Parallel()
+	var told []string
+	lim := NewLimiter(&localStore{}, Config{hooks: hooks.Hooks{OnOverLimit: func(_ string, c *store.Check, _ int64) { told = append(told, c.Rule) }}})
+	p := &Policy{Name: "p", Rules: []Rule{
+		{Name: "daily", Period: Day, Limit: 5},
+		{Name: "monthly", Period: Month, Limit: 5},
+		{Name: "overage", Algorithm: Credits, Limit: 5, Covers: "monthly"},
+	}}
+	if _, err := lim.Record(context.Background(), p, nil, 6); err != nil {
+		t.Fatal(err)
+	}
+	if len(told) != 1 || told[0] != "daily" {
+		t.Errorf("the hook was told of %q, want daily alone", told)
 	}
 }

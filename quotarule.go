@@ -73,7 +73,7 @@ func (r *Rule) validateQuota() error {
 	}
 	switch {
 	case r.Period != noPeriod && r.Algorithm == Credits:
-		return fmt.Errorf("a credits rule has no period of its own; its refill has one (refill: {to: N, every: month}), or make it a calendar quota without algorithm credits")
+		return fmt.Errorf("a credits rule has no period of its own; its refill has one (refill: {to: N, every: month}), or make it a calendar quota without credits")
 	case r.Period > Year:
 		return fmt.Errorf("unknown period %v; use day, week, month or year", r.Period)
 	case r.Period != noPeriod && r.Algorithm != Log:
@@ -102,7 +102,7 @@ func (r *Rule) validateQuota() error {
 		case r.History < 0 || r.History > MaxHistory:
 			return fmt.Errorf("history %d; keep 0 to %d periods", r.History, MaxHistory)
 		case r.Refill != (Refill{}) || r.Covers != "":
-			return fmt.Errorf("refill and covers are a credits rule's (algorithm credits); a calendar quota starts from 0 each period")
+			return fmt.Errorf("refill and covers are a credits rule's (credits: N, algorithm Credits); a calendar quota starts from 0 each period")
 		}
 		return nil
 	}
@@ -145,7 +145,7 @@ func (r *Rule) validateNotQuota() error {
 	case r.Location != nil || r.WeekStart != 0 || r.History != 0:
 		return fmt.Errorf("a time zone, week start or history is for a calendar quota (a period: day, week, month or year); give the rule a period or leave them out")
 	case r.Refill != (Refill{}) || r.Covers != "":
-		return fmt.Errorf("refill and covers are a credits rule's (algorithm credits)")
+		return fmt.Errorf("refill and covers are a credits rule's (credits: N, algorithm Credits); make the rule one or leave them out")
 	}
 	return nil
 }

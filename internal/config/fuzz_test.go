@@ -15,6 +15,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("schedules:\n  - {name: s, rate: 4/s, max_delay: 2s, max_queue: 3}\n"))
 	f.Add([]byte("a: &a [x, x]\nb: [*a, *a]\n"))
 	f.Add([]byte("forward_auth: {trusted_proxies: [\"::1\"], headers: {u: X-U}}\npolicies: [{name: p, limits: [{name: r, limit: 1, window: 1d}]}]\n"))
+	f.Add([]byte("policies:\n  - name: p\n    limits:\n      - {name: m, by: [k], period: month, timezone: Europe/Berlin, limit: 9, history: 3}\n" +
+		"      - {name: c, by: [k], credits: 5, refill: {to: 5, every: week}, week_start: monday, covers: m}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -50,6 +50,9 @@ func summarizeDescriptor(r envoy.Rule) Rule {
 	rs := Rule{Name: r.Name, By: nonNil(nil), Descriptor: strings.Join(entries, ", "), Unlimited: r.Unlimited}
 	if !r.Unlimited {
 		rs.Limit, rs.Window, rs.Algorithm = int64(r.Limit.Requests), r.Limit.Window.Round(time.Second).String(), r.Limit.Algorithm.String()
+		if r.Limit.Period != 0 {
+			rs.Window, rs.Algorithm = r.Limit.Period.String(), "calendar in UTC"
+		}
 	}
 	if r.Limit.Name != "" {
 		d = append(d, fmt.Sprintf("name %q", r.Limit.Name))

@@ -73,6 +73,10 @@ func (w *Where) onStore(policy string, call func(Source, *sluice.Policy) error) 
 		return err
 	}
 	defer closeStore()
+	if _, local := st.(store.Local); local {
+		return errors.New("the store is in this process's memory, which holds no balance or usage of another: " +
+			"give --redis URL (or a file with a Redis store), or --server URL of the sluice serve that keeps them")
+	}
 	lim := sluice.NewLimiter(st, sluice.Config{Timeout: 5 * time.Second})
 	defer lim.Close()
 	return call(Source{Limiter: lim, Store: st}, p)
