@@ -153,3 +153,25 @@ func (a *admin) perKey(inst *instance, total, n int) (perKey, perEvent float64) 
 	}
 	return perKey, perEvent
 }
+
+// memoryOfAll returns MEMORY USAGE (SAMPLES 0) summed over every key of
+// the server, and the number of keys.
+func (a *admin) memoryOfAll() (bytes, keys int64) {
+	ctx := context.Background()
+	var cursor uint64
+	for {
+		e, err := a.c.Do(ctx, a.c.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return bytes, keys
+		}
+		for _, k := range e.Elements {
+			if n, err := a.c.Do(ctx, a.c.B().MemoryUsage().Key(k).Samples(0).Build()).AsInt64(); err == nil {
+				bytes += n
+				keys++
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return bytes, keys
+		}
+	}
+}

@@ -146,6 +146,7 @@ func (b *bench) algorithmsTable() {
 		}
 	}
 	fmt.Println()
+	b.quotaMemory()
 }
 
 // hotKeyTable measures one tenant that takes all the traffic on a 3-master

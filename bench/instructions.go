@@ -142,7 +142,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 	fmt.Printf("### Redis instructions per decision (callgrind; %d decisions over %d keys per row, each key written once before)\n\n", decisions, b.w.keys)
 	var rows []contender
 	for _, c := range redisContenders() {
-		if b.only != "" && !strings.Contains(c.name, b.only) || !countable(c.name) {
+		if !b.picks(c.name) || !countable(c.name) {
 			continue
 		}
 		rows = append(rows, c)
@@ -154,7 +154,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 	// release or settle, two script calls.
 	rows = rows[:0]
 	for _, c := range leaseRows() {
-		if c.name = "sluice " + c.name; b.only == "" || strings.Contains(c.name, b.only) {
+		if c.name = "sluice " + c.name; b.picks(c.name) {
 			rows = append(rows, c)
 		}
 	}
@@ -169,6 +169,7 @@ func (b *bench) instructionsTable(server string, goroutines []int, decisions int
 func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows []contender, goroutines []int, decisions int, keep bool) bool {
 	fmt.Println("| contender | goroutines | allowed | script calls/operation | Redis instructions/operation | top commands per operation |")
 	fmt.Println("|---|---:|---:|---:|---:|---|")
+	perG := map[int]map[string][]float64{} // instructions per operation, by goroutines and contender
 	for _, c := range rows {
 		for _, g := range goroutines {
 			adm.flush()
@@ -225,9 +226,16 @@ func (b *bench) countRows(srv *callgrindServer, adm *admin, names []string, rows
 			}
 			fmt.Printf("| %s | %d | %.0f%% | %.3f | %.0f | %s%s |\n", c.name, g, 100*float64(allowed)/float64(n),
 				scripts/float64(n), float64(ir)/float64(n), strings.Join(parts, ", "), note)
+			if perG[g] == nil {
+				perG[g] = map[string][]float64{}
+			}
+			perG[g][c.name] = []float64{float64(ir) / float64(n)}
 		}
 	}
 	fmt.Println()
+	for _, g := range goroutines {
+		printLine(quotaVerdict(fmt.Sprintf("Redis instructions (%d goroutines)", g), 0, perG[g]))
+	}
 	return true
 }
 

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -34,7 +35,7 @@ func main() {
 		results    = flag.String("results", "results", "also write the tables to a new file in this folder, named by the date, time and sections (empty: stdout only)")
 		serverBin  = flag.String("redis-server", "", "redis-server executable (default: from PATH)")
 		maxKeys    = flag.Int("max-keys", 1_000_000, "largest key count of the keys table (its memory only beyond 10^5)")
-		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this")
+		only       = flag.String("only", "", "run only the Redis and service contenders whose name contains this (or one of these, comma-separated)")
 		cpuProfile = flag.String("cpuprofile", "", "write this process's CPU profile to this file")
 		cmdStats   = flag.Bool("commandstats", false, "print, per Redis contender and round, the commands Redis ran per decision and their µs (INFO commandstats)")
 		svcProfile = flag.String("service-profile", "", "after the service section, write sluice serve's CPU profile under each scenario's load to PREFIX-DOMAIN-PROTO.prof")
@@ -209,8 +210,23 @@ func progress(what string) func(float64) {
 
 func doneProgress() { fmt.Fprint(os.Stderr, "\r\033[K") }
 
+// picks reports whether the contender named name runs: -only is empty, or
+// name contains one of its comma-separated parts.
+func (b *bench) picks(name string) bool {
+	if b.only == "" {
+		return true
+	}
+	for _, part := range strings.Split(b.only, ",") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
+}
+
 // redisRow is one contender's measured round.
 type redisRow struct {
+	round            int // of the redis table's rounds
 	o                outcome
 	redisCPU         float64 // µs of Redis CPU per decision
 	perKey, perEvent float64
@@ -279,7 +295,7 @@ func medianBy[T any](rows []T, figure func(T) float64) T {
 func (b *bench) redisTable(rounds int) {
 	var cs []contender
 	for _, c := range redisContenders() {
-		if strings.Contains(c.name, b.only) {
+		if b.picks(c.name) {
 			cs = append(cs, c)
 		}
 	}
@@ -294,6 +310,7 @@ func (b *bench) redisTable(rounds int) {
 			if row.o.errors > 0 {
 				fmt.Fprintf(os.Stderr, "bench: %s, round %d: %d errors, first: %v\n", c.name, r+1, row.o.errors, row.o.firstErr)
 			}
+			row.round = r
 			all[i] = append(all[i], row)
 		}
 	}
@@ -302,9 +319,14 @@ func (b *bench) redisTable(rounds int) {
 	fmt.Println("| contender | decisions/s | sluice ÷ this | p50 | p99 | allowed | allocs/op | client CPU µs/op | Redis CPU µs/op | Redis B/key | B/event |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	var base float64
+	cpu := map[string][]float64{} // Redis CPU per decision, by contender and round
 	for i, c := range cs {
 		if len(all[i]) == 0 {
 			continue
+		}
+		cpu[c.name] = slices.Repeat([]float64{math.NaN()}, rounds)
+		for _, r := range all[i] {
+			cpu[c.name][r.round] = r.redisCPU
 		}
 		m := medianBy(all[i], func(r redisRow) float64 { return r.o.perSecond() })
 		rate := m.o.perSecond()
@@ -324,6 +346,7 @@ func (b *bench) redisTable(rounds int) {
 			allocs, m.o.clientCPU, m.redisCPU, m.perKey, entry)
 	}
 	fmt.Println()
+	printLine(quotaVerdict("Redis CPU µs", 1, cpu))
 	fmt.Println("Every round of every contender:")
 	fmt.Println()
 	for i, c := range cs {

@@ -138,7 +138,7 @@ func writeServiceDomains(dir, key string) error {
 // onlyServices returns the contenders whose name contains -only's string
 // (every one when it is empty).
 func (b *bench) onlyServices(cs []serviceContender) []serviceContender {
-	return slices.DeleteFunc(cs, func(c serviceContender) bool { return !strings.Contains(c.name, b.only) })
+	return slices.DeleteFunc(cs, func(c serviceContender) bool { return !b.picks(c.name) })
 }
 
 // freeAddrs returns n distinct loopback addresses that were free a moment
