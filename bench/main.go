@@ -383,6 +383,8 @@ func (b *bench) memoryTable(rounds int) {
 	}
 	fmt.Printf("### In memory: one rule, %d keys, every key warm (GOMAXPROCS %d; median of %d rounds of %d decisions a key)\n\n",
 		keys, runtime.GOMAXPROCS(0), rounds, memDecisionsPerKey)
+	fmt.Println("Serial: CPU time of the deciding thread per decision; parallel: wall time per decision from GOMAXPROCS goroutines.")
+	fmt.Println()
 	fmt.Println("| contender | ns/op serial | this ÷ sluice | ns/op parallel | this ÷ sluice | allocs/op | B/op | model |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|")
 	for i, c := range cs {
