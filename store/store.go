@@ -56,6 +56,11 @@ type Local interface {
 // to Decide, an interface method, outlives the call as far as the compiler
 // can tell, so a caller keeps its requests in a pool; what DecideCheck is
 // given does not need to outlive the call.
+//
+// A wrapper that embeds such a store and changes what Decide does (to count
+// or trace its calls, say) gets DecideCheck promoted unchanged: it should
+// give DecideCheck the same treatment, or the Limiter's one-check calls go
+// around its Decide.
 type CheckDecider interface {
 	Local
 
