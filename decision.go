@@ -339,7 +339,11 @@ func (d *Decision) combineAll(req *store.Request, b *statuses) {
 // combineOne is combineAll for one check that is not Shadow, the most
 // common request: the same figures without the loop's bookkeeping.
 func (d *Decision) combineOne(req *store.Request, b *statuses) {
-	c, r := &req.Checks[0], &req.Results[0]
+	d.combineCheck(&req.Checks[0], &req.Results[0])
+}
+
+// combineCheck is combineOne for check c and its result r.
+func (d *Decision) combineCheck(c *store.Check, r *store.Result) {
 	remaining := max(0, r.Remaining)
 	// Field by field, not from a composite literal, which the compiler
 	// builds aside and then copies.

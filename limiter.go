@@ -94,8 +94,9 @@ const DefaultTimeout = 50 * time.Millisecond
 // one with NewLimiter.
 type Limiter struct {
 	store    store.Store
-	local    bool          // store is a store.Local
-	sharded  store.Sharded // store, when it is a store.Sharded
+	local    bool               // store is a store.Local
+	checker  store.CheckDecider // store, when it decides one check without a Request (one.go)
+	sharded  store.Sharded      // store, when it is a store.Sharded
 	cfg      Config
 	breakers *breakers
 	denials  *denyCache     // nil: none
@@ -110,7 +111,8 @@ func NewLimiter(s store.Store, cfg Config) *Limiter {
 	_, local := s.(store.Local)
 	sharded, _ := s.(store.Sharded)
 	budgeter, _ := s.(store.Budgeter)
-	l := &Limiter{store: s, local: local, sharded: sharded, budgeter: budgeter, cfg: cfg, breakers: newBreakers(cfg.Breaker)}
+	checker, _ := s.(store.CheckDecider)
+	l := &Limiter{store: s, local: local, checker: checker, sharded: sharded, budgeter: budgeter, cfg: cfg, breakers: newBreakers(cfg.Breaker)}
 	switch {
 	case cfg.DenyCache == 0:
 		l.denials = newDenyCache(DefaultDenyCache)

@@ -10,9 +10,12 @@ import (
 // The one-check road. Most policies are one rule that always applies,
 // with no overrides, and most calls of such a policy are well formed: the
 // request is that rule's check (compiled.plain) with the request's values
-// and cost, and its decision that check's status. decideOne builds the
-// request into a scratch of its own, one check and one result long, and
-// combines the result straight into the caller's Decision. Anything else
+// and cost, and its decision that check's status. When the rule goes by
+// one attribute and the store is a store.CheckDecider (memstore), decideOne
+// hands it the check, the value and the cost, and needs no request at all;
+// otherwise it builds the request into a scratch of its own, one check and
+// one result long, from a pool. Either way it combines the result straight
+// into the caller's Decision. Anything else
 // (a missing attribute, a cost out of range, a runtime override that may
 // apply, Record) takes resolve's general road, which gives the same
 // decision and says what is wrong with bad input.
@@ -41,8 +44,23 @@ func (l *Limiter) decideOne(ctx context.Context, cp *compiled, attrs map[string]
 		(plain.Algorithm != GCRA && cost > plain.Limit || plain.Algorithm == GCRA && cost > plain.Burst) {
 		return false, nil
 	}
+	by := cp.snap.Rules[0].By
+	var checkErr error // DecideCheck's failure
+	if l.checker != nil && len(by) == 1 {
+		// A store that decides the check without a Request: no scratch.
+		v, ok := attrs[by[0]]
+		if !ok {
+			return false, nil
+		}
+		r, err := l.checker.DecideCheck(ctx, cp.snap.Name, plain, v, cost, mode, dry)
+		if err == nil {
+			d.combineCheck(plain, &r)
+			return true, nil
+		}
+		checkErr = err // the failure policy decides, from the request below
+	}
 	s := oneScratches.Get().(*oneScratch)
-	for _, a := range cp.snap.Rules[0].By {
+	for _, a := range by {
 		v, ok := attrs[a]
 		if !ok {
 			s.release()
@@ -58,13 +76,17 @@ func (l *Limiter) decideOne(ctx context.Context, cp *compiled, attrs map[string]
 	// The one rule's attributes are the policy's shared ones.
 	req.Shared = c.Values
 	var err error
-	if l.local {
+	switch {
+	case checkErr != nil:
+		err = checkErr
+		*d = l.degraded(ctx, req)
+	case l.local:
 		if err = l.store.Decide(ctx, req); err != nil {
 			*d = l.degraded(ctx, req)
 		} else {
 			d.combineOne(req, nil)
 		}
-	} else {
+	default:
 		err = l.decide(ctx, req, nil, d)
 	}
 	s.release()

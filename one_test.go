@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -28,6 +29,8 @@ func TestDecideOneAsGeneral(t *testing.T) {
 		{Name: "log", Rules: []Rule{{Name: "per-user", Limit: 5, Window: time.Minute, MinGap: time.Second, By: []string{"user"}}}},
 		{Name: "gcra", Rules: []Rule{{Name: "per-user", Limit: 10, Window: time.Minute, Algorithm: GCRA, Burst: 3, By: []string{"user", "ip"}}}},
 		{Name: "counter", Rules: []Rule{{Name: "global", Limit: 8, Window: time.Minute, Algorithm: SlidingCounter}}},
+		{Name: "gcra-one", Rules: []Rule{{Name: "per-user", Limit: 10, Window: time.Minute, Algorithm: GCRA, Burst: 3, By: []string{"user"}}}},
+		{Name: "counter-one", Rules: []Rule{{Name: "per-ip", Limit: 8, Window: time.Minute, Algorithm: SlidingCounter, By: []string{"ip"}}}},
 		{Name: "blocked", Rules: []Rule{{Name: "none", Limit: 0, Window: time.Minute, By: []string{"user"}}}},
 		{Name: "penalize", Penalize: true, Rules: []Rule{{Name: "per-ip", Limit: 4, Window: time.Minute, By: []string{"ip"}}}},
 		{Name: "shadow", Shadow: true, Rules: []Rule{{Name: "per-ip", Limit: 4, Window: time.Minute, By: []string{"ip"}}}},
@@ -93,5 +96,53 @@ func TestDecideOneAsGeneral(t *testing.T) {
 		if denied == 0 {
 			t.Errorf("policy %q: no call was denied: the comparison saw only admissions", p.Name)
 		}
+	}
+}
+
+// TestDecideCheckFailure checks the one-check road through a
+// store.CheckDecider when the store fails: the error is returned and the
+// failure policy decides, as on the general road (OnError, or the
+// Fallback store), and a canceled context fails the same way.
+func TestDecideCheckFailure(t *testing.T) {
+	t.Parallel()
+	p := &Policy{Name: "api", Rules: []Rule{{Name: "per-user", Limit: 5, Window: time.Minute, By: []string{"user"}}}}
+	attrs := map[string]string{"user": "ann"}
+	closed := memstore.New(memstore.Config{})
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name        string
+		ctx         context.Context
+		store       *memstore.Store
+		cfg         Config
+		wantErr     error
+		wantAllowed bool
+		wantLimits  int // statuses in the decision: the fallback's
+	}{
+		{"closed, deny", context.Background(), closed, Config{}, ErrStoreClosed, false, 0},
+		{"closed, allow", context.Background(), closed, Config{OnError: Allow}, ErrStoreClosed, true, 0},
+		{"closed, fallback", context.Background(), closed, Config{Fallback: memstore.New(memstore.Config{})}, ErrStoreClosed, true, 1},
+		{"canceled, deny", canceled, memstore.New(memstore.Config{}), Config{}, context.Canceled, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := NewLimiter(tt.store, tt.cfg)
+			if lim.checker == nil {
+				t.Fatal("memstore is not taken for a store.CheckDecider")
+			}
+			d, err := lim.Allow(tt.ctx, p, attrs)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if !d.Degraded || d.Allowed != tt.wantAllowed || len(d.Limits()) != tt.wantLimits {
+				t.Fatalf("decision %+v: want degraded, allowed %v, %d statuses", d, tt.wantAllowed, tt.wantLimits)
+			}
+			if tt.store.Len() != 0 {
+				t.Fatalf("the failed decision left %d windows", tt.store.Len())
+			}
+		})
 	}
 }

@@ -93,7 +93,7 @@ func main() {
 		b.retryTable()
 	}
 	if want["memory"] {
-		b.memoryTable()
+		b.memoryTable(*rounds)
 	}
 	if want["ceiling"] {
 		b.ceiling()
@@ -375,22 +375,65 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%d ns", d.Nanoseconds())
 }
 
-func (b *bench) memoryTable() {
+// memoryTable measures the in-process contenders rounds times, round-robin
+// (each round starting one contender later, so that none always follows the
+// same one), each round on fresh state over the same prebuilt key strings,
+// and reports each contender's median round. The ratios to x/time/rate are
+// taken within each round, between measurements made seconds apart, and
+// their median reported: on a shared machine they vary less than the
+// figures themselves.
+func (b *bench) memoryTable(rounds int) {
 	const keys = 100_000
 	cs := memContenders()
-	res := make([]memResult, len(cs))
-	for i, c := range cs {
-		progress(c.name)(0)
-		res[i] = benchMem(c, keys)
+	names := keyNames(keys)
+	all := make([][]memResult, len(cs))
+	for r := range rounds {
+		for k := range cs {
+			i := (r + k) % len(cs)
+			progress(fmt.Sprintf("%s, round %d", cs[i].name, r+1))(float64(k) / float64(len(cs)))
+			all[i] = append(all[i], benchMem(cs[i], names))
+		}
 		doneProgress()
 	}
-	fmt.Printf("### In memory: one rule, %d keys, every key warm (GOMAXPROCS %d)\n\n", keys, runtime.GOMAXPROCS(0))
+	serial := func(m memResult) float64 { return m.serialNs }
+	parallel := func(m memResult) float64 { return m.parallelNs }
+	med := make([]memResult, len(cs))
+	for i := range cs {
+		med[i] = memResult{serialNs: medianBy(all[i], serial).serialNs, parallelNs: medianBy(all[i], parallel).parallelNs}
+		for _, m := range all[i] {
+			med[i].allocs, med[i].bytes = max(med[i].allocs, m.allocs), max(med[i].bytes, m.bytes)
+		}
+	}
+	fmt.Printf("### In memory: one rule, %d keys, every key warm (GOMAXPROCS %d; median of %d rounds of %d decisions a key)\n\n",
+		keys, runtime.GOMAXPROCS(0), rounds, memDecisionsPerKey)
+	fmt.Println("Serial: CPU time of the deciding thread per decision; parallel: wall time per decision from GOMAXPROCS goroutines.")
+	fmt.Println()
 	fmt.Println("| contender | ns/op serial | this ÷ sluice | ns/op parallel | this ÷ sluice | allocs/op | B/op | model |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|")
 	for i, c := range cs {
-		r := res[i]
-		fmt.Printf("| %s | %.0f | %.2f× | %.0f | %.2f× | %d | %d | %s |\n",
-			c.name, r.serialNs, r.serialNs/res[0].serialNs, r.parallelNs, r.parallelNs/res[0].parallelNs, r.allocs, r.bytes, c.note)
+		m := med[i]
+		fmt.Printf("| %s | %.0f | %.2f× | %.0f | %.2f× | %.2f | %.0f | %s |\n",
+			c.name, m.serialNs, m.serialNs/med[0].serialNs, m.parallelNs, m.parallelNs/med[0].parallelNs, m.allocs, m.bytes, c.note)
 	}
 	fmt.Println()
+	// Each sluice contender against x/time/rate, round by round.
+	peer := slices.IndexFunc(cs, func(c memContender) bool { return strings.HasPrefix(c.name, "x/time/rate") })
+	for i, c := range cs {
+		if !strings.HasPrefix(c.name, "sluice") {
+			continue
+		}
+		var ser, par []float64
+		for r := range all[i] {
+			ser = append(ser, all[i][r].serialNs/all[peer][r].serialNs)
+			par = append(par, all[i][r].parallelNs/all[peer][r].parallelNs)
+		}
+		fmt.Printf("- %s ÷ %s, per round: serial %s, parallel %s\n", c.name, cs[peer].name, fmtRatios(ser), fmtRatios(par))
+	}
+	fmt.Println()
+}
+
+// fmtRatios formats ratios as their median and range.
+func fmtRatios(rs []float64) string {
+	slices.Sort(rs)
+	return fmt.Sprintf("%.2f× (%.2f – %.2f)", rs[len(rs)/2], rs[0], rs[len(rs)-1])
 }

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"hash/maphash"
+	"runtime"
 	"sync"
-	"testing"
+	"syscall"
 	"time"
 
 	golimiter "github.com/sethvargo/go-limiter/memorystore"
@@ -27,6 +28,9 @@ type memContender struct {
 	newWorker func(names []string) func() decideFunc
 }
 
+// memContenders returns the in-process contenders: sluice's two first, then
+// x/time/rate, the one memoryTable takes ratios to, so that it runs next to
+// them.
 func memContenders() []memContender {
 	return []memContender{
 		{"sluice memstore (Store.Decide)", "exact sliding log; one store request, resolved once, reused", func(names []string) func() decideFunc {
@@ -44,7 +48,7 @@ func memContenders() []memContender {
 				}
 			}
 		}},
-		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: a policy compiled at its first use, a Request, the status held in the Decision", func(names []string) func() decideFunc {
+		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: a policy compiled at its first use, its check handed to the store (store.CheckDecider), the status held in the Decision", func(names []string) func() decideFunc {
 			lim := sluice.NewLimiter(memstore.New(memstore.Config{}), benchLimiterConfig)
 			p := onePolicy()
 			return func() decideFunc {
@@ -53,6 +57,14 @@ func memContenders() []memContender {
 					attrs["key"] = names[i]
 					d, err := lim.Allow(ctx, p, attrs)
 					return d.Allowed, err
+				}
+			}
+		}},
+		{"x/time/rate (keyed map)", "token bucket per key in a sharded map", func(names []string) func() decideFunc {
+			m := newRateMap()
+			return func() decideFunc {
+				return func(ctx context.Context, i int) (bool, error) {
+					return m.get(names[i]).Allow(), nil
 				}
 			}
 		}},
@@ -93,14 +105,6 @@ func memContenders() []memContender {
 				}
 			}
 		}},
-		{"x/time/rate (keyed map)", "token bucket per key in a sharded map", func(names []string) func() decideFunc {
-			m := newRateMap()
-			return func() decideFunc {
-				return func(ctx context.Context, i int) (bool, error) {
-					return m.get(names[i]).Allow(), nil
-				}
-			}
-		}},
 	}
 }
 
@@ -134,18 +138,28 @@ func (m *rateMap) get(key string) *rate.Limiter {
 	return l
 }
 
-// memResult is one in-process contender's figures.
+// memResult is one in-process contender's figures in one round.
 type memResult struct {
 	serialNs, parallelNs float64
-	allocs, bytes        int64
+	allocs, bytes        float64 // per decision, serial
 }
 
-// benchMem measures c serially and from GOMAXPROCS goroutines over keys
-// keys, every key warmed first.
-func benchMem(c memContender, keys int) memResult {
-	names := keyNames(keys)
+// memDecisionsPerKey is how many decisions a round makes per key, serially
+// and then again in parallel: every contender, in every round, makes the
+// same decisions on the same keys, so a log fills as much for one sluice
+// contender as for the other, and every key stays below its limit (a
+// warm-up decision and twice this are under perKeyLimit).
+const memDecisionsPerKey = 10
+
+// benchMem measures c once over names, fresh: it warms every key (one
+// decision each), settles the heap (the garbage of the contender before
+// and of the warm-up collected, so no collection runs in the timed loops),
+// then times len(names)*memDecisionsPerKey decisions made serially, the
+// keys in turn (the CPU time of the thread that makes them), and as many
+// again from GOMAXPROCS goroutines (wall time: their throughput).
+func benchMem(c memContender, names []string) memResult {
 	ctx := context.Background()
-	var r memResult
+	keys := len(names)
 	newWorker := c.newWorker(names)
 	warm := newWorker()
 	for i := range names {
@@ -153,31 +167,68 @@ func benchMem(c memContender, keys int) memResult {
 			panic(err)
 		}
 	}
-	serial := testing.Benchmark(func(b *testing.B) {
-		f := newWorker()
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			_, _ = f(ctx, i)
-			if i++; i == keys {
-				i = 0
-			}
+	n := keys * memDecisionsPerKey
+	var r memResult
+
+	f := newWorker()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	// The serial loop's goroutine keeps its thread, whose CPU time it
+	// counts: on a shared machine the time the thread waits for a core is
+	// not the contender's.
+	runtime.LockOSThread()
+	start := threadCPU()
+	i := 0
+	for range n {
+		_, _ = f(ctx, i)
+		if i++; i == keys {
+			i = 0
 		}
-	})
-	r.serialNs = float64(serial.T.Nanoseconds()) / float64(serial.N)
-	r.allocs, r.bytes = serial.AllocsPerOp(), serial.AllocedBytesPerOp()
-	parallel := testing.Benchmark(func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			f := newWorker()
-			i := int(time.Now().UnixNano() % int64(keys))
-			for pb.Next() {
+	}
+	elapsed := threadCPU() - start
+	runtime.UnlockOSThread()
+	runtime.ReadMemStats(&after)
+	r.serialNs = float64(elapsed.Nanoseconds()) / float64(n)
+	r.allocs = float64(after.Mallocs-before.Mallocs) / float64(n)
+	r.bytes = float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+
+	procs := runtime.GOMAXPROCS(0)
+	workers := make([]decideFunc, procs)
+	for g := range workers {
+		workers[g] = newWorker()
+	}
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for g := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, i := workers[g], g*keys/procs // each goroutine from its own part of the keys
+			<-gate
+			for range n / procs {
 				_, _ = f(ctx, i)
 				if i++; i == keys {
 					i = 0
 				}
 			}
-		})
-	})
-	r.parallelNs = float64(parallel.T.Nanoseconds()) / float64(parallel.N)
+		}()
+	}
+	runtime.GC()
+	wall := time.Now()
+	close(gate)
+	wg.Wait()
+	r.parallelNs = float64(time.Since(wall).Nanoseconds()) / float64(n/procs*procs)
 	return r
+}
+
+// threadCPU returns the CPU time the calling thread has used, user and
+// system (getrusage RUSAGE_THREAD).
+func threadCPU() time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD, which package syscall does not name
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -139,7 +139,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		return err
 	}
 	if len(req.Checks) == 1 {
-		s.decideOne(req)
+		c := &req.Checks[0]
+		s.decideCheck(req.Policy, encodeValues(c.Values), c, req.Mode, req.DryRun, &req.ResultsBuffer()[0])
 		return nil
 	}
 	s.decide(req, nil)
@@ -270,31 +271,56 @@ func (s *Store) unlock(locked []int) {
 	}
 }
 
-// decideOne is Decide for a request of one check: one key, one shard.
-func (s *Store) decideOne(req *store.Request) {
-	c := &req.Checks[0]
-	k := key{policy: req.Policy, rule: c.Rule, values: encodeValues(c.Values)}
+var _ store.CheckDecider = (*Store)(nil)
+
+// DecideCheck implements store.CheckDecider: Decide's road for a request of
+// one check, without a Request, so that the caller needs none (see
+// store.CheckDecider).
+func (s *Store) DecideCheck(ctx context.Context, policy string, c *store.Check, value string, cost int64, mode store.Mode, dry bool) (store.Result, error) {
+	if s.closed.Load() {
+		return store.Result{}, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Result{}, err
+	}
+	if c.Algorithm == store.Concurrency && !dry {
+		return store.Result{}, store.ErrLeaseOnly
+	}
+	// The check as Decide would see it: c's figures with the request's
+	// cost. Its Values stay c's: the key's values are value, encoded as
+	// encodeValues encodes one value (itself).
+	one := *c
+	one.Cost = cost
+	var res store.Result
+	s.decideCheck(policy, value, &one, mode, dry, &res)
+	return res, nil
+}
+
+// decideCheck decides check c of policy, whose key's encoded values are
+// values, in mode (dry: recording nothing) into res: Decide for a request
+// of one check, one key, one shard.
+func (s *Store) decideCheck(policy, values string, c *store.Check, mode store.Mode, dry bool, res *store.Result) {
+	k := key{policy: policy, rule: c.Rule, values: values}
 	h := k.hash(s.seed)
 	sh := &s.shards[h&s.mask]
-	res := &req.ResultsBuffer()[0]
 	sh.mu.Lock()
 	now := s.micros()
 	j, _ := sh.live(h, &k, c, now)
 	w := sh.at(j)
 	check(res, c, w, now)
-	record := req.Mode == store.ModeRecord || res.Fits || c.Shadow
-	if !res.Fits || req.Mode == store.ModeRecord {
+	record := mode == store.ModeRecord || res.Fits || c.Shadow
+	if !res.Fits || mode == store.ModeRecord {
 		retry(res, c, w, record, now)
 	}
-	if record && !req.DryRun {
+	if record && !dry {
 		w = sh.slots[sh.record(j, h, &k, c, now, 0)]
 	}
-	if record && req.DryRun {
+	if record && dry {
 		pretend(res, c, w, now)
 	} else {
 		report(res, c, w, now)
 	}
-	if record && !req.DryRun {
+	if record && !dry {
 		sh.evict(now)
 	}
 	sh.mu.Unlock()

@@ -50,6 +50,28 @@ type Local interface {
 	Local()
 }
 
+// CheckDecider is implemented by a Local store that decides a request of
+// one check, of a rule that goes by one attribute, without a Request: the
+// Limiter's road for the most common policy (memstore). A Request handed
+// to Decide, an interface method, outlives the call as far as the compiler
+// can tell, so a caller keeps its requests in a pool; what DecideCheck is
+// given does not need to outlive the call.
+//
+// A wrapper that embeds such a store and changes what Decide does (to count
+// or trace its calls, say) gets DecideCheck promoted unchanged: it should
+// give DecideCheck the same treatment, or the Limiter's one-check calls go
+// around its Decide.
+type CheckDecider interface {
+	Local
+
+	// DecideCheck decides as Decide decides the Request {Policy: policy,
+	// Checks: [c, with Values [value] and Cost cost], Mode: mode, DryRun:
+	// dry}, and returns that request's one Result. It reads c's figures,
+	// not its Values or Cost, and neither keeps nor changes c. Its errors
+	// are Decide's.
+	DecideCheck(ctx context.Context, policy string, c *Check, value string, cost int64, mode Mode, dry bool) (Result, error)
+}
+
 // Sharded is implemented by a Store whose windows and queues live on
 // several servers that fail independently: a Redis Cluster's masters. The
 // Limiter keeps a circuit breaker per shard, so that one master's outage
