@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/envoytest"
 	"github.com/sluicerate/sluice/internal/envoy/xds/xdstest"
 	"github.com/sluicerate/sluice/internal/redistest"
@@ -35,7 +35,7 @@ func TestServeEnvoyQuotaMetadata(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			env := []string{"RESPONSE_DYNAMIC_METADATA=true"}
-			if sc.Counting == envoy.PerDescriptor {
+			if sc.Counting == decide.PerDescriptor {
 				env = append(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false")
 			}
 			p := startServeArgs(t, env, "--envoy-config", copyDir(t, sc.Dir))

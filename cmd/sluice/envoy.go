@@ -11,6 +11,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/deploy"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/launch"
 )
@@ -43,7 +44,7 @@ func checkEnvoy(ctx context.Context, ef *deploy.Flags, domain string, descs rls.
 	}
 	defer st.Close()
 	opts.Decide.DryRun = true
-	res, err := cfg.Decide(ctx, sluice.NewLimiter(st.Store, sluice.Config{}), descs.Request(domain, hits), opts.Decide)
+	res, err := decide.Decide(ctx, cfg, sluice.NewLimiter(st.Store, sluice.Config{}), descs.Request(domain, hits), opts.Decide)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -19,7 +19,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/envoytest"
 	"github.com/sluicerate/sluice/internal/redistest"
 )
@@ -133,7 +133,7 @@ func TestServeEnvoyUpstream(t *testing.T) {
 				writeFile(t, dir, f, string(data))
 			}
 			p := startServeArgs(t, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "LOG_LEVEL=DEBUG"}, redisArgs()...)
-			run(envoytest.Integration(envoy.AllOrNothing), p)
+			run(envoytest.Integration(decide.AllOrNothing), p)
 			call := rlsCall(dialRLS(t, p))
 			reload := envoytest.Step{Domain: "reload", Descriptors: [][][2]string{{{"block", "foo"}}}}
 			got, err := call(reload.Request())
@@ -164,7 +164,7 @@ func TestServeEnvoyUpstream(t *testing.T) {
 
 			// Envoy's counting, by its own variable.
 			p = startServeArgs(t, []string{"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false"}, redisArgs()...)
-			run(envoytest.Integration(envoy.PerDescriptor), p)
+			run(envoytest.Integration(decide.PerDescriptor), p)
 
 			// The example configuration and the scripts run against it.
 			p = startServeArgs(t, nil, append([]string{"--envoy-config", copyDir(t, "examples/config")}, redisArgs()...)...)

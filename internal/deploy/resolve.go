@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicerate/sluice/internal/config"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/rls"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/tlsfiles"
@@ -88,7 +89,7 @@ func (f *Flags) EnvoyOptions() (rls.Options, error) {
 	switch f.counting {
 	case "all-or-nothing":
 	case "per-descriptor":
-		o.Decide.Counting = envoy.PerDescriptor
+		o.Decide.Counting = decide.PerDescriptor
 	default:
 		return o, fmt.Errorf("--envoy-counting %q: use all-or-nothing or per-descriptor", f.counting)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 )
 
 // TestResolve: the command line and the environment come before the
@@ -37,7 +37,7 @@ func TestResolve(t *testing.T) {
 		t.Errorf("in flight %d, HTTP TLS %v, tracing %v", s.MaxInFlight, s.HTTPTLS, s.Tracing)
 	}
 	o, err := c.EnvoyOptions()
-	if err != nil || o.Decide.Counting != envoy.PerDescriptor || !o.Decide.QuotaMode {
+	if err != nil || o.Decide.Counting != decide.PerDescriptor || !o.Decide.QuotaMode {
 		t.Errorf("Envoy options %+v, %v: want per-descriptor counting and quota mode", o.Decide, err)
 	}
 }

@@ -1,11 +1,9 @@
-// Package envoy serves envoyproxy/ratelimit's model on sluice: it loads that service's YAML configuration
+// Package envoy is envoyproxy/ratelimit's model on sluice: it loads that service's YAML configuration
 // unchanged (domains, nested descriptors with keys, values and wildcard values, rate limits with a unit and
 // requests per unit, unlimited, replaces, shadow_mode and the rest) from a set of named documents (Parse),
-// a directory's files (Load) or any other source; it matches each descriptor of a rate-limit request
-// against its domain's tree as that service does, and decides all the matched limits of a request in one
-// call to sluice.Limiter.Decide: exact sliding windows, recorded in all of them or in none. Decide is three
-// steps, resolve (resolve.go), decide (decide.go) and respond (respond.go), whose one builder of Envoy's
-// answers (Status, Respond) also answers a domain that names a sluice policy (package rls).
+// a directory's files (Load) or any other source, and matches each descriptor of a rate-limit request
+// against its domain's tree as that service does (Config.Match). Package decide decides a request's
+// matched limits with a sluice Limiter and builds Envoy's answers.
 //
 // Beyond the upstream format a file may give a limit any length (window:
 // 90s, or unit_multiplier), several limits per descriptor (rate_limits: a
@@ -17,6 +15,7 @@ package envoy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -123,6 +122,16 @@ func unitLimit(u rlsv3.RateLimitResponse_RateLimit_Unit, requests uint32, calend
 	return l
 }
 
+// UnitLimit is a limit of requests per one unit u, as a descriptor of a
+// request carries its own: counted as c's files count that unit
+// (LoadOptions.CalendarUnits). ok reports whether u is one of
+// envoyproxy/ratelimit's units, second to year; the limit of any other
+// has no window.
+func (c *Config) UnitLimit(u rlsv3.RateLimitResponse_RateLimit_Unit, requests uint32) (l Limit, ok bool) {
+	_, ok = unitLengths[u]
+	return unitLimit(u, requests, c.calendar), ok
+}
+
 // unitLengths are the lengths of Envoy's units, as envoyproxy/ratelimit
 // counts them (a month is 30 days, a year 365).
 var unitLengths = map[rlsv3.RateLimitResponse_RateLimit_Unit]time.Duration{
@@ -151,6 +160,18 @@ func unitOf(w time.Duration) (rlsv3.RateLimitResponse_RateLimit_Unit, uint32) {
 	}
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN, 1
 }
+
+// RuleLimit is a sluice rule's limit as Envoy names it: the rule's name,
+// its limit (at most 2^32-1) and its window in Envoy's units (unitOf).
+func RuleLimit(l *sluice.LimitStatus) Limit {
+	u, m := unitOf(l.Window)
+	return Limit{Name: l.Rule, Requests: uint32(min(max(l.Limit, 0), math.MaxUint32)), Unit: u, Multiplier: m, Window: l.Window}
+}
+
+// PolicyName is the sluice policy name of a domain's windows: part of every
+// store key, and apart from the configuration file's policies (whose names
+// cannot hold '/').
+func PolicyName(domain string) string { return "envoy/" + domain }
 
 // Domains returns the names of the configured domains, sorted.
 func (c *Config) Domains() []string {

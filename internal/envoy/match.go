@@ -1,37 +1,53 @@
 package envoy
 
 import (
+	"strconv"
 	"strings"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// match is what one request descriptor matched in its domain's tree.
-type match struct {
-	// node is the descriptor whose rate_limit applies; nil when none does.
-	node *node
+// Match is what one request descriptor matched in its domain's tree: the
+// descriptor whose rate_limit applies. The zero Match (Found false) is a
+// descriptor no limit applies to.
+type Match struct {
+	// Found reports whether a descriptor with a rate_limit matched.
+	Found bool
 
-	// values are the request's values, one per entry, with the wildcard
+	// Limits are the matched descriptor's limits, in file order, and Rules
+	// the names of their windows (Rule.Name): its path, then "#2", "#3"...
+	Limits []Limit
+	Rules  []string
+
+	// Values are the request's values, one per entry, with the wildcard
 	// pattern instead of the value for an entry matched by a wildcard with
-	// share_threshold: with the node they name the descriptor's window.
-	values []string
+	// share_threshold: with a rule they name the descriptor's window.
+	Values []string
 
-	// stat is the descriptor's key in envoyproxy/ratelimit's statistics:
+	// Stat is the descriptor's key in envoyproxy/ratelimit's statistics:
 	// "domain.key_value.key2" (see its README, Statistics).
-	stat string
+	Stat string
+
+	// The descriptor's flags: rate_limit: {unlimited: true}, shadow_mode
+	// and quota_mode.
+	Unlimited, Shadow, Quota bool
+
+	// Metadata is the descriptor's metadata, nil when it has none.
+	Metadata *structpb.Struct
 }
 
-// match walks the tree of domain with the entries of one descriptor, as
+// Match walks the tree of domain with the entries of one descriptor, as
 // envoyproxy/ratelimit does: at each level the entry's key and value
 // ("key_value") first, then the wildcard values in file order (the longest
 // is not preferred: the first in the file wins), then the key alone; a
 // limit applies only when the last entry lands on a descriptor with a
 // rate_limit. A request with more entries than the tree is deep, or fewer,
 // matches nothing.
-func (c *Config) match(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) match {
+func (c *Config) Match(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) Match {
 	level := c.domains[domain]
 	if level == nil || len(entries) == 0 {
-		return match{}
+		return Match{}
 	}
 	var (
 		found    *node
@@ -79,27 +95,24 @@ func (c *Config) match(domain string, entries []*ratelimitv3.RateLimitDescriptor
 		level = next
 	}
 	if found == nil {
-		return match{}
+		return Match{}
 	}
 	stat := domain + "." + strings.Join(segments, ".")
 	if found.detailed {
 		stat = domain + "." + strings.Join(detailed, ".")
 	}
-	return match{node: found, values: values, stat: stat}
+	return Match{Found: true, Limits: found.limits, Rules: found.rules(), Values: values, Stat: stat,
+		Unlimited: found.unlimited, Shadow: found.shadow, Quota: found.quota, Metadata: found.metadata}
 }
 
-// descriptorKey is envoyproxy/ratelimit's key of a descriptor that carries
-// its own limit: "domain.key_value.key2_value2".
-func descriptorKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for _, e := range entries {
-		b.WriteByte('.')
-		b.WriteString(e.GetKey())
-		if e.GetValue() != "" {
-			b.WriteByte('_')
-			b.WriteString(e.GetValue())
+// rules names the windows of n's limits: its path, then "#2", "#3"...
+func (n *node) rules() []string {
+	rules := make([]string, len(n.limits))
+	for j := range n.limits {
+		rules[j] = n.path
+		if j > 0 {
+			rules[j] += "#" + strconv.Itoa(j+1)
 		}
 	}
-	return b.String()
+	return rules
 }

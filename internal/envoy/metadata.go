@@ -6,9 +6,9 @@ import (
 )
 
 // A descriptor's metadata is any mapping the user writes; with
-// Options.DynamicMetadata (RESPONSE_DYNAMIC_METADATA) an answer's dynamic
-// metadata carries the metadata of the descriptors that passed (package
-// dynmeta).
+// decide.Options.DynamicMetadata (RESPONSE_DYNAMIC_METADATA) an answer's
+// dynamic metadata carries the metadata of the descriptors that passed
+// (package dynmeta).
 
 // metadata reads a descriptor's metadata: a mapping of text keys to text,
 // numbers, booleans, nulls, lists and mappings.

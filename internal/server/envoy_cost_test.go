@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicerate/sluice/internal/config"
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/redistest"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/redisstore"
@@ -98,9 +98,9 @@ func TestEnvoyCostAfterResponse(t *testing.T) {
 		}},
 	}
 	for _, s := range stores {
-		for _, counting := range []envoy.Counting{envoy.PerDescriptor, envoy.AllOrNothing} {
+		for _, counting := range []decide.Counting{decide.PerDescriptor, decide.AllOrNothing} {
 			name := s.name + "/per-descriptor"
-			if counting == envoy.AllOrNothing {
+			if counting == decide.AllOrNothing {
 				name = s.name + "/all-or-nothing"
 			}
 			t.Run(name, func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestEnvoyCostAfterResponse(t *testing.T) {
 }
 
 // replayTokenBudget runs the token budget's calls on st under counting.
-func replayTokenBudget(t *testing.T, st store.Store, clk *storetest.Clock, counting envoy.Counting) {
+func replayTokenBudget(t *testing.T, st store.Store, clk *storetest.Clock, counting decide.Counting) {
 	// No configuration file, as sluice serve --envoy-config alone; a long
 	// store deadline: these are semantics, not latency, on a test machine
 	// that may be loaded.
@@ -123,7 +123,7 @@ func replayTokenBudget(t *testing.T, st store.Store, clk *storetest.Clock, count
 	if err != nil {
 		t.Fatal(err)
 	}
-	loadEnvoy(t, srv, EnvoyOptions{Decide: envoy.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
+	loadEnvoy(t, srv, EnvoyOptions{Decide: decide.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
 	client := rlsv3.NewRateLimitServiceClient(grpcConn(t, &testServer{t: t, srv: srv}))
 	start := clk.Now()
 	const (
@@ -151,7 +151,7 @@ func replayTokenBudget(t *testing.T, st store.Store, clk *storetest.Clock, count
 	call("alice's first request", 0, "alice", 0, ok, 100, -1)
 	call("its 60 tokens", 1*sec, "alice", 60, ok, 40, 60)
 	call("alice's second request", 2*sec, "alice", 0, ok, 40, -1)
-	if counting == envoy.AllOrNothing {
+	if counting == decide.AllOrNothing {
 		// 70 tokens do not fit the 40 left: refused (until the 60 leave
 		// at 61s), recorded nowhere, and the budget still shows 40.
 		call("its 70 tokens, refused", 3*sec, "alice", 70, over, 0, 58)

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/front"
 )
 
@@ -33,7 +33,7 @@ policies:
 	newServer := func() *testServer {
 		ts := newTestServer(t, file)
 		edge := edgeEnvoy + "  - key: route\n    descriptors:\n      - key: user\n        rate_limit: {unit: second, requests_per_unit: 1}\n"
-		loadEnvoy(t, ts.srv, EnvoyOptions{Decide: envoy.Options{Headers: envoy.Headers{RateLimit: true, XRateLimit: true}}}, map[string]string{"edge.yaml": edge})
+		loadEnvoy(t, ts.srv, EnvoyOptions{Decide: decide.Options{Headers: decide.Headers{RateLimit: true, XRateLimit: true}}}, map[string]string{"edge.yaml": edge})
 		return ts
 	}
 	got, want := newServer(), newServer()

@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/wire"
 	"github.com/sluicerate/sluice/memstore"
 	sluicev1 "github.com/sluicerate/sluice/proto/sluice/v1"
@@ -50,9 +50,9 @@ func newFuzzFronts(f *testing.F) *fuzzFronts {
 	st := memstore.New(memstore.Config{Clock: clk.Now})
 	f.Cleanup(func() { st.Close() })
 	fr := &fuzzFronts{clock: clk}
-	for i, counting := range []envoy.Counting{envoy.PerDescriptor, envoy.AllOrNothing} {
+	for i, counting := range []decide.Counting{decide.PerDescriptor, decide.AllOrNothing} {
 		srv := serverFor(f, st, fuzzConfig, Options{StoreTimeout: 10 * time.Second})
-		loadEnvoy(f, srv, EnvoyOptions{Decide: envoy.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
+		loadEnvoy(f, srv, EnvoyOptions{Decide: decide.Options{Counting: counting}}, map[string]string{"default-eg-http.yaml": tokenBudget})
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			f.Fatal(err)

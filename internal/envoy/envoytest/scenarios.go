@@ -1,7 +1,7 @@
 // Package envoytest holds envoyproxy/ratelimit's own test scenarios, its
 // integration test's expectations and its example configuration's scripts,
 // as data: requests and the answers sluice gives, so that one list is
-// replayed in process (package envoy's tests) and over gRPC against sluice
+// replayed in process (package decide's tests) and over gRPC against sluice
 // serve --envoy-config (cmd/sluice's). The configuration files they use are
 // envoyproxy/ratelimit's own, copied unchanged into
 // internal/envoy/testdata/upstream (see its NOTICE).
@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 )
 
 // Dir returns the directory of upstream's files: "integration/config"
@@ -83,7 +83,7 @@ func (s *Step) Request() *rlsv3.RateLimitRequest {
 type Scenario struct {
 	Name     string
 	Dir      string // for Dir
-	Counting envoy.Counting
+	Counting decide.Counting
 	Steps    []Step
 
 	// Metadata says the scenario runs with dynamic metadata
@@ -116,7 +116,7 @@ const (
 // testShareThreshold) with its files, under counting: AllOrNothing is its
 // run with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, PerDescriptor its
 // default.
-func Integration(counting envoy.Counting) Scenario {
+func Integration(counting decide.Counting) Scenario {
 	sc := Scenario{Name: "integration", Dir: "integration/config", Counting: counting}
 	add := func(s Step) { sc.Steps = append(sc.Steps, s) }
 	add(Step{Name: "unknown domain", Domain: "foo", Descriptors: [][][2]string{{{"hello", "world"}}}, Code: ok,
@@ -139,7 +139,7 @@ func Integration(counting envoy.Counting) Scenario {
 		switch {
 		case i < 10:
 			s.Code, s.Want = ok, response(ok, status(ok, 20, minute, rem1, time.Minute), status(ok, 10, hour, rem2, time.Hour))
-		case counting == envoy.AllOrNothing:
+		case counting == decide.AllOrNothing:
 			s.Code, s.Want = over, response(over, status(ok, 20, minute, 10, time.Minute), status(over, 10, hour, 0, time.Hour))
 		default:
 			s.Code, s.Want = over, response(over, status(ok, 20, minute, rem1, time.Minute), status(over, 10, hour, 0, time.Hour))
@@ -269,7 +269,7 @@ func Quota() []Scenario {
 		step("quota: service_1 is out, service_2 has room", ok, "service_2", svc("service_1", "service_2")),
 		step("quota: both are out", over, "", svc("service_1", "service_2")),
 	}}
-	token := Scenario{Name: "token-quota", Dir: "examples/config", Counting: envoy.PerDescriptor, Metadata: true}
+	token := Scenario{Name: "token-quota", Dir: "examples/config", Counting: decide.PerDescriptor, Metadata: true}
 	for i, resp := range []rlsv3.RateLimitResponse_Code{ok, ok, over} {
 		respQuota := "service_2"
 		if resp == over {
@@ -280,7 +280,7 @@ func Quota() []Scenario {
 			step(fmt.Sprintf("token-quota: response %d", i+1), resp, respQuota, svc("service_2"), 1))
 	}
 	token.Steps = append(token.Steps, step("token-quota: request 4, over", over, "", svc("service_2"), 0))
-	multi := Scenario{Name: "multiservice-tokenquota", Dir: "examples/config", Counting: envoy.PerDescriptor, Metadata: true}
+	multi := Scenario{Name: "multiservice-tokenquota", Dir: "examples/config", Counting: decide.PerDescriptor, Metadata: true}
 	for i, served := range []string{"service_1", "service_1", "service_2", "service_2", "service_2"} {
 		resp, respQuota := ok, served
 		if i == 1 || i == 4 {

@@ -4,10 +4,10 @@
 // /rlconfig, and the admin listener's window reset), over a front.Front.
 //
 // A request whose domain the loaded envoyproxy/ratelimit configuration
-// serves (package envoy) is decided by its descriptors; one whose domain
-// names a policy of sluice's configuration file is decided as that
-// policy, its descriptors' entries the attributes (policy.go). Both are
-// answered by package envoy's one builder.
+// serves (package envoy) is decided by its descriptors (package decide);
+// one whose domain names a policy of sluice's configuration file is
+// decided as that policy, its descriptors' entries the attributes
+// (policy.go). Both are answered by package decide's one builder.
 package rls
 
 import (
@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/xds"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/store"
@@ -34,7 +35,7 @@ type Options struct {
 	Load envoy.LoadOptions
 
 	// Decide configures deciding: counting, shadow mode, headers.
-	Decide envoy.Options
+	Decide decide.Options
 
 	// RequireDomain keeps the server unready while the configuration in
 	// use has no domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).

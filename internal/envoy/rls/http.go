@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/front"
 	"github.com/sluicerate/sluice/internal/tracing"
 	"github.com/sluicerate/sluice/internal/wire"
@@ -167,7 +168,7 @@ func (e *Front) handleReset(w http.ResponseWriter, r *http.Request) {
 		e.f.Fail(w, api, notARequest(err))
 		return
 	}
-	sreq, err := cfg.Windows(&req)
+	sreq, err := decide.Windows(cfg, &req)
 	if err != nil {
 		e.f.Fail(w, api, front.BadRequest("bad_request", "%v", err))
 		return

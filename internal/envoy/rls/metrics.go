@@ -3,7 +3,7 @@ package rls
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 )
 
 // metrics are envoyproxy/ratelimit's Prometheus metrics, with the
@@ -35,9 +35,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // count counts a request's descriptors. A key "domain.a.b.c" is labelled
 // key1 "a" and key2 "b.c" (key2 empty for a key of one level).
-func (m *metrics) count(domain string, ds []envoy.DescriptorResult) {
+func (m *metrics) count(domain string, ds []decide.DescriptorResult) {
 	for _, d := range ds {
-		if d.Stat == "" || d.Outcome == envoy.Unlimited {
+		if d.Stat == "" || d.Outcome == decide.Unlimited {
 			continue
 		}
 		rest := d.Stat[min(len(domain)+1, len(d.Stat)):]
@@ -48,12 +48,12 @@ func (m *metrics) count(domain string, ds []envoy.DescriptorResult) {
 		hits := float64(d.Hits)
 		m.totalHits.WithLabelValues(domain, key1, key2).Add(hits)
 		switch d.Outcome {
-		case envoy.Over:
+		case decide.Over:
 			m.overLimit.WithLabelValues(domain, key1, key2).Add(hits)
-		case envoy.Shadowed:
+		case decide.Shadowed:
 			m.overLimit.WithLabelValues(domain, key1, key2).Add(hits)
 			m.shadowMode.WithLabelValues(domain, key1, key2).Add(hits)
-		case envoy.Within:
+		case decide.Within:
 			m.withinLimit.WithLabelValues(domain, key1, key2).Add(hits)
 			if d.Near {
 				m.nearLimit.WithLabelValues(domain, key1, key2).Add(hits)

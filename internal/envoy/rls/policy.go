@@ -11,6 +11,7 @@ import (
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 )
 
 // A request whose domain names a sluice policy (docs/server.md):
@@ -70,13 +71,13 @@ func policyRequest(req *rlsv3.RateLimitRequest) (map[string]string, edge.Op, int
 }
 
 // policyResponse answers the descriptors with the decision d of pol, in
-// Envoy's one builder (envoy.Status, envoy.Respond): each descriptor
+// Envoy's one builder (decide.Status, decide.Respond): each descriptor
 // reports the rules keyed by attributes it carries (a rule without
 // attributes belongs to every descriptor); the overall code is OVER_LIMIT
 // when d denies; the RateLimit headers are d's.
 func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor, d *sluice.Decision) *rlsv3.RateLimitResponse {
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))
-	var buf [4]envoy.Window
+	var buf [4]decide.Window
 	ws := buf[:0]
 	for i, desc := range descs {
 		if d.Degraded && len(d.Limits()) == 0 {
@@ -93,13 +94,13 @@ func policyResponse(pol *sluice.Policy, descs []*ratelimitv3.RateLimitDescriptor
 			// The statuses are those of the rules that applied, in order.
 			r := slices.IndexFunc(pol.Rules, func(r sluice.Rule) bool { return r.Name == l.Rule })
 			if r >= 0 && keyedBy(pol.Rules[r].By, desc.GetEntries()) {
-				ws = append(ws, envoy.Window{Limit: envoy.RuleLimit(l), Known: true, Fits: l.Fits, Remaining: l.Remaining,
+				ws = append(ws, decide.Window{Limit: envoy.RuleLimit(l), Known: true, Fits: l.Fits, Remaining: l.Remaining,
 					Retry: l.RetryAfter, Reset: l.ResetAfter})
 			}
 		}
-		statuses[i], _, _ = envoy.Status(ws, d.Shadowed)
+		statuses[i], _, _ = decide.Status(ws, d.Shadowed)
 	}
-	return envoy.Respond(statuses, !d.Allowed, d, envoy.Options{Headers: envoy.Headers{RateLimit: true}})
+	return decide.Respond(statuses, !d.Allowed, d, decide.Options{Headers: decide.Headers{RateLimit: true}})
 }
 
 // keyedBy reports whether every attribute in by is a key of entries.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicerate/sluice/internal/edge"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/front"
 )
 
@@ -94,13 +95,13 @@ func (e *Front) domain(st *front.State, domain string) (*envoy.Config, bool) {
 // decideEnvoy answers req with the envoyproxy/ratelimit model, telling the
 // edge's road what the store did and counting the metrics.
 func (e *Front) decideEnvoy(ctx context.Context, st *front.State, cfg *envoy.Config, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	res, err := cfg.Decide(ctx, st.Limiter, req, e.opts.Decide)
+	res, err := decide.Decide(ctx, cfg, st.Limiter, req, e.opts.Decide)
 	call := front.Call("envoy", edge.OpDecide, 1)
 	switch {
-	case errors.Is(err, envoy.ErrBadRequest):
+	case errors.Is(err, decide.ErrBadRequest):
 		e.metrics.errors.WithLabelValues("service_error").Inc()
 		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, envoy.ErrUnavailable):
+	case errors.Is(err, decide.ErrUnavailable):
 		e.metrics.errors.WithLabelValues("redis_error").Inc()
 		st.Policies.Stored(ctx, call, req.GetDomain(), &res.Decision, err)
 		return nil, status.Error(codes.Unavailable, "the store does not answer: "+err.Error())

@@ -1,4 +1,4 @@
-package envoy_test
+package decide_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/envoytest"
 	"github.com/sluicerate/sluice/memstore"
 	"github.com/sluicerate/sluice/storetest"
@@ -45,7 +46,7 @@ func load(t *testing.T, files ...string) *envoy.Config {
 // example scripts in process, on the memory store and a clock that stands
 // still: every figure is exact.
 func TestUpstreamScenarios(t *testing.T) {
-	for _, sc := range []envoytest.Scenario{envoytest.Integration(envoy.AllOrNothing), envoytest.Integration(envoy.PerDescriptor), envoytest.Examples()} {
+	for _, sc := range []envoytest.Scenario{envoytest.Integration(decide.AllOrNothing), envoytest.Integration(decide.PerDescriptor), envoytest.Examples()} {
 		t.Run(sc.Name, func(t *testing.T) {
 			cfg, err := envoy.Load(envoytest.Dir(sc.Dir), envoy.LoadOptions{})
 			if err != nil {
@@ -53,7 +54,7 @@ func TestUpstreamScenarios(t *testing.T) {
 			}
 			lim, _ := setup(t)
 			passed, differ := envoytest.Run(t, sc, func(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-				res, err := cfg.Decide(context.Background(), lim, req, envoy.Options{Counting: sc.Counting})
+				res, err := decide.Decide(context.Background(), cfg, lim, req, decide.Options{Counting: sc.Counting})
 				return res.Response, err
 			}, false)
 			t.Logf("%s: %d of %d steps pass, %d of them differ from upstream because windows slide", sc.Name, passed, len(sc.Steps), differ)
@@ -85,7 +86,7 @@ func TestSlidingWindow(t *testing.T) {
 	}
 	for i, s := range steps {
 		clk.Advance(s.after)
-		res, err := cfg.Decide(ctx, lim, r, envoy.Options{})
+		res, err := decide.Decide(ctx, cfg, lim, r, decide.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,78 +115,78 @@ descriptors:
 `)
 	lim, clk := setup(t)
 	ctx := context.Background()
-	decide := func(r *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	ask := func(r *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 		t.Helper()
-		res, err := cfg.Decide(ctx, lim, r, envoy.Options{})
+		res, err := decide.Decide(ctx, cfg, lim, r, decide.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Response
 	}
-	got := decide(req("d", 0, [][2]string{{"mult", "x"}})).Statuses[0]
+	got := ask(req("d", 0, [][2]string{{"mult", "x"}})).Statuses[0]
 	// 90 seconds is not a whole number of minutes: 90 SECOND.
 	if got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_SECOND || got.CurrentLimit.UnitMultiplier.GetValue() != 90 || got.DurationUntilReset.GetSeconds() != 90 {
 		t.Errorf("unit_multiplier 90: %v", got)
 	}
-	got = decide(req("d", 0, [][2]string{{"window", "x"}})).Statuses[0]
+	got = ask(req("d", 0, [][2]string{{"window", "x"}})).Statuses[0]
 	if got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || got.CurrentLimit.UnitMultiplier.GetValue() != 90 || got.CurrentLimit.Name != "w" || got.DurationUntilReset.GetSeconds() != 5400 {
 		t.Errorf("window 1h30m: %v", got)
 	}
 	// Several limits: 2 a second and 3 an hour.
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if got := decide(req("d", 0, [][2]string{{"both", "x"}})); got.OverallCode != want {
+		if got := ask(req("d", 0, [][2]string{{"both", "x"}})); got.OverallCode != want {
 			t.Errorf("both, hit %d at once: %v, want %v", i+1, got.OverallCode, want)
 		}
 	}
 	clk.Advance(time.Second)
-	got = decide(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
+	got = ask(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
 	if got.Code != rlsv3.RateLimitResponse_OK || got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || got.LimitRemaining != 0 {
 		t.Errorf("both, third hit a second later: %v, want OK with the hour's limit, 0 remaining", got)
 	}
-	got = decide(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
+	got = ask(req("d", 0, [][2]string{{"both", "x"}})).Statuses[0]
 	if got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR || got.DurationUntilReset.GetSeconds() != 3599 {
 		t.Errorf("both, fourth hit: %v, want OVER_LIMIT by the hour, 3599s (the first hit leaves the hour then)", got)
 	}
 	// hits_addend 8 over a limit of 5: OVER_LIMIT, 0 remaining, nothing counted.
-	got = decide(req("d", 8, [][2]string{{"five", "x"}})).Statuses[0]
+	got = ask(req("d", 8, [][2]string{{"five", "x"}})).Statuses[0]
 	if got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.LimitRemaining != 0 {
 		t.Errorf("8 hits on 5: %v", got)
 	}
-	got = decide(req("d", 5, [][2]string{{"five", "x"}})).Statuses[0]
+	got = ask(req("d", 5, [][2]string{{"five", "x"}})).Statuses[0]
 	if got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 0 {
 		t.Errorf("5 hits on 5 after a denied 8: %v, want OK, 0 remaining", got)
 	}
 	// Per descriptor, 8 on 5 are counted, as envoyproxy/ratelimit counts
 	// them (a cost after the response): a check of 0 is over until they
 	// leave a minute later.
-	res, err := cfg.Decide(ctx, lim, req("d", 8, [][2]string{{"five", "y"}}), envoy.Options{Counting: envoy.PerDescriptor})
+	res, err := decide.Decide(ctx, cfg, lim, req("d", 8, [][2]string{{"five", "y"}}), decide.Options{Counting: decide.PerDescriptor})
 	if err != nil || res.Response.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT || res.Response.Statuses[0].DurationUntilReset.GetSeconds() != 60 {
 		t.Errorf("8 hits on 5 per descriptor: %v, %v; want OVER_LIMIT, reset in 60s", res.Response, err)
 	}
 	check := req("d", 0, [][2]string{{"five", "y"}})
 	check.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
-	if got := decide(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.DurationUntilReset.GetSeconds() != 60 {
+	if got := ask(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OVER_LIMIT || got.DurationUntilReset.GetSeconds() != 60 {
 		t.Errorf("hits 0 after 8 counted on 5: %v, want OVER_LIMIT for 60s", got)
 	}
 	clk.Advance(time.Minute)
-	if got := decide(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 5 {
+	if got := ask(check).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 5 {
 		t.Errorf("hits 0 a minute after 8 counted on 5: %v, want OK, 5 remaining", got)
 	}
 	// A descriptor's hits_addend of 0 reports without counting.
 	r := req("d", 0, [][2]string{{"mult", "y"}})
 	r.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
 	for range 3 {
-		if got := decide(r).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 2 {
+		if got := ask(r).Statuses[0]; got.Code != rlsv3.RateLimitResponse_OK || got.LimitRemaining != 2 {
 			t.Errorf("hits 0: %v, want OK with 2 remaining", got)
 		}
 	}
 	// A request's own limit.
 	r = req("d", 0, [][2]string{{"anything", "z"}})
 	r.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}
-	if got := decide(r); got.OverallCode != rlsv3.RateLimitResponse_OK || got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1 {
+	if got := ask(r); got.OverallCode != rlsv3.RateLimitResponse_OK || got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1 {
 		t.Errorf("own limit, first: %v", got)
 	}
-	if got := decide(r); got.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+	if got := ask(r); got.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("own limit, second: %v", got)
 	}
 }
@@ -194,7 +195,7 @@ descriptors:
 func TestHeaders(t *testing.T) {
 	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
 	lim, _ := setup(t)
-	res, err := cfg.Decide(context.Background(), lim, req("d", 0, [][2]string{{"k", "v"}}), envoy.Options{Headers: envoy.Headers{XRateLimit: true, RateLimit: true}})
+	res, err := decide.Decide(context.Background(), cfg, lim, req("d", 0, [][2]string{{"k", "v"}}), decide.Options{Headers: decide.Headers{XRateLimit: true, RateLimit: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,56 +211,6 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
-// TestLoadErrors: every problem with its file, line and column.
-func TestLoadErrors(t *testing.T) {
-	tests := []struct {
-		name, file, want string
-	}{
-		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
-			`a.yaml:4:24: invalid rate limit unit "fortnight"`},
-		{"unknown key", "domain: d\ndescriptors:\n  - key: k\n    rate_limt: {unit: second}\n",
-			`a.yaml:4:5: unknown key "rate_limt" in a descriptor; did you mean "rate_limit"?`},
-		{"no domain", "descriptors: []\n", "a.yaml:1:1: the file has no domain"},
-		{"no key", "domain: d\ndescriptors:\n  - value: v\n", "a.yaml:3:5: a descriptor has no key"},
-		{"duplicate", "domain: d\ndescriptors:\n  - key: k\n  - key: k\n", `a.yaml:4:10: descriptor "k" is already defined at a.yaml:3:5`},
-		{"unlimited with unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", "a.yaml:4:29: an unlimited rate_limit"},
-		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n", "a.yaml:4:22: share_threshold needs a wildcard value"},
-		{"syntax", "domain: d\ndescriptors: [\n", "a.yaml:"},
-		{"window of days with a negative rest", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 2d-3h, requests_per_unit: 1}\n",
-			`a.yaml:4:26: window: duration "2d-3h" is not valid`},
-		{"window under 1µs", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {window: 0s, requests_per_unit: 1}\n",
-			`a.yaml:4:26: window: duration "0s" is shorter than 1µs`},
-		{"too large", "domain: d\n#" + strings.Repeat("x", 4<<20) + "\n", "a.yaml: the file is 4194316 bytes; a configuration file is at most 4194304"},
-		{"budget past a quarter of the window", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: 16s}\n",
-			`a.yaml:4:17: budget 16s is not from 1ms to 15s`},
-		{"budget under 1ms", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: 1us}\n",
-			`budget 1µs is not from 1ms to 15s`},
-		{"budget not a duration", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10, budget: soon}\n",
-			`a.yaml:4:63: budget: duration "soon" is not valid`},
-		{"replaces itself", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n", `replaces itself`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := envoy.Parse([]envoy.Source{{Name: "a.yaml", Data: []byte(tt.file)}}, envoy.LoadOptions{})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want it to contain %q", err, tt.want)
-			}
-			var e *envoy.Error
-			if err != nil && !errors.As(err, &e) {
-				t.Errorf("%v is not an *envoy.Error", err)
-			}
-		})
-	}
-	// Two files with one domain: an error, unless merged.
-	srcs := []envoy.Source{{Name: "a.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: a\n")}, {Name: "b.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: b\n")}}
-	if _, err := envoy.Parse(srcs, envoy.LoadOptions{}); err == nil || !strings.Contains(err.Error(), `b.yaml:1:9: domain "d" is already configured at a.yaml:1:9`) {
-		t.Errorf("duplicate domain: %v", err)
-	}
-	if _, err := envoy.Parse(srcs, envoy.LoadOptions{MergeDomains: true}); err != nil {
-		t.Errorf("merged: %v", err)
-	}
-}
-
 // TestBadRequests: no domain, no descriptors, negative hits.
 func TestBadRequests(t *testing.T) {
 	cfg := load(t, "a.yaml", "domain: d\n")
@@ -267,7 +218,7 @@ func TestBadRequests(t *testing.T) {
 	neg := req("d", 0, [][2]string{{"k", "v"}})
 	neg.Descriptors[0].IsNegativeHits = true
 	for _, r := range []*rlsv3.RateLimitRequest{req("", 0, [][2]string{{"k", "v"}}), req("d", 0), neg} {
-		if _, err := cfg.Decide(context.Background(), lim, r, envoy.Options{}); !errors.Is(err, envoy.ErrBadRequest) {
+		if _, err := decide.Decide(context.Background(), cfg, lim, r, decide.Options{}); !errors.Is(err, decide.ErrBadRequest) {
 			t.Errorf("%v: %v, want ErrBadRequest", r, err)
 		}
 	}
@@ -280,7 +231,7 @@ func TestUnlimited(t *testing.T) {
 	cfg := load(t, "a.yaml", "domain: d\ndescriptors:\n  - key: free\n    rate_limit: {unlimited: true}\n")
 	lim, _ := setup(t)
 	for _, r := range []*rlsv3.RateLimitRequest{req("d", 0, [][2]string{{"free", "x"}}), req("other", 0, [][2]string{{"k", "v"}})} {
-		res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{})
+		res, err := decide.Decide(context.Background(), cfg, lim, r, decide.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +254,7 @@ func TestBudget(t *testing.T) {
 	ctx := context.Background()
 	ok := 0
 	for range 150 {
-		res, err := cfg.Decide(ctx, lim, req("d", 0, [][2]string{{"k", "v"}}), envoy.Options{})
+		res, err := decide.Decide(ctx, cfg, lim, req("d", 0, [][2]string{{"k", "v"}}), decide.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
-package envoy_test
+package decide_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -42,7 +42,7 @@ func TestCalendarUnitsWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := cfg.Windows(r)
+		got, err := decide.Windows(cfg, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,27 +68,6 @@ func TestCalendarUnitsWindows(t *testing.T) {
 					t.Errorf("calendar %v: check %d (%s): %v window %v calendar %+v, want calendar %+v", calendar, i, c.Rule, c.Algorithm, c.Window, c.Calendar, wantCal)
 				}
 			}
-		}
-	}
-}
-
-// TestCalendarUnitsErrors: a calendar period is one unit, counted per
-// period: unit_multiplier, algorithm and budget are refused with it, and
-// accepted without the option.
-func TestCalendarUnitsErrors(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct{ limit, want string }{
-		{"{unit: month, unit_multiplier: 2, requests_per_unit: 1}", "a.yaml:4:48: unit_multiplier 2 with calendar units (SLUICE_CALENDAR_UNITS): a period is one calendar month"},
-		{"{unit: day, requests_per_unit: 10, algorithm: gcra}", "a.yaml:4:17: a calendar day (SLUICE_CALENDAR_UNITS) counts per period: it takes no algorithm or budget"},
-		{"{unit: week, requests_per_unit: 10, budget: 1s}", "a.yaml:4:17: a calendar week (SLUICE_CALENDAR_UNITS) counts per period"},
-	} {
-		file := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: " + tt.limit + "\n"
-		_, err := envoy.Parse([]envoy.Source{{Name: "a.yaml", Data: []byte(file)}}, envoy.LoadOptions{CalendarUnits: true})
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: error %v, want %q", tt.limit, err, tt.want)
-		}
-		if _, err := envoy.Parse([]envoy.Source{{Name: "a.yaml", Data: []byte(file)}}, envoy.LoadOptions{}); err != nil {
-			t.Errorf("%s without calendar units: %v", tt.limit, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package envoy
+package decide
 
 import (
 	"math"
@@ -16,17 +16,18 @@ import (
 
 	"github.com/sluicerate/sluice"
 	"github.com/sluicerate/sluice/httplimit"
+	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/internal/envoy/dynmeta"
 )
 
 // Envoy's answers are built here, once, for both models a server speaks:
-// this package's (a domain of envoyproxy/ratelimit's files) and a sluice
+// package envoy's (a domain of envoyproxy/ratelimit's files) and a sluice
 // policy's (a domain that names one). docs/envoy.md tables the fields.
 
 // Window is one window a descriptor's status reports: its limit as Envoy
 // names it, and what the decision found.
 type Window struct {
-	Limit Limit
+	Limit envoy.Limit
 
 	// Known is false when nothing is known of the window: the store failed
 	// and the failure policy admitted the request.
@@ -85,7 +86,7 @@ func Status(ws []Window, shadow bool) (*rlsv3.RateLimitResponse_DescriptorStatus
 }
 
 // currentLimit is a limit as Envoy's response reports it.
-func currentLimit(l *Limit) *rlsv3.RateLimitResponse_RateLimit {
+func currentLimit(l *envoy.Limit) *rlsv3.RateLimitResponse_RateLimit {
 	rl := &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.Requests, Unit: l.Unit}
 	if l.Multiplier > 1 {
 		rl.UnitMultiplier = wrapperspb.UInt32(l.Multiplier)
@@ -100,13 +101,6 @@ func seconds(d time.Duration) *durationpb.Duration {
 		return &durationpb.Duration{}
 	}
 	return &durationpb.Duration{Seconds: int64((d + time.Second - 1) / time.Second)}
-}
-
-// RuleLimit is a sluice rule's limit as Envoy names it: the rule's name,
-// its limit (at most 2^32-1) and its window in Envoy's units (unitOf).
-func RuleLimit(l *sluice.LimitStatus) Limit {
-	u, m := unitOf(l.Window)
-	return Limit{Name: l.Rule, Requests: uint32(min(max(l.Limit, 0), math.MaxUint32)), Unit: u, Multiplier: m, Window: l.Window}
 }
 
 // Respond assembles an answer: the statuses, OVER_LIMIT overall when over
@@ -221,8 +215,8 @@ func (p *plan) respond(d decided, opts Options) Result {
 func (p *plan) passedMetadata(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) []*structpb.Struct {
 	var passed []*structpb.Struct
 	for i, it := range p.items {
-		if it != nil && it.node != nil && it.node.metadata != nil && statuses[i].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
-			passed = append(passed, it.node.metadata)
+		if it != nil && it.metadata != nil && statuses[i].Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+			passed = append(passed, it.metadata)
 		}
 	}
 	return passed

@@ -1,4 +1,4 @@
-package envoy_test
+package decide_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/overrides"
 	"github.com/sluicerate/sluice/memstore"
 )
@@ -43,32 +43,32 @@ descriptors:
 			t.Fatalf("%+v: %v", o, err)
 		}
 	}
-	decide := func(descs ...[2]string) *rlsv3.RateLimitResponse_DescriptorStatus {
+	ask := func(descs ...[2]string) *rlsv3.RateLimitResponse_DescriptorStatus {
 		t.Helper()
-		res, err := cfg.Decide(ctx, lim, req("rl", 0, descs), envoy.Options{Overrides: m})
+		res, err := decide.Decide(ctx, cfg, lim, req("rl", 0, descs), decide.Options{Overrides: m})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res.Response.Statuses[0]
 	}
-	st := decide([2]string{"user", "vip"})
+	st := ask([2]string{"user", "vip"})
 	if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit.RequestsPerUnit != 5 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR ||
 		st.LimitRemaining != 4 {
 		t.Errorf("vip: %v, want OK with 5 per hour, 4 left", st)
 	}
-	if st := decide([2]string{"user", "bot_7"}); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.RequestsPerUnit != 0 {
+	if st := ask([2]string{"user", "bot_7"}); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.RequestsPerUnit != 0 {
 		t.Errorf("bot_7, blocked: %v, want OVER_LIMIT with a limit of 0", st)
 	}
-	if st := decide([2]string{"user", "ann"}); st.CurrentLimit.RequestsPerUnit != 2 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+	if st := ask([2]string{"user", "ann"}); st.CurrentLimit.RequestsPerUnit != 2 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
 		t.Errorf("ann: %v, want the file's 2 per minute", st)
 	}
 	path := [][2]string{{"client", "acme"}, {"path", "/api/orders"}}
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if st := decide(path...); st.Code != want || st.CurrentLimit.RequestsPerUnit != 1 {
+		if st := ask(path...); st.Code != want || st.CurrentLimit.RequestsPerUnit != 1 {
 			t.Errorf("acme /api/orders hit %d: %v, want %v under 1 per hour", i+1, st, want)
 		}
 	}
-	if st := decide([2]string{"client", "other"}, [2]string{"path", "/api/orders"}); st.CurrentLimit.RequestsPerUnit != 10 {
+	if st := ask([2]string{"client", "other"}, [2]string{"path", "/api/orders"}); st.CurrentLimit.RequestsPerUnit != 10 {
 		t.Errorf("another client: %v, want the file's 10", st)
 	}
 }

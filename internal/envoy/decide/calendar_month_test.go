@@ -1,4 +1,4 @@
-package envoy_test
+package decide_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 )
 
 // TestCalendarMonth: 2 a calendar month in UTC, from the last second of
@@ -24,17 +25,17 @@ func TestCalendarMonth(t *testing.T) {
 		lim, clk := setup(t)
 		clk.Set(time.Date(2026, 1, 31, 23, 59, 59, 0, time.UTC))
 		r := req("d", 1, [][2]string{{"k", "v"}})
-		decide := func() *rlsv3.RateLimitResponse_DescriptorStatus {
+		ask := func() *rlsv3.RateLimitResponse_DescriptorStatus {
 			t.Helper()
-			res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{})
+			res, err := decide.Decide(context.Background(), cfg, lim, r, decide.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res.Response.Statuses[0]
 		}
-		decide()
-		decide()
-		st := decide()
+		ask()
+		ask()
+		st := ask()
 		reset := int64(1)
 		if !calendar {
 			reset = 30 * 24 * 3600
@@ -43,7 +44,7 @@ func TestCalendarMonth(t *testing.T) {
 			t.Errorf("calendar %v: third hit: %v, want OVER_LIMIT for %ds of MONTH", calendar, st, reset)
 		}
 		clk.Advance(time.Second)
-		st = decide()
+		st = ask()
 		if want := calendar; (st.Code == rlsv3.RateLimitResponse_OK) != want {
 			t.Errorf("calendar %v: on 1 February: %v", calendar, st.Code)
 		}

@@ -1,4 +1,4 @@
-package envoy
+package decide
 
 import (
 	"fmt"
@@ -9,7 +9,10 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -33,14 +36,15 @@ type plan struct {
 
 // item is one descriptor of a request that limits apply to.
 type item struct {
-	node   *node    // nil for a descriptor's own limit
-	limits []Limit  // the limits that apply (replaced ones removed)
-	rules  []string // per limit: the rule naming its window
-	values []string // the values naming its windows
-	checks []int    // per limit: its index in the windows
-	hits   uint64
-	shadow bool // shadow_mode: over the limit answers OK
-	quota  bool // quota_mode: over the limit answers OVER_LIMIT only with every other quota descriptor
+	own      bool             // a descriptor's own limit, not the configuration's
+	metadata *structpb.Struct // the matched descriptor's metadata
+	limits   []envoy.Limit    // the limits that apply (replaced ones removed)
+	rules    []string         // per limit: the rule naming its window
+	values   []string         // the values naming its windows
+	checks   []int            // per limit: its index in the windows
+	hits     uint64
+	shadow   bool // shadow_mode: over the limit answers OK
+	quota    bool // quota_mode: over the limit answers OVER_LIMIT only with every other quota descriptor
 }
 
 // pending is one window a request must fit, before it is sent.
@@ -54,7 +58,7 @@ type pending struct {
 
 // resolve matches req's descriptors and makes the windows of the limits
 // that apply, descriptors that name one window adding their hits to it.
-func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
+func resolve(c *envoy.Config, req *rlsv3.RateLimitRequest, opts Options) (*plan, error) {
 	domain := req.GetDomain()
 	if domain == "" {
 		return nil, fmt.Errorf("%w: rate limit domain must not be empty; Envoy's rate-limit filter sends its domain", ErrBadRequest)
@@ -66,7 +70,7 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 	p := &plan{req: req, domain: domain, results: make([]DescriptorResult, len(descs)), items: make([]*item, len(descs))}
 	replaced := map[string]bool{}
 	for i, d := range descs {
-		if err := c.resolveDescriptor(p, i, d, req.GetHitsAddend(), opts.QuotaMode, replaced); err != nil {
+		if err := resolveDescriptor(c, p, i, d, req.GetHitsAddend(), opts.QuotaMode, replaced); err != nil {
 			return nil, err
 		}
 	}
@@ -79,7 +83,7 @@ func (c *Config) resolve(req *rlsv3.RateLimitRequest, opts Options) (*plan, erro
 
 // resolveDescriptor makes the item of descriptor i, d, noting the limits its matched limits replace;
 // quota puts it in quota_mode.
-func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, quota bool, replaced map[string]bool) error {
+func resolveDescriptor(c *envoy.Config, p *plan, i int, d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, quota bool, replaced map[string]bool) error {
 	if d.GetIsNegativeHits() {
 		return fmt.Errorf("%w: descriptor %d asks for negative hits, which sluice does not take back; send hits to add", ErrBadRequest, i+1)
 	}
@@ -94,30 +98,31 @@ func (c *Config) resolveDescriptor(p *plan, i int, d *ratelimitv3.RateLimitDescr
 	res.Hits = hits
 	if o := d.GetLimit(); o != nil {
 		u := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
-		if _, ok := unitLengths[u]; !ok {
+		l, ok := c.UnitLimit(u, o.GetRequestsPerUnit())
+		if !ok {
 			return fmt.Errorf("%w: descriptor %d's own limit has unit %v; use SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", ErrBadRequest, i+1, u)
 		}
-		p.items[i] = &item{hits: hits, limits: []Limit{unitLimit(u, o.GetRequestsPerUnit(), c.calendar)},
+		p.items[i] = &item{own: true, hits: hits, limits: []envoy.Limit{l},
 			rules: []string{ownRule(u)}, values: entryValues(d.GetEntries()), quota: quota}
 		res.Stat = descriptorKey(p.domain, d.GetEntries())
 		return nil
 	}
-	m := c.match(p.domain, d.GetEntries())
-	if m.node == nil {
+	m := c.Match(p.domain, d.GetEntries())
+	if !m.Found {
 		return nil
 	}
-	res.Stat = m.stat
-	for _, l := range m.node.limits {
+	res.Stat = m.Stat
+	for _, l := range m.Limits {
 		for _, r := range l.Replaces {
 			replaced[r] = true
 		}
 	}
-	if m.node.unlimited {
+	if m.Unlimited {
 		res.Outcome = Unlimited
 		return nil
 	}
-	p.items[i] = &item{node: m.node, limits: m.node.limits, rules: m.node.rules(), values: m.values, hits: hits,
-		shadow: m.node.shadow, quota: m.node.quota || quota}
+	p.items[i] = &item{metadata: m.Metadata, limits: m.Limits, rules: m.Rules, values: m.Values, hits: hits,
+		shadow: m.Shadow, quota: m.Quota || quota}
 	return nil
 }
 
@@ -136,18 +141,6 @@ func entryValues(entries []*ratelimitv3.RateLimitDescriptor_Entry) []string {
 	return values
 }
 
-// rules names the windows of n's limits: its path, then "#2", "#3"...
-func (n *node) rules() []string {
-	rules := make([]string, len(n.limits))
-	for j := range n.limits {
-		rules[j] = n.path
-		if j > 0 {
-			rules[j] += "#" + strconv.Itoa(j+1)
-		}
-	}
-	return rules
-}
-
 // dropReplaced removes the named limits that another matched limit
 // replaces; a descriptor left with none has no limit.
 func (p *plan) dropReplaced(replaced map[string]bool) {
@@ -155,10 +148,10 @@ func (p *plan) dropReplaced(replaced map[string]bool) {
 		return
 	}
 	for i, it := range p.items {
-		if it == nil || it.node == nil {
+		if it == nil || it.own {
 			continue
 		}
-		var limits []Limit
+		var limits []envoy.Limit
 		var rules []string
 		for j, l := range it.limits {
 			if l.Name == "" || !replaced[l.Name] {
@@ -192,7 +185,7 @@ func (p *plan) makeWindows() {
 				it.checks[j] = k
 				continue
 			}
-			ch := l.check(it.rules[j], it.values, int64(it.hits))
+			ch := check(&l, it.rules[j], it.values, int64(it.hits))
 			if peek {
 				ch.Cost = 1
 			}
@@ -207,7 +200,7 @@ func (p *plan) makeWindows() {
 }
 
 // check is the store check of l's window rule with values, of cost.
-func (l *Limit) check(rule string, values []string, cost int64) store.Check {
+func check(l *envoy.Limit, rule string, values []string, cost int64) store.Check {
 	ch := store.Check{Rule: rule, Values: values, Limit: int64(l.Requests), Window: l.Window, Algorithm: l.Algorithm, Cost: cost, Budget: l.Budget}
 	if l.Period != store.NoPeriod {
 		// A calendar period in UTC; weeks start on Monday (ISO 8601).
@@ -230,11 +223,11 @@ func (l *Limit) check(rule string, values []string, cost int64) store.Check {
 // figures without recording. PerDescriptor records it too, over its limit,
 // as envoyproxy/ratelimit does (a cost counted after the response).
 func (p *plan) makeRequests(opts Options) {
-	p.main = store.Request{Policy: PolicyName(p.domain), Mode: store.ModeAllow, DryRun: opts.DryRun}
+	p.main = store.Request{Policy: envoy.PolicyName(p.domain), Mode: store.ModeAllow, DryRun: opts.DryRun}
 	if opts.Counting == PerDescriptor {
 		p.main.Mode = store.ModeRecord
 	}
-	p.peeks = store.Request{Policy: PolicyName(p.domain), DryRun: true}
+	p.peeks = store.Request{Policy: envoy.PolicyName(p.domain), DryRun: true}
 	denied := false
 	for k := range p.windows {
 		w := &p.windows[k]
@@ -255,4 +248,20 @@ func (p *plan) makeRequests(opts Options) {
 	if p.refunded {
 		p.main.DryRun = true
 	}
+}
+
+// descriptorKey is envoyproxy/ratelimit's key of a descriptor that carries
+// its own limit: "domain.key_value.key2_value2".
+func descriptorKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		if e.GetValue() != "" {
+			b.WriteByte('_')
+			b.WriteString(e.GetValue())
+		}
+	}
+	return b.String()
 }

@@ -1,4 +1,4 @@
-package envoy_test
+package decide_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicerate/sluice/internal/envoy"
+	"github.com/sluicerate/sluice/internal/envoy/decide"
 	"github.com/sluicerate/sluice/internal/envoy/envoytest"
 )
 
@@ -28,7 +29,7 @@ func TestQuotaScenarios(t *testing.T) {
 			}
 			lim, _ := setup(t)
 			passed, _ := envoytest.Run(t, sc, func(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-				res, err := cfg.Decide(context.Background(), lim, req, envoy.Options{Counting: sc.Counting, DynamicMetadata: sc.Metadata})
+				res, err := decide.Decide(context.Background(), cfg, lim, req, decide.Options{Counting: sc.Counting, DynamicMetadata: sc.Metadata})
 				return res.Response, err
 			}, false)
 			if passed != len(sc.Steps) {
@@ -100,7 +101,7 @@ descriptors:
 		},
 	}
 	for i := range 2 { // twice: the first merge must not change the configuration's metadata
-		res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{DynamicMetadata: true})
+		res, err := decide.Decide(context.Background(), cfg, lim, r, decide.Options{DynamicMetadata: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ descriptors:
 			t.Errorf("request %d: %v, want OVER_LIMIT (full is over)", i+1, res.Response.OverallCode)
 		}
 	}
-	res, err := cfg.Decide(context.Background(), lim, r, envoy.Options{})
+	res, err := decide.Decide(context.Background(), cfg, lim, r, decide.Options{})
 	if err != nil || res.Response.DynamicMetadata != nil {
 		t.Errorf("without DynamicMetadata: %v, %v; want none", res.Response.GetDynamicMetadata(), err)
 	}
@@ -136,7 +137,7 @@ descriptors:
 	lim, _ := setup(t)
 	both := req("d", 0, [][2]string{{"q1", "x"}}, [][2]string{{"q2", "x"}})
 	for i, want := range [][3]rlsv3.RateLimitResponse_Code{{ok, ok, ok}, {ok, over, ok}, {over, over, over}} {
-		res, err := cfg.Decide(context.Background(), lim, both, envoy.Options{})
+		res, err := decide.Decide(context.Background(), cfg, lim, both, decide.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,28 +148,12 @@ descriptors:
 	}
 	// A descriptor outside quota_mode over its limit: OVER_LIMIT, whatever the quotas say.
 	lim, _ = setup(t)
-	if res, _ := cfg.Decide(context.Background(), lim, req("d", 0, [][2]string{{"q2", "y"}}, [][2]string{{"plain", "y"}}), envoy.Options{}); res.Response.GetOverallCode() != over {
+	if res, _ := decide.Decide(context.Background(), cfg, lim, req("d", 0, [][2]string{{"q2", "y"}}, [][2]string{{"plain", "y"}}), decide.Options{}); res.Response.GetOverallCode() != over {
 		t.Errorf("quota with room and plain over: %v, want OVER_LIMIT", res.Response)
 	}
 	// QUOTA_MODE: plain is a quota too; q2 has room, so the answer is OK.
 	lim, _ = setup(t)
-	if res, _ := cfg.Decide(context.Background(), lim, req("d", 0, [][2]string{{"q2", "y"}}, [][2]string{{"plain", "y"}}), envoy.Options{QuotaMode: true}); res.Response.GetOverallCode() != ok || res.Response.Statuses[1].Code != over {
+	if res, _ := decide.Decide(context.Background(), cfg, lim, req("d", 0, [][2]string{{"q2", "y"}}, [][2]string{{"plain", "y"}}), decide.Options{QuotaMode: true}); res.Response.GetOverallCode() != ok || res.Response.Statuses[1].Code != over {
 		t.Errorf("QuotaMode, q2 with room and plain over: %v, want OK with plain OVER_LIMIT", res.Response)
-	}
-}
-
-// TestMetadataErrors: metadata that is not a mapping, or whose keys are
-// not text, is refused where it is written.
-func TestMetadataErrors(t *testing.T) {
-	for _, tt := range []struct{ name, file, want string }{
-		{"not a mapping", "domain: d\ndescriptors:\n  - key: k\n    metadata: [a]\n", "a.yaml:4:15: metadata is not a mapping"},
-		{"key not text", "domain: d\ndescriptors:\n  - key: k\n    metadata: {x: {[a]: b}}\n", "a.yaml:4:20: metadata has a key that is not text"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := envoy.Parse([]envoy.Source{{Name: "a.yaml", Data: []byte(tt.file)}}, envoy.LoadOptions{})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want it to contain %q", err, tt.want)
-			}
-		})
 	}
 }

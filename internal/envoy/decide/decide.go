@@ -1,4 +1,11 @@
-package envoy
+// Package decide answers Envoy's rate-limit requests against envoyproxy/ratelimit's model (package envoy):
+// it decides all the limits a request's descriptors match in one call to sluice.Limiter.Decide, exact
+// sliding windows recorded in all of them or in none, and builds Envoy's answer. Decide is three steps,
+// resolve (resolve.go), decide (decide.go) and respond (respond.go), whose one builder of Envoy's
+// answers (Status, Respond) also answers a domain that names a sluice policy (package rls).
+//
+// docs/envoy.md lists every difference from envoyproxy/ratelimit.
+package decide
 
 import (
 	"context"
@@ -8,6 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicerate/sluice"
+	"github.com/sluicerate/sluice/internal/envoy"
 	"github.com/sluicerate/sluice/store"
 )
 
@@ -62,7 +70,7 @@ type Options struct {
 
 	// DynamicMetadata adds the dynamic metadata envoyproxy/ratelimit sends
 	// with RESPONSE_DYNAMIC_METADATA=true to every answer: the request and
-	// the metadata of the descriptors that passed (metadata.go).
+	// the metadata of the descriptors that passed (respond.go).
 	DynamicMetadata bool
 
 	// DryRun decides without recording anything (sluice check).
@@ -129,11 +137,6 @@ var ErrBadRequest = errors.New("envoy: bad request")
 // denied the request: Envoy applies its failure_mode_deny.
 var ErrUnavailable = errors.New("envoy: the store is unavailable")
 
-// PolicyName is the sluice policy name of a domain's windows: part of every
-// store key, and apart from the configuration file's policies (whose names
-// cannot hold '/').
-func PolicyName(domain string) string { return "envoy/" + domain }
-
 // Decider decides store requests: a *sluice.Limiter, or a front's road to
 // one that reports what the store did.
 type Decider interface {
@@ -152,8 +155,8 @@ type Decider interface {
 // ErrUnavailable; both come with no result. A domain that is not
 // configured, and a descriptor that matches no limit, are OK with no
 // limit.
-func (c *Config) Decide(ctx context.Context, lim Decider, req *rlsv3.RateLimitRequest, opts Options) (Result, error) {
-	p, err := c.resolve(req, opts)
+func Decide(ctx context.Context, c *envoy.Config, lim Decider, req *rlsv3.RateLimitRequest, opts Options) (Result, error) {
+	p, err := resolve(c, req, opts)
 	if err != nil {
 		return Result{}, err
 	}
