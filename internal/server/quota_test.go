@@ -66,11 +66,13 @@ func TestQuotaEndpoints(t *testing.T) {
 		}
 	}
 
-	// A key without its attribute, a rule of the wrong kind: 400s that
-	// name them, the balance unchanged.
+	// A key without its attribute, a rule of the wrong kind, an amount or
+	// id out of range: 400s that name them, the balance unchanged.
 	for body, want := range map[string]string{
-		`{"policy":"api","op":"add","amount":5}`:                                            `needs attribute "key"`,
-		`{"policy":"api","rule":"monthly","attributes":{"key":"k1"},"op":"add","amount":5}`: `rule "monthly" of policy "api" is not a credits rule`,
+		`{"policy":"api","op":"add","amount":5}`:                                                                   `needs attribute "key"`,
+		`{"policy":"api","rule":"monthly","attributes":{"key":"k1"},"op":"add","amount":5}`:                        `policy "api" rule "monthly" is not a credits rule; its credits rules: overage`,
+		`{"policy":"api","attributes":{"key":"k1"},"op":"set","amount":9007199254740993}`:                          "amount 9007199254740993 out of range",
+		`{"policy":"api","attributes":{"key":"k1"},"op":"add","amount":1,"id":"` + strings.Repeat("x", 200) + `"}`: "an id of 200 bytes",
 	} {
 		if w := admin.do("POST", "/v1/credits", body); w.Code != 400 || !strings.Contains(problemDetail(t, w), want) {
 			t.Errorf("POST /v1/credits %s = %d %s, want 400 with %q", body, w.Code, w.Body, want)
