@@ -177,7 +177,7 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 	covers := cover(checks, results)
 	allFit := true
 	for i := range checks {
-		allFit = allFit && (results[i].Fits || checks[i].Shadow || covers && waived(checks, results, i))
+		allFit = allFit && (results[i].Fits || checks[i].Shadow || covers && store.Waived(checks, results, i))
 	}
 	record := req.Mode == store.ModeRecord || allFit
 	for i := range checks {
@@ -453,7 +453,7 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 // Covers (store.Check.Covers): a Credits check that covers a Periodic
 // check of its request is drawn, and decides, only when that check does
 // not fit; then, when the credits fit, the Periodic check's denial is
-// waived. cover, waived, draws and coverRetry say so for a decision.
+// waived (store.Waived). cover, draws and coverRetry say so for a decision.
 
 // cover sets the result of each Credits check that covers a check that
 // fits to fitting (it neither draws nor denies), and reports whether any
@@ -469,17 +469,6 @@ func cover(checks []store.Check, results []store.Result) bool {
 		}
 	}
 	return found
-}
-
-// waived reports whether check k's denial is waived: a Credits check that
-// fits covers it.
-func waived(checks []store.Check, results []store.Result, k int) bool {
-	for i := range checks {
-		if checks[i].Covers == k+1 && results[i].Fits && !results[k].Fits {
-			return true
-		}
-	}
-	return false
 }
 
 // draws reports whether recording the request records check i: all but

@@ -61,3 +61,19 @@ func periodName(p Period) string {
 	}
 	return p.String()
 }
+
+// Waived reports whether the denial of check i of a decided request
+// (checks and their results) is waived: check i, a Periodic check, did not
+// fit, and a Credits check covering it (Check.Covers) fit, so its balance
+// pays for the request in the quota's place.
+func Waived(checks []Check, results []Result, i int) bool {
+	if i >= len(results) || results[i].Fits || checks[i].Algorithm != Periodic {
+		return false
+	}
+	for j := range checks {
+		if checks[j].Covers == i+1 {
+			return j < len(results) && results[j].Fits
+		}
+	}
+	return false
+}
