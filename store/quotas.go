@@ -51,6 +51,9 @@ func CheckUsage(req *UsageRequest) error {
 	if c.Algorithm != Periodic {
 		return fmt.Errorf("sluice: usage of rule %q: not a calendar rule (algorithm %v)", c.Rule, c.Algorithm)
 	}
+	if req.At < 0 {
+		return fmt.Errorf("sluice: usage of rule %q: time %d µs is before 1970; give a time since the Unix epoch, or 0 for the store's time", c.Rule, req.At)
+	}
 	return CheckQuotas([]Check{*c})
 }
 
