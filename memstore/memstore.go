@@ -167,17 +167,22 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 	now := s.micros()
 	results := req.ResultsBuffer()
 	moved := false // whether a slot found may have moved since (see table.go)
+	allFit, covers := true, false
 	for i := range checks {
 		sh := &s.shards[shardIdx[i]]
 		j, removed := sh.live(hashes[i], &keys[i], &checks[i], now)
 		moved = moved || removed
 		slots, wins = append(slots, j), append(wins, sh.at(j))
 		check(&results[i], &checks[i], wins[i], now)
+		allFit = allFit && (results[i].Fits || checks[i].Shadow)
+		covers = covers || checks[i].Covers > 0
 	}
-	covers := cover(checks, results)
-	allFit := true
-	for i := range checks {
-		allFit = allFit && (results[i].Fits || checks[i].Shadow || covers && store.Waived(checks, results, i))
+	if covers {
+		cover(checks, results)
+		allFit = true
+		for i := range checks {
+			allFit = allFit && (results[i].Fits || checks[i].Shadow || store.Waived(checks, results, i))
+		}
 	}
 	record := req.Mode == store.ModeRecord || allFit
 	for i := range checks {
@@ -456,19 +461,13 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 // waived (store.Waived). cover, draws and coverRetry say so for a decision.
 
 // cover sets the result of each Credits check that covers a check that
-// fits to fitting (it neither draws nor denies), and reports whether any
-// check covers another.
-func cover(checks []store.Check, results []store.Result) bool {
-	found := false
+// fits to fitting (it neither draws nor denies).
+func cover(checks []store.Check, results []store.Result) {
 	for i := range checks {
-		if k := checks[i].Covers - 1; k >= 0 {
-			found = true
-			if results[k].Fits {
-				results[i].Fits, results[i].Cause = true, store.CauseNone
-			}
+		if k := checks[i].Covers - 1; k >= 0 && results[k].Fits {
+			results[i].Fits, results[i].Cause = true, store.CauseNone
 		}
 	}
-	return found
 }
 
 // draws reports whether recording the request records check i: all but
