@@ -60,9 +60,7 @@ func TestCachedPeriods(t *testing.T) {
 			time.Date(2027, time.January, 1, 0, 0, 0, 0, time.UTC),
 		} {
 			_, start, end := cal.At(at.UnixMicro())
-			for _, t := range []int64{start - 1, start, start + 1, end - 1, end, end + 1} {
-				instants = append(instants, t)
-			}
+			instants = append(instants, start-1, start, start+1, end-1, end, end+1)
 		}
 	}
 	for pass := range 2 {
