@@ -139,8 +139,9 @@ func appendCalendarRule(b []byte, c *store.Check, now int64, checks []int) []byt
 }
 
 // checkQuotas reports why the store cannot decide req's calendar and
-// credits checks as planned (pl): a credits check must share a slot group
-// with the calendar quota it covers, so one script call decides both.
+// credits checks as planned (pl, of several slot groups): a credits check
+// must share a slot group with the calendar quota it covers, so one script
+// call decides both.
 // (store.CheckQuotas has checked the rest.)
 func checkQuotas(req *store.Request, pl *plan) error {
 	for i := range req.Checks {
@@ -166,16 +167,6 @@ func (pl *plan) groupOf(i int) int {
 		}
 	}
 	return -1
-}
-
-// hasQuotas reports whether req has a calendar quota or a credits check.
-func hasQuotas(req *store.Request) bool {
-	for i := range req.Checks {
-		if a := req.Checks[i].Algorithm; a == store.Periodic || a == store.Credits {
-			return true
-		}
-	}
-	return false
 }
 
 // creditsRetry returns the RetryAfter of a credits check denied with
