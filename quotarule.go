@@ -282,17 +282,3 @@ func covering(req *store.Request, i int, s *LimitStatus) (remaining int64, waive
 	}
 	return s.Remaining, false
 }
-
-// waived reports whether check i of req, decided, is a calendar quota
-// whose credits paid for the request: its not fitting denies nothing.
-func waived(req *store.Request, i int) bool {
-	if req.Checks[i].Algorithm != store.Periodic {
-		return false
-	}
-	for j := i + 1; j < len(req.Checks); j++ {
-		if c := &req.Checks[j]; c.Algorithm == store.Credits && c.Covers == i+1 {
-			return req.Results[j].Fits
-		}
-	}
-	return false
-}

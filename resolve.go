@@ -294,7 +294,7 @@ func (s *scratch) fallOver() bool {
 		}
 	}
 	for i := range s.req.Checks {
-		if r := &s.req.Results[i]; r.Fits || s.req.Checks[i].Shadow || waived(&s.req, i) {
+		if r := &s.req.Results[i]; r.Fits || s.req.Checks[i].Shadow || store.Waived(s.req.Checks, s.req.Results, i) {
 			continue
 		}
 		sp := s.spreadOf(i)

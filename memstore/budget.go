@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -34,11 +33,6 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 	}
 	if err := store.CheckBudget(req, b); err != nil {
 		return err
-	}
-	for i := range req.Checks {
-		if a := req.Checks[i].Algorithm; a == store.Periodic || a == store.Credits {
-			return fmt.Errorf("sluice: rule %q: a %v rule takes no budget; decide its policy without one", req.Checks[i].Rule, a)
-		}
 	}
 	checks := req.Checks
 	n := len(checks) + len(b.Returns)

@@ -168,17 +168,22 @@ func (s *Store) decide(req *store.Request, lease *leaseRecord) int64 {
 	now := s.micros()
 	results := req.ResultsBuffer()
 	moved := false // whether a slot found may have moved since (see table.go)
+	allFit, covers := true, false
 	for i := range checks {
 		sh := &s.shards[shardIdx[i]]
 		j, removed := sh.live(hashes[i], &keys[i], &checks[i], now)
 		moved = moved || removed
 		slots, wins = append(slots, j), append(wins, sh.at(j))
 		check(&results[i], &checks[i], wins[i], now)
+		allFit = allFit && (results[i].Fits || checks[i].Shadow)
+		covers = covers || checks[i].Covers > 0
 	}
-	covers := cover(checks, results)
-	allFit := true
-	for i := range checks {
-		allFit = allFit && (results[i].Fits || checks[i].Shadow || covers && waived(checks, results, i))
+	if covers {
+		cover(checks, results)
+		allFit = true
+		for i := range checks {
+			allFit = allFit && (results[i].Fits || checks[i].Shadow || store.Waived(checks, results, i))
+		}
 	}
 	record := req.Mode == store.ModeRecord || allFit
 	for i := range checks {
@@ -479,33 +484,16 @@ func pretend(res *store.Result, c *store.Check, w *window, now int64) {
 // Covers (store.Check.Covers): a Credits check that covers a Periodic
 // check of its request is drawn, and decides, only when that check does
 // not fit; then, when the credits fit, the Periodic check's denial is
-// waived. cover, waived, draws and coverRetry say so for a decision.
+// waived (store.Waived). cover, draws and coverRetry say so for a decision.
 
 // cover sets the result of each Credits check that covers a check that
-// fits to fitting (it neither draws nor denies), and reports whether any
-// check covers another.
-func cover(checks []store.Check, results []store.Result) bool {
-	found := false
+// fits to fitting (it neither draws nor denies).
+func cover(checks []store.Check, results []store.Result) {
 	for i := range checks {
-		if k := checks[i].Covers - 1; k >= 0 {
-			found = true
-			if results[k].Fits {
-				results[i].Fits, results[i].Cause = true, store.CauseNone
-			}
+		if k := checks[i].Covers - 1; k >= 0 && results[k].Fits {
+			results[i].Fits, results[i].Cause = true, store.CauseNone
 		}
 	}
-	return found
-}
-
-// waived reports whether check k's denial is waived: a Credits check that
-// fits covers it.
-func waived(checks []store.Check, results []store.Result, k int) bool {
-	for i := range checks {
-		if checks[i].Covers == k+1 && results[i].Fits && !results[k].Fits {
-			return true
-		}
-	}
-	return false
 }
 
 // draws reports whether recording the request records check i: all but

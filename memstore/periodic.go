@@ -95,23 +95,32 @@ func periodicWait(c *store.Check, w *window, pending bool, now int64) int64 {
 	if used+c.Cost <= c.Limit {
 		return 0
 	}
-	_, _, end := c.Calendar.At(now)
-	return end - now
+	return periodicEnd(c, w, now) - now
+}
+
+// periodicEnd returns the end of the period w (nil: none) counts in at
+// now: now's, or the later one a clock set back left w in (periodicRoll).
+func periodicEnd(c *store.Check, w *window, now int64) int64 {
+	idx, _, end := c.Calendar.At(now)
+	if w != nil && w.oldest > idx {
+		_, end = c.Calendar.Bounds(w.oldest)
+	}
+	return end
 }
 
 // periodicAdd records c's cost in the period of now and sets w's expiry.
 func periodicAdd(w *window, c *store.Check, now int64) {
 	periodicRoll(w, c, now)
 	w.used = min(w.used+c.Cost, store.MaxCost)
-	w.expires = periodicExpiry(c, now)
+	w.expires = periodicExpiry(c, w, now)
 }
 
-// periodicExpiry returns when a window of c written at now can be dropped:
-// its period's end, or, with a history, once that period is more than
-// History periods old (no period lasts longer than store.MaxPeriodLength).
-func periodicExpiry(c *store.Check, now int64) int64 {
-	_, _, end := c.Calendar.At(now)
-	return end + int64(c.History)*store.MaxPeriodLength.Microseconds()
+// periodicExpiry returns when w, a window of c written at now, can be
+// dropped: the end of the period it counts in, or, with a history, once
+// that period is more than History periods old (no period lasts longer
+// than store.MaxPeriodLength).
+func periodicExpiry(c *store.Check, w *window, now int64) int64 {
+	return periodicEnd(c, w, now) + int64(c.History)*store.MaxPeriodLength.Microseconds()
 }
 
 // periodicSettle adds delta to what w counted in the period idx (the
@@ -138,8 +147,7 @@ func periodicReport(res *store.Result, c *store.Check, w *window, pending, now i
 	res.Remaining = max(0, c.Limit-res.Used)
 	res.ResetAfter = 0
 	if res.Used > 0 {
-		_, _, end := c.Calendar.At(now)
-		res.ResetAfter = time.Duration(end-now) * time.Microsecond
+		res.ResetAfter = time.Duration(periodicEnd(c, w, now)-now) * time.Microsecond
 	}
 }
 

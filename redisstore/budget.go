@@ -113,9 +113,6 @@ func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetR
 	if err := store.CheckBudget(req, b); err != nil {
 		return err
 	}
-	if hasQuotas(req) {
-		return fmt.Errorf("redisstore: policy %q: a calendar quota or a credits rule takes no budget; decide the request with Decide", req.Policy)
-	}
 	pl := s.names.plan(req)
 	rkeys := make([]string, len(b.Returns))
 	for i := range b.Returns {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicerate/sluice/store"
@@ -49,6 +50,49 @@ func (n namer) besideKey(key, mark string) string {
 	return tag + mark + key[len(tag):]
 }
 
+// periods is what a shape says of a calendar at an instant: the index k
+// of the period it falls in and the starts of periods k-1 to k+2 (µs).
+type periods struct{ k, s0, s1, s2, s3 int64 }
+
+// periodsOf returns cal's periods at now (µs).
+func periodsOf(cal store.Calendar, now int64) periods {
+	k, start, end := cal.At(now)
+	return periods{k: k, s0: cal.Start(k - 1), s1: start, s2: end, s3: cal.Start(k + 2)}
+}
+
+// maxCachedCalendars bounds periodsCache: past it, the cache starts over.
+const maxCachedCalendars = 256
+
+// periodsCache holds, per calendar, the periods a shape last carried, so
+// that the decisions of one period cost a map read instead of five time
+// zone conversions. An entry answers for any instant in [s1, s2), where
+// its index k is the period's by definition; an instant outside computes
+// its periods and replaces the entry. Calendars are compared by their
+// Location's pointer, so one zone loaded twice is cached twice.
+var periodsCache struct {
+	mu sync.RWMutex
+	m  map[store.Calendar]periods
+}
+
+// cachedPeriods returns cal's periods at now (µs) from periodsCache,
+// computing and caching them when the cached ones are of another period.
+func cachedPeriods(cal store.Calendar, now int64) periods {
+	periodsCache.mu.RLock()
+	p, ok := periodsCache.m[cal]
+	periodsCache.mu.RUnlock()
+	if ok && p.s1 <= now && now < p.s2 {
+		return p
+	}
+	p = periodsOf(cal, now)
+	periodsCache.mu.Lock()
+	if periodsCache.m == nil || len(periodsCache.m) >= maxCachedCalendars {
+		periodsCache.m = make(map[store.Calendar]periods)
+	}
+	periodsCache.m[cal] = p
+	periodsCache.mu.Unlock()
+	return p
+}
+
 // appendPeriods appends to a shape the index k of the period of cal at now
 // (µs; below 0: this process's clock) and the starts of periods k-1 to
 // k+2.
@@ -62,12 +106,12 @@ func appendPeriods(b []byte, cal store.Calendar, now int64) []byte {
 	if now < 0 {
 		now = time.Now().UnixMicro()
 	}
-	k, start, end := cal.At(now)
-	b = binary.LittleEndian.AppendUint64(b, uint64(k))
-	b = binary.LittleEndian.AppendUint64(b, uint64(cal.Start(k-1)))
-	b = binary.LittleEndian.AppendUint64(b, uint64(start))
-	b = binary.LittleEndian.AppendUint64(b, uint64(end))
-	return binary.LittleEndian.AppendUint64(b, uint64(cal.Start(k+2)))
+	p := cachedPeriods(cal, now)
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.k))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.s0))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.s1))
+	b = binary.LittleEndian.AppendUint64(b, uint64(p.s2))
+	return binary.LittleEndian.AppendUint64(b, uint64(p.s3))
 }
 
 // appendCalendarRule appends to a shape what a calendar quota's or a
@@ -95,8 +139,9 @@ func appendCalendarRule(b []byte, c *store.Check, now int64, checks []int) []byt
 }
 
 // checkQuotas reports why the store cannot decide req's calendar and
-// credits checks as planned (pl): a credits check must share a slot group
-// with the calendar quota it covers, so one script call decides both.
+// credits checks as planned (pl, of several slot groups): a credits check
+// must share a slot group with the calendar quota it covers, so one script
+// call decides both.
 // (store.CheckQuotas has checked the rest.)
 func checkQuotas(req *store.Request, pl *plan) error {
 	for i := range req.Checks {
@@ -122,16 +167,6 @@ func (pl *plan) groupOf(i int) int {
 		}
 	}
 	return -1
-}
-
-// hasQuotas reports whether req has a calendar quota or a credits check.
-func hasQuotas(req *store.Request) bool {
-	for i := range req.Checks {
-		if a := req.Checks[i].Algorithm; a == store.Periodic || a == store.Credits {
-			return true
-		}
-	}
-	return false
 }
 
 // creditsRetry returns the RetryAfter of a credits check denied with

@@ -29,12 +29,10 @@ func (s *Store) Decide(ctx context.Context, req *store.Request) error {
 		return err
 	}
 	pl := s.names.plan(req)
-	if hasQuotas(req) {
+	if len(pl.groups) > 1 {
 		if err := checkQuotas(req, &pl); err != nil {
 			return err
 		}
-	}
-	if len(pl.groups) > 1 {
 		return s.decideGroups(ctx, req, pl)
 	}
 	checks := pl.groups[0].checks

@@ -188,6 +188,11 @@ type SliceReturn struct {
 // CheckBudget returns why b's asks and returns are not what Budget takes,
 // nil when they are.
 func CheckBudget(req *Request, b *BudgetRequest) error {
+	for i := range req.Checks {
+		if a := req.Checks[i].Algorithm; a == Periodic || a == Credits {
+			return fmt.Errorf("sluice: rule %q: a %v rule takes no budget; decide its policy with Decide", req.Checks[i].Rule, a)
+		}
+	}
 	for k, a := range b.Asks {
 		if a.Check < 0 || a.Check >= len(req.Checks) {
 			return fmt.Errorf("sluice: ask %d names check %d of a request of %d checks", k, a.Check, len(req.Checks))

@@ -155,7 +155,14 @@ func (c Calendar) Start(index int64) int64 {
 	default:
 		return 0
 	}
-	return time.Date(y, m, d, 0, 0, 0, 0, loc).UnixMicro()
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if ty, tm, td := t.Date(); ty != y || tm != m || td != d {
+		// The zone's clocks skip that midnight: time.Date gave a time of
+		// the day before, under the offset before the change; the day
+		// starts at the change, its first local time after the gap.
+		_, t = t.ZoneBounds()
+	}
+	return t.UnixMicro()
 }
 
 // Bounds returns the start and end (µs since the Unix epoch) of the period

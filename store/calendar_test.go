@@ -54,3 +54,40 @@ func TestCalendarBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarSkippedMidnight: in zones whose clocks skip a local midnight
+// (America/Santiago on 6 September 2026, America/Havana on 8 March 2026),
+// that day starts at the first local time after the gap, 01:00, and every
+// instant of the year falls in the period At gives it, whose start is the
+// first instant of its local day.
+func TestCalendarSkippedMidnight(t *testing.T) {
+	for _, tc := range []struct {
+		zone string
+		day  time.Time // the day whose midnight is skipped, in UTC's fields
+	}{
+		{"America/Santiago", time.Date(2026, time.September, 6, 0, 0, 0, 0, time.UTC)},
+		{"America/Havana", time.Date(2026, time.March, 8, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.zone, func(t *testing.T) {
+			loc, err := time.LoadLocation(tc.zone)
+			if err != nil {
+				t.Skip(err)
+			}
+			for _, p := range []store.Period{store.Day, store.Week, store.Month, store.Year} {
+				cal := store.Calendar{Period: p, Location: loc}
+				for at := time.Date(2026, 1, 1, 0, 0, 0, 0, loc); at.Year() < 2027; at = at.Add(30 * time.Minute) {
+					us := at.UnixMicro()
+					_, start, end := cal.At(us)
+					if us < start || us >= end {
+						t.Fatalf("%v: At(%v) = [%v, %v), which does not hold it", p, at, time.UnixMicro(start).In(loc), time.UnixMicro(end).In(loc))
+					}
+				}
+			}
+			cal := store.Calendar{Period: store.Day, Location: loc}
+			_, start, _ := cal.At(time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day(), 12, 0, 0, 0, loc).UnixMicro())
+			if got, want := time.UnixMicro(start).In(loc), time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day(), 1, 0, 0, 0, loc); !got.Equal(want) {
+				t.Errorf("the day whose midnight is skipped starts at %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -51,6 +51,9 @@ func CheckUsage(req *UsageRequest) error {
 	if c.Algorithm != Periodic {
 		return fmt.Errorf("sluice: usage of rule %q: not a calendar rule (algorithm %v)", c.Rule, c.Algorithm)
 	}
+	if req.At < 0 {
+		return fmt.Errorf("sluice: usage of rule %q: time %d µs is before 1970; give a time since the Unix epoch, or 0 for the store's time", c.Rule, req.At)
+	}
 	return CheckQuotas([]Check{*c})
 }
 
@@ -60,4 +63,20 @@ func periodName(p Period) string {
 		return "none"
 	}
 	return p.String()
+}
+
+// Waived reports whether the denial of check i of a decided request
+// (checks and their results) is waived: check i, a Periodic check, did not
+// fit, and a Credits check covering it (Check.Covers) fit, so its balance
+// pays for the request in the quota's place.
+func Waived(checks []Check, results []Result, i int) bool {
+	if i >= len(results) || results[i].Fits || checks[i].Algorithm != Periodic {
+		return false
+	}
+	for j := range checks {
+		if checks[j].Covers == i+1 {
+			return j < len(results) && results[j].Fits
+		}
+	}
+	return false
 }

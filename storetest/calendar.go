@@ -280,6 +280,27 @@ var calendarCases = []testCase{
 		e.allowChecks("spring #2", "cal", checks(q), false, full(2, 2, 23*time.Hour, 23*time.Hour))
 	})},
 
+	{"CalendarClockBack", calendared(func(e *env) {
+		// A daily quota of 1 counted at the first µs of 2 January; the
+		// clock then set back a second, into 1 January: the count stays
+		// in 2 January's period (nothing is lost), so the denial waits
+		// for that period's end, and the figures are that period's.
+		q := quota("day", "back", 1, store.Calendar{Period: store.Day}, 0)
+		jan2 := time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC)
+		e.clock.Set(jan2)
+		e.allowChecks("2 January", "cal", checks(q), true, fits(1, 1, 24*time.Hour))
+		e.clock.Set(jan2.Add(-time.Second))
+		e.allowChecks("a second back", "cal", checks(q), false, full(1, 1, 24*time.Hour+time.Second, 24*time.Hour+time.Second))
+		r := costing(q, 1)
+		r.Rule = "day-record"
+		e.clock.Set(jan2)
+		e.decideRaw("2 January, recorded", "cal", store.ModeRecord, false, checks(r))
+		e.clock.Set(jan2.Add(-time.Second))
+		e.decideRaw("a second back, recorded", "cal", store.ModeRecord, false, checks(r))
+		e.clock.Set(jan2.Add(time.Second)) // the records live until 3 January
+		e.allowChecks("a second into 2 January", "cal", checks(r), false, full(1, 2, 24*time.Hour-time.Second, 24*time.Hour-time.Second))
+	})},
+
 	{"CalendarFigures", calendared(func(e *env) {
 		// Used is the period's count, Remaining the limit less it,
 		// ResetAfter the time to the period's end while the count is above

@@ -127,5 +127,11 @@ var historyCases = []testCase{
 		if err := e.target.Store.(store.Historian).Usage(e.ctx, &store.UsageRequest{Policy: "usage", Check: notQuota}); err == nil {
 			e.t.Error("Usage of a log rule: no error")
 		}
+
+		// A time before the Unix epoch is an error on every store, not
+		// another store's current period.
+		if err := e.target.Store.(store.Historian).Usage(e.ctx, &store.UsageRequest{Policy: "usage", Check: q, At: -1}); err == nil {
+			e.t.Error("Usage at -1 µs: no error")
+		}
 	})},
 }

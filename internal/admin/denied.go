@@ -92,7 +92,7 @@ func (d *deniedKeys) observe(req *store.Request, now time.Time, cached bool) {
 			continue
 		}
 		c := &req.Checks[i]
-		if req.Results[i].Fits {
+		if req.Results[i].Fits || store.Waived(req.Checks, req.Results, i) {
 			if now.UnixNano() < d.waitsEnd.Load() {
 				d.letThrough(ruleKey{req.Policy, c.Rule}, c.Values, now)
 			}

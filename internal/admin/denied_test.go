@@ -136,3 +136,37 @@ func TestDeniedKeyLetThrough(t *testing.T) {
 		t.Errorf("after ann was admitted: waits %v, want ann 0 and bob's 29m less 2s", got)
 	}
 }
+
+// TestDeniedKeysCreditsPaid: a monthly quota past its limit whose credits
+// paid for the request admitted it, so neither rule's key is counted as
+// denied; the same quota with credits too low to pay is denied by both.
+func TestDeniedKeysCreditsPaid(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	req := func(creditsFit bool) *store.Request {
+		return &store.Request{Policy: "api",
+			Checks: []store.Check{
+				{Rule: "monthly", Algorithm: store.Periodic, Values: []string{"ann"}},
+				{Rule: "overage", Algorithm: store.Credits, Covers: 1, Values: []string{"ann"}},
+			},
+			Results: []store.Result{{Fits: false, Cause: store.CauseLimit, RetryAfter: time.Hour}, {Fits: creditsFit, RetryAfter: time.Hour}}}
+	}
+	denied := func(d *deniedKeys) []string {
+		var out []string
+		for _, r := range d.snapshot(t0) {
+			for range r.Keys {
+				out = append(out, r.Rule)
+			}
+		}
+		return out
+	}
+	d := newDeniedKeys()
+	d.observe(req(true), t0, false)
+	if got := denied(d); len(got) != 0 {
+		t.Errorf("credits paid: denied keys of rules %v, want none", got)
+	}
+	d.observe(req(false), t0, false)
+	if got := denied(d); len(got) != 2 {
+		t.Errorf("credits too low: denied keys of rules %v, want monthly and overage", got)
+	}
+}

@@ -85,4 +85,10 @@ func TestParseQuotaErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tt.limits, err, tt.want)
 		}
 	}
+	// A quota with a problem of its own is reported where it is, and the
+	// credits rule covering it is not said to name no rule.
+	_, err := Parse("f.yaml", []byte("policies:\n  - name: p\n    limits: [{name: m, by: [k], period: month, timezone: Europe/Berlln, limit: 1}, {name: c, by: [k], credits: 5, covers: m}]\n"))
+	if err == nil || !strings.Contains(err.Error(), `timezone "Europe/Berlln"`) || strings.Contains(err.Error(), "no rule of that name") {
+		t.Errorf("a quota with a bad time zone and credits covering it: error %v, want the time zone's alone", err)
+	}
 }

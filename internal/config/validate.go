@@ -71,7 +71,7 @@ func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 			continue
 		}
 		p.Rules = append(p.Rules, r)
-		if rn.ok && len(d.Errs) == rerr && d.ruleValid(cmp.Or(p.Name, "unnamed"), valid, r, rn.Node) {
+		if rn.ok && len(d.Errs) == rerr && d.ruleValid(cmp.Or(p.Name, "unnamed"), valid, p.Rules[:len(p.Rules)-1], r, rn.Node) {
 			valid = append(valid, r)
 		}
 	}
@@ -86,13 +86,22 @@ func (d *decoder) policy(n node[policyYAML]) (sluice.Policy, bool) {
 // valid have passed it, so the problem is r's, alone (an algorithm on a
 // concurrency rule) or beside one of them (another lease). Each rule is so
 // reported where it is, and every rule of a policy is checked in one run.
-func (d *decoder) ruleValid(policy string, valid []sluice.Rule, r sluice.Rule, n *yaml.Node) bool {
+// A credits rule covering a rule of earlier (the rules before r) that is
+// not among valid, its own problem reported, is checked without its
+// covers and kept out of valid: its covers is judged once that rule is
+// fixed.
+func (d *decoder) ruleValid(policy string, valid, earlier []sluice.Rule, r sluice.Rule, n *yaml.Node) bool {
+	named := func(q sluice.Rule) bool { return q.Name == r.Covers }
+	invalidQuota := r.Covers != "" && !slices.ContainsFunc(valid, named) && slices.ContainsFunc(earlier, named)
+	if invalidQuota {
+		r.Covers = ""
+	}
 	q := sluice.Policy{Name: policy, Rules: append(valid[:len(valid):len(valid)], r)}
 	err := q.Validate()
 	if err != nil {
 		d.Errorf(n, "%v", err)
 	}
-	return err == nil
+	return err == nil && !invalidQuota
 }
 
 // rule converts one of a policy's limits; when the policy declares its

@@ -39,9 +39,9 @@ func ParseUsageQuery(q url.Values) (UsageTarget, error) {
 		case "rule":
 			t.Rule = v
 		case "at":
-			at, err := time.Parse(time.RFC3339Nano, v)
+			at, err := parseAt(v)
 			if err != nil {
-				return UsageTarget{}, invalid("at %q: write a time as RFC 3339, such as 2027-01-01T00:00:00+01:00", v)
+				return UsageTarget{}, invalid("at %q: %v", v, err)
 			}
 			t.At = at
 		default:

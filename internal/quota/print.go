@@ -2,6 +2,7 @@ package quota
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -47,10 +48,23 @@ func (t *TimeFlag) String() string {
 }
 
 func (t *TimeFlag) Set(s string) error {
-	v, err := time.Parse(time.RFC3339Nano, s)
+	v, err := parseAt(s)
 	if err != nil {
-		return fmt.Errorf("%q: write a time as RFC 3339, such as 2027-01-01T00:00:00+01:00", s)
+		return fmt.Errorf("%q: %w", s, err)
 	}
 	t.T = v
 	return nil
+}
+
+// parseAt returns the time s writes as RFC 3339: the time whose period a
+// usage query takes as the current one, from 1970 on.
+func parseAt(s string) (time.Time, error) {
+	v, err := time.Parse(time.RFC3339Nano, s)
+	switch {
+	case err != nil:
+		return time.Time{}, errors.New("write a time as RFC 3339, such as 2027-01-01T00:00:00+01:00")
+	case v.Before(time.Unix(0, 0)):
+		return time.Time{}, errors.New("the time is before 1970; give a later one, such as 2027-01-01T00:00:00+01:00")
+	}
+	return v, nil
 }

@@ -55,6 +55,7 @@ func TestParseUsageQuery(t *testing.T) {
 	for _, tc := range []struct{ query, want string }{
 		{"rule=monthly&user=acme", "policy"},
 		{"policy=api&at=yesterday", "at"},
+		{"policy=api&at=1969-12-31T23:59:59Z", "before 1970"},
 		{"policy=api&user=a&user=b", `"user"`},
 	} {
 		q, _ := url.ParseQuery(tc.query)

@@ -13,10 +13,11 @@ import (
 // The attributes of a store call's span.
 
 // Fits reports whether a decided request fit: every window it checks
-// fits, or is shadowed.
+// fits, is shadowed, or is a calendar quota whose credits paid for it
+// (store.Waived).
 func Fits(req *store.Request) bool {
 	for i, r := range req.Results {
-		if !r.Fits && !req.Checks[i].Shadow {
+		if !r.Fits && !req.Checks[i].Shadow && !store.Waived(req.Checks, req.Results, i) {
 			return false
 		}
 	}
