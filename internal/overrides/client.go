@@ -1,15 +1,14 @@
 package overrides
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicerate/sluice/internal/wire"
 )
 
 // Client calls the admin API of the overrides (see Routes) on a running
@@ -25,57 +24,15 @@ type Client struct {
 	Token string
 }
 
-// clientTimeout bounds a call of the Client, its answer read.
-const clientTimeout = 10 * time.Second
-
-// maxAnswer caps an answer the Client reads.
-const maxAnswer = 16 << 20
-
 // APIError is an answer of the admin API other than 200 OK.
-type APIError struct {
-	// StatusCode and Status are the answer's: 404, "404 Not Found".
-	StatusCode int
-	Status     string
-
-	// Detail is the server's problem, or what to do about a 401.
-	Detail string
-}
-
-func (e *APIError) Error() string { return e.Status + ": " + e.Detail }
+type APIError = wire.APIError
 
 // Do sends method to /api/v1/overrides+path with body (nil for none) and
 // returns the 200 answer as the server wrote it. Any other answer is an
 // *APIError.
 func (c *Client) Do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	base := c.Admin
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+"/api/v1/overrides"+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("--admin %q: %v", c.Admin, err)
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := (&http.Client{Timeout: clientTimeout}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%v; is sluice serve's admin listener at %s? (--admin URL)", err, c.Admin)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if res.StatusCode == http.StatusOK {
-		return b, nil
-	}
-	var p struct{ Detail string }
-	if json.Unmarshal(b, &p) != nil || p.Detail == "" {
-		p.Detail = strings.TrimSpace(string(b))
-	}
-	if res.StatusCode == http.StatusUnauthorized {
-		p.Detail = "the admin listener requires a token: set SLUICE_ADMIN_TOKEN (or --token) to one of its tokens"
-	}
-	return nil, &APIError{StatusCode: res.StatusCode, Status: res.Status, Detail: p.Detail}
+	w := wire.Client{URL: c.Admin, Token: c.Token, Flag: "--admin", Listener: "sluice serve's admin listener"}
+	return w.Do(ctx, method, "/api/v1/overrides"+path, body)
 }
 
 // Summary is one line of what o does.

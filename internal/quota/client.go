@@ -1,15 +1,13 @@
 package quota
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
+
+	"github.com/sluicerate/sluice/internal/wire"
 )
 
 // Client calls POST /v1/credits and GET /v1/usage on a running sluice
@@ -25,20 +23,8 @@ type Client struct {
 	Token string
 }
 
-// clientTimeout bounds a call of the Client, its answer read.
-const clientTimeout = 10 * time.Second
-
-// maxAnswer caps an answer the Client reads.
-const maxAnswer = 16 << 20
-
 // APIError is an answer of the server other than 200 OK.
-type APIError struct {
-	StatusCode int    // 400
-	Status     string // "400 Bad Request"
-	Detail     string // the problem's detail, or what to do about a 401
-}
-
-func (e *APIError) Error() string { return e.Status + ": " + e.Detail }
+type APIError = wire.APIError
 
 // Credit sends req to POST /v1/credits.
 func (c *Client) Credit(ctx context.Context, req *CreditRequest) (Balance, error) {
@@ -79,41 +65,6 @@ func UsageQuery(policy, rule string, attrs map[string]string, at time.Time) url.
 // do sends method to path with body (nil for none) and decodes a 200
 // answer into v. Any other answer is an *APIError.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, v any) error {
-	base := c.Server
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("--server %q: %v", c.Server, err)
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := (&http.Client{Timeout: clientTimeout}).Do(req)
-	if err != nil {
-		return fmt.Errorf("%v; is sluice serve at %s? (--server URL)", err, c.Server)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %v", c.Server, err)
-	}
-	if res.StatusCode != http.StatusOK {
-		var p struct{ Detail string }
-		if json.Unmarshal(b, &p) != nil || p.Detail == "" {
-			p.Detail = strings.TrimSpace(string(b))
-		}
-		if res.StatusCode == http.StatusUnauthorized {
-			p.Detail += "; set SLUICE_ADMIN_TOKEN (or --token) to an admin token of the server"
-		}
-		return &APIError{StatusCode: res.StatusCode, Status: res.Status, Detail: p.Detail}
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("the answer of %s: %v", c.Server, err)
-	}
-	return nil
+	w := wire.Client{URL: c.Server, Token: c.Token, Flag: "--server", Listener: "sluice serve"}
+	return w.DoJSON(ctx, method, path, body, v)
 }
