@@ -41,7 +41,7 @@ type APIError struct {
 	StatusCode int
 	Status     string
 
-	// Detail is the server's problem, and what to do about a 401.
+	// Detail is the server's problem, or what to do about a 401.
 	Detail string
 }
 
@@ -81,7 +81,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body []byte) ([]by
 		p.Detail = strings.TrimSpace(string(b))
 	}
 	if res.StatusCode == http.StatusUnauthorized {
-		p.Detail += "; set SLUICE_ADMIN_TOKEN (or --token) to an admin token of the server"
+		// The server's detail is for a browser too; a command's user
+		// gives the token by a variable or a flag.
+		p.Detail = c.Listener + " requires a token: set SLUICE_ADMIN_TOKEN (or --token) to one of its admin tokens"
 	}
 	return nil, &APIError{StatusCode: res.StatusCode, Status: res.Status, Detail: p.Detail}
 }
