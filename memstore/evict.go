@@ -1,5 +1,7 @@
 package memstore
 
+import "math"
+
 // Eviction. Every shard keeps, per distinct TTL, a FIFO of the windows in the
 // order they were created. A window's expiry only moves forward, and windows
 // of one TTL expire in creation order unless refreshed, so the head of each
@@ -29,6 +31,7 @@ type fifo struct {
 func (sh *shard) enqueue(w *window, ttl int64) {
 	q := sh.fifo(ttl)
 	q.items = append(q.items, queued{w: w, expires: w.expires})
+	sh.due = min(sh.due, w.expires)
 }
 
 func (sh *shard) fifo(ttl int64) *fifo {
@@ -42,8 +45,13 @@ func (sh *shard) fifo(ttl int64) *fifo {
 }
 
 // evict examines up to evictPerWrite expired FIFO heads and drops the windows
-// that have expired by now.
+// that have expired by now. Before sh.due, the earliest expiry of the
+// FIFOs' heads when it last looked (or of a window queued since), none
+// has expired: it returns without reading the FIFOs, which most writes do.
 func (sh *shard) evict(now int64) {
+	if now < sh.due {
+		return
+	}
 	budget := evictPerWrite
 	for i := range sh.fifos {
 		q := &sh.fifos[i]
@@ -65,6 +73,12 @@ func (sh *shard) evict(now int64) {
 			n := copy(q.items, q.items[q.head:])
 			clear(q.items[n:])
 			q.items, q.head = q.items[:n], 0
+		}
+	}
+	sh.due = math.MaxInt64
+	for i := range sh.fifos {
+		if q := &sh.fifos[i]; q.head < len(q.items) {
+			sh.due = min(sh.due, q.items[q.head].expires)
 		}
 	}
 }

@@ -58,14 +58,20 @@ func (*Store) Local() {}
 
 // shard is one lock's share of the windows: a hash table of the windows
 // (see table.go), and the expiry queues.
+//
+// Its first cache line holds what every decision reads (the lock, the
+// table, when eviction is next due), its second the rest; shards are two
+// lines apart, so no two share a line.
 type shard struct {
 	mu    sync.Mutex
 	tags  []uint16 // per slot: 0 when empty, else the tag of its hash
 	slots []*window
+	due   int64 // no expiry queue's head expires before it (see evict.go)
+
 	count int                // windows in the table
 	names map[nameKey]*names // the names its windows share
 	fifos []fifo             // expiry queues, one per distinct TTL (see evict.go)
-	_     [64]byte
+	_     [24]byte
 }
 
 // New returns an empty Store.
@@ -102,7 +108,7 @@ func (s *Store) Close() error {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.tags, sh.slots, sh.names = nil, nil, nil
-		sh.count = 0
+		sh.count, sh.due = 0, 0
 		sh.fifos = nil
 		sh.mu.Unlock()
 	}

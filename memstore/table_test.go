@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // TestTableModel inserts and removes windows at random, with hashes drawn
@@ -57,5 +58,17 @@ func TestTableModel(t *testing.T) {
 		if len(sh.names) != 0 {
 			t.Errorf("%d hashes: %d names kept after every window left", hashes, len(sh.names))
 		}
+	}
+}
+
+// TestShardLayout checks that a shard's first cache line holds what every
+// decision reads and that shards are two whole lines apart.
+func TestShardLayout(t *testing.T) {
+	var sh shard
+	if got := unsafe.Sizeof(sh); got != 128 {
+		t.Errorf("shard is %d bytes, want 128", got)
+	}
+	if got := unsafe.Offsetof(sh.due) + unsafe.Sizeof(sh.due); got > 64 {
+		t.Errorf("shard's hot fields end at byte %d, past its first line", got)
 	}
 }
