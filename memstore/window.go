@@ -68,8 +68,7 @@ func (w *window) empty() bool { return w.newest == 0 && w.n == 0 }
 
 // add records an event at now, never earlier than the newest entry. sizeHint
 // is the capacity the ring starts with (the rule's limit, at most
-// maxInitialRing): a window of cost-1 events that respects its limit never
-// grows past it. The window saturates at store.MaxCost: the event counts
+// maxInitialRing). The window saturates at store.MaxCost: the event counts
 // what fits under it, and one that finds the window full is not recorded.
 func (w *window) add(now, cost, ttl, sizeHint int64) {
 	if cost = min(cost, store.MaxCost-w.used); cost <= 0 {
@@ -89,9 +88,15 @@ func (w *window) add(now, cost, ttl, sizeHint int64) {
 	w.expires = ts + ttl
 }
 
-// maxInitialRing bounds a window's first allocation; larger windows double
-// from there as they fill.
-const maxInitialRing = 128
+// maxInitialRing bounds a window's first allocation: 16 entries, 256
+// bytes, which with the window's 128 hold a key that sees up to 16 events
+// a window, most keys of a large population. A busier window doubles as
+// it fills, so a key that keeps near a limit L of cost-1 events grows
+// about log2(L/16) times once and never again. (Room for a whole limit of
+// 128 at first would cost every key ever seen about 2 KB, and slow the
+// decisions over many keys: their rings would spread over more memory than
+// the caches and the address translations hold.)
+const maxInitialRing = 16
 
 func (w *window) grow(sizeHint int64) {
 	size := 2 * len(w.ring)
