@@ -40,6 +40,8 @@ type compiled struct {
 	// values and cost, when it does not depend on the request: a rule that
 	// always applies, with no overrides, no spread and no concurrency
 	// (Rule zero otherwise). Without runtime overrides, resolve copies it.
+	// Its Cost is 1, Allow's: the one-check road hands it to a
+	// store.CheckDecider as it is for a request of that cost.
 	plain []store.Check
 
 	// one reports a policy of one plain rule (see plain) that is not
@@ -74,7 +76,7 @@ func compile(p *Policy) (*compiled, error) {
 			return nil, err // not reached: overridden fails only with an override
 		}
 		c.plain[i] = store.Check{Rule: r.Name, Limit: f.limit, Window: f.window, MinGap: f.minGap,
-			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget}
+			Shadow: r.Shadow, Algorithm: r.Algorithm, Burst: f.burst, Budget: r.Budget, Cost: 1}
 		r.setQuota(&c.plain[i], 0)
 	}
 	c.credits = slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Algorithm == Credits })

@@ -298,12 +298,17 @@ func (s *Store) DecideCheck(ctx context.Context, policy string, c *store.Check, 
 		return store.Result{}, store.ErrLeaseOnly
 	}
 	// The check as Decide would see it: c's figures with the request's
-	// cost. Its Values stay c's: the key's values are value, encoded as
-	// encodeValues encodes one value (itself).
-	one := *c
-	one.Cost = cost
+	// cost (c itself when it already has that cost, as a Limiter's check
+	// for a cost of 1 does: the store only reads it). Its Values stay c's:
+	// the key's values are value, encoded as encodeValues encodes one value
+	// (itself).
+	if c.Cost != cost {
+		one := *c
+		one.Cost = cost
+		c = &one
+	}
 	var res store.Result
-	s.decideCheck(policy, value, &one, mode, dry, &res)
+	s.decideCheck(policy, value, c, mode, dry, &res)
 	return res, nil
 }
 
