@@ -93,7 +93,9 @@ func main() {
 		b.retryTable()
 	}
 	if want["memory"] {
-		b.memoryTable(*rounds)
+		// Its rounds are short (seconds), and the median of the ratios to
+		// x/time/rate steadies with more of them.
+		b.memoryTable(max(*rounds, minMemoryRounds))
 	}
 	if want["ceiling"] {
 		b.ceiling()
@@ -374,6 +376,9 @@ func fmtDur(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d ns", d.Nanoseconds())
 }
+
+// minMemoryRounds is the fewest rounds the memory section runs.
+const minMemoryRounds = 7
 
 // memoryTable measures the in-process contenders rounds times, round-robin
 // (each round starting one contender later, so that none always follows the
