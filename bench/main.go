@@ -423,6 +423,7 @@ func (b *bench) memoryTable(rounds int) {
 	fmt.Println()
 	// Each sluice contender against x/time/rate, round by round.
 	peer := slices.IndexFunc(cs, func(c memContender) bool { return strings.HasPrefix(c.name, "x/time/rate") })
+	var verdict string
 	for i, c := range cs {
 		if !strings.HasPrefix(c.name, "sluice") {
 			continue
@@ -433,8 +434,36 @@ func (b *bench) memoryTable(rounds int) {
 			par = append(par, all[i][r].parallelNs/all[peer][r].parallelNs)
 		}
 		fmt.Printf("- %s ÷ %s, per round: serial %s, parallel %s\n", c.name, cs[peer].name, fmtRatios(ser), fmtRatios(par))
+		if c.name == allowRow {
+			verdict = allowVerdict(median(ser), med[i].allocs)
+		}
 	}
 	fmt.Println()
+	if verdict != "" {
+		printLine(verdict)
+	}
+}
+
+// allowRow is the memory section's Limiter.Allow contender, and
+// maxAllowRatio the most its serial cost may be of x/time/rate's.
+const (
+	allowRow      = "sluice memstore (Limiter.Allow)"
+	maxAllowRatio = 1.5
+)
+
+// allowVerdict says whether Limiter.Allow, serial, costs at most
+// maxAllowRatio times x/time/rate's keyed map (ratio: the median of the
+// per-round ratios) and allocates nothing (allocs: its most per decision
+// over the rounds).
+func allowVerdict(ratio, allocs float64) string {
+	ok := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "NO"
+	}
+	return fmt.Sprintf("Limiter.Allow in memory, serial, %.2f× x/time/rate (median of the rounds' ratios), %.2f allocs/op. At most %.1f×: %s; no allocation: %s.",
+		ratio, allocs, maxAllowRatio, ok(ratio <= maxAllowRatio), ok(allocs == 0))
 }
 
 // fmtRatios formats ratios as their median and range.

@@ -48,7 +48,7 @@ func memContenders() []memContender {
 				}
 			}
 		}},
-		{"sluice memstore (Limiter.Allow)", "the same through the Limiter: a policy compiled at its first use, its check handed to the store (store.CheckDecider), the status held in the Decision", func(names []string) func() decideFunc {
+		{allowRow, "the same through the Limiter: a policy compiled at its first use, its check handed to the store (store.CheckDecider), the status held in the Decision", func(names []string) func() decideFunc {
 			lim := sluice.NewLimiter(memstore.New(memstore.Config{}), benchLimiterConfig)
 			p := onePolicy()
 			return func() decideFunc {
