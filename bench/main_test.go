@@ -37,6 +37,7 @@ func TestAllowVerdict(t *testing.T) {
 		{1.5, 0, "At most 1.5×: yes; no allocation: yes."},
 		{1.51, 0, "At most 1.5×: NO; no allocation: yes."},
 		{0.9, 0.01, "At most 1.5×: yes; no allocation: NO."},
+		{0.9, 0.000001, "At most 1.5×: yes; no allocation: yes."},
 	} {
 		if got := allowVerdict(tc.ratio, tc.allocs); !strings.HasSuffix(got, tc.want) {
 			t.Errorf("allowVerdict(%v, %v) = %q, want it to end %q", tc.ratio, tc.allocs, got, tc.want)
