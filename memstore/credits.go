@@ -150,6 +150,15 @@ func creditsReport(res *store.Result, c *store.Check, w *window, pending bool) {
 	res.ResetAfter = 0
 }
 
+// creditsMoot reports whether a refill To has set the balance of w since
+// a lease drew from it in refill period at: the balance the draw came
+// from is gone, and the refill owes nothing to it, so a settle or a
+// release of that lease changes nothing (as a refill just after them
+// would have undone what they changed).
+func creditsMoot(c *store.Check, w *window, at int64) bool {
+	return c.Refill.To > 0 && w.oldest > at
+}
+
 // creditsSettle takes delta more cost from w's balance (gives it back
 // when negative), saturating at ±store.MaxCost: a settle records work
 // that happened, so it may take the balance below 0.

@@ -44,7 +44,8 @@ type leaseRecord struct {
 // the time a sliding counter recorded at (its bucket is found by the window
 // the settle is decided with, as the Redis store's is), a GCRA bucket's
 // interval, a calendar quota's period index (at), what a credits balance
-// gave (interval; 0 when a covered quota had room).
+// gave (interval; 0 when a covered quota had room) and the period of its
+// last refill (at).
 type receipt struct {
 	at       int64
 	interval int64
@@ -61,6 +62,8 @@ func receiptOf(c *store.Check, w *window, now int64) receipt {
 		return receipt{interval: gcraInterval(c)}
 	case store.Periodic:
 		return receipt{at: w.oldest} // the period's index
+	case store.Credits:
+		return receipt{at: w.oldest} // the period of the balance's last refill
 	}
 	return receipt{}
 }
@@ -233,7 +236,7 @@ func (sh *shard) settle(j int, h uint64, k *key, c *store.Check, r receipt, delt
 			periodicSettle(w, r.at, delta)
 		}
 	case store.Credits:
-		if w != nil && r.interval != 0 { // drawn by the Acquire
+		if w != nil && r.interval != 0 && !creditsMoot(c, w, r.at) { // drawn by the Acquire, from the balance w still has
 			creditsSettle(w, delta)
 		}
 	case store.GCRA:

@@ -120,3 +120,32 @@ func TestBudgetRefusesQuotas(t *testing.T) {
 		t.Errorf("%d windows after refused budgets, want 0", n)
 	}
 }
+
+func TestLeaseCoversAnotherKey(t *testing.T) {
+	// The memory store keeps no slots: credits that cover a quota of
+	// another key (which redisstore with a slot group per rule refuses)
+	// are leased as any other, the balance paying for the quota's
+	// overage and the release giving it back.
+	clock := storetest.NewClock(time.Date(2027, 3, 10, 0, 0, 0, 0, time.UTC))
+	s := New(Config{Clock: clock.Now})
+	ctx := context.Background()
+	q := store.Check{Rule: "month", Values: []string{"ann"}, Limit: 1, Window: store.MaxPeriodLength,
+		Algorithm: store.Periodic, Calendar: store.Calendar{Period: store.Month}, Cost: 1}
+	c := store.Check{Rule: "credits", Values: []string{"bob"}, Limit: 5, Window: time.Second, Algorithm: store.Credits, Cost: 1, Covers: 1}
+	slots := store.Check{Rule: "slots", Values: []string{"ann"}, Limit: 2, Window: time.Minute, Algorithm: store.Concurrency, Cost: 1}
+	for i, want := range []int64{5, 4} { // the quota pays the first, the balance the second
+		req := &store.Request{Policy: "p", Checks: []store.Check{q, c, slots}}
+		grant := &store.LeaseGrant{ID: fmt.Sprint("job-", i), TTL: time.Minute}
+		if err := s.Acquire(ctx, req, grant); err != nil || grant.Expires.IsZero() || req.Results[1].Remaining != want {
+			t.Fatalf("lease %d: %+v, expires %v, %v; want a lease, the balance at %d", i, req.Results, grant.Expires, err, want)
+		}
+	}
+	fin := &store.FinishRequest{Policy: "p", Checks: []store.Check{q, c, slots}, ID: "job-1", Op: store.LeaseRelease}
+	if st, err := s.Finish(ctx, fin); err != nil || !st.Held {
+		t.Fatalf("release: %+v, %v; want it held", st, err)
+	}
+	get := &store.CreditRequest{Policy: "p", Check: c}
+	if err := s.Credit(ctx, get); err != nil || get.Balance != 5 {
+		t.Errorf("after the release: balance %d, %v; want 5", get.Balance, err)
+	}
+}

@@ -131,9 +131,15 @@ local function credits()
 
   -- adjust adds delta to the balance at key for rule r at now, after its
   -- refills (a settle: it may take the balance below 0), saturating at
-  -- +-MAXCOST.
-  local function adjust(key, r, now, delta)
+  -- +-MAXCOST, for a lease that drew from the balance in refill period
+  -- drawn (below 0: not known, or no calendar). A refill To since then set
+  -- a balance that owes nothing to the draw: adjust then changes nothing,
+  -- as the refill would have undone the change had it come just before.
+  local function adjust(key, r, now, delta, drawn)
     local s = load(key, r, now)
+    if r.to > 0 and drawn >= 0 and s.idx > drawn then
+      return
+    end
     s.bal = min(max(s.bal + delta, -MAXCOST), MAXCOST)
     put(s)
   end

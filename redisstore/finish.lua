@@ -76,13 +76,15 @@ for k = 1, n do
   elseif alg == periodicSteps or alg == creditsSteps then
     -- A calendar quota's period and a credits balance take the real cost
     -- in place of the estimate, and a release gives the estimate back: a
-    -- quota counts, and a balance pays for, the work done.
+    -- quota counts, and a balance pays for, the work done (a balance
+    -- refilled To since the draw owes nothing to it: credits.lua's
+    -- adjust).
     local d = delta
     if op == 0 then d = -tonumber(v[2]) end
     if d ~= 0 and alg == periodicSteps then
       periodicSteps.adjust(key, r.si and KEYS[r.si], receipts[k], d, false)
-    elseif d ~= 0 and receipts[k] == 1 then
-      creditsSteps.adjust(key, r, now, -d)
+    elseif d ~= 0 and receipts[k] > 0 then
+      creditsSteps.adjust(key, r, now, -d, receipts[k] - 2)
     end
   elseif op == 1 and delta ~= 0 then
     -- Settling moves what the lease recorded by delta units: the log's

@@ -61,12 +61,22 @@ func (n namer) leaseKey(first, policy, token string) string {
 func (s *Store) leasePlan(req *store.Request, id string) (keys []string, token string, err error) {
 	pl := s.names.plan(req)
 	if len(pl.groups) > 1 {
+		if err := checkQuotas(req, &pl); err != nil {
+			return nil, "", notLeasable{err} // the reason Decide gives
+		}
 		return nil, "", fmt.Errorf("redisstore: policy %q: its windows fall into %d slot groups (Slots is SlotsPerRule and its rules go by different attributes); a lease's windows must share one slot: lease a policy whose rules share their attributes, or use SlotsShared: %w",
 			req.Policy, len(pl.groups), store.ErrNotLeasable)
 	}
 	token = leaseToken(id)
 	return append(pl.keys, s.names.leaseKey(pl.keys[0], req.Policy, token)), token, nil
 }
+
+// notLeasable is the error of a request a lease cannot be taken on, for
+// the reason its error says: its message is that error's, and it matches
+// store.ErrNotLeasable too.
+type notLeasable struct{ error }
+
+func (e notLeasable) Unwrap() []error { return []error{e.error, store.ErrNotLeasable} }
 
 // Acquire implements store.Leaser: one round trip runs lease.lua (a
 // function of the store's library where the server has functions), which

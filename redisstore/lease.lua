@@ -15,8 +15,10 @@
 -- other windows names none); cost, the estimate; exp, the expiry (absolute
 -- µs); r, per rule, what finish.lua needs to settle it: the time the log or
 -- the sliding counter recorded at, GCRA's interval, the index of a
--- calendar quota's period, 1 for a credits balance it drew (else 0), 0 for
--- a concurrency rule. It expires with the lease.
+-- calendar quota's period; for a credits balance it drew, 2 plus the
+-- period of the balance's last refill (1 without a calendar), else 0 (a
+-- covered quota had room); 0 for a concurrency rule. It expires with the
+-- lease.
 --
 -- A record alive for the token (a tombstone finish.lua left when the lease
 -- was abandoned before this call ran, its expiry in the field dead, or the
@@ -71,7 +73,10 @@ for i = 1, n do
   elseif alg == periodicSteps then
     receipts[i] = format('%d', states[i].idx) -- the period it counted in
   elseif alg == creditsSteps then
-    receipts[i] = out[5 * i] > 0 and '1' or '0' -- whether it drew the balance (Covers: not when its quota had room)
+    receipts[i] = '0' -- not drawn (Covers: its quota had room)
+    if out[5 * i] > 0 then
+      receipts[i] = list[i].cal and format('%d', states[i].idx + 2) or '1'
+    end
   else
     receipts[i] = format('%d', out[5 * i])
   end

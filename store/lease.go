@@ -36,9 +36,16 @@ import (
 //     the Acquire recorded with) from max(TAT, T), never before T;
 //     SlidingCounter: the bucket the estimate's time falls in (by the
 //     check's Window) takes the difference, never below 0, while it is the
-//     current or the previous bucket. Extend moves the lease's expiry,
-//     and that of its slots, to T + TTL. Release and Settle end the lease:
-//     a second call reports it not held.
+//     current or the previous bucket. Periodic: the period the estimate
+//     was counted in takes the difference (a release takes the whole
+//     estimate out), even once a later period has begun. Credits: the
+//     balance the estimate was drawn from (when it was: see Check.Covers)
+//     takes the difference, even below 0, and a release gives the whole
+//     estimate back, unless a Refill.To has set the balance since the
+//     draw: that balance owes nothing to the period before, so nothing
+//     changes (as the refill undoes a change made just before it). Extend
+//     moves the lease's expiry, and that of its slots, to T + TTL. Release
+//     and Settle end the lease: a second call reports it not held.
 //   - Abandon is for a lease whose Acquire failed with an unknown outcome
 //     (its reply lost: the store may have taken it, or may take it yet,
 //     when a call sent before the Abandon reaches the store after it). A

@@ -194,37 +194,6 @@ var creditCases = []testCase{
 		e.credit(fmt.Sprint("id-", store.MaxCreditIDs), "cr", d, store.CreditAdd, 1, fmt.Sprint("id-", store.MaxCreditIDs), store.MaxCreditIDs+2, false)
 	})},
 
-	{"CreditsLease", credited(func(e *env) {
-		// A lease draws its estimate at the Acquire; a settle applies the
-		// difference, even below 0 (a settle records work that happened);
-		// a release gives the estimate back.
-		e.leaser()
-		c := balance("credits", "lease", 10, store.Calendar{}, store.Refill{})
-		e.clock.Set(time.Date(2027, 4, 2, 8, 0, 0, 0, time.UTC))
-		ok, res := e.acquireChecks("acquire 6", "cr", "a", checks(costing(c, 6)))
-		if !ok || res[0] != has(10, 4) {
-			e.t.Fatalf("acquire 6: granted %v, %+v; want granted, %+v", ok, res, has(10, 4))
-		}
-		e.finishChecks("settle 13", "cr", "a", checks(costing(c, 6)), store.LeaseSettle, 13)
-		e.get("after settle 13", "cr", c, -3)
-		e.allowChecks("1 of -3", "cr", checks(c), false, short(10, -3, store.MaxRetry))
-		e.credit("set 10", "cr", c, store.CreditSet, 10, "", 10, true)
-		if ok, _ := e.acquireChecks("acquire 4", "cr", "b", checks(costing(c, 4))); !ok {
-			e.t.Fatal("acquire 4 of 10: not granted")
-		}
-		e.get("held", "cr", c, 6)
-		e.finishChecks("release", "cr", "b", checks(costing(c, 4)), store.LeaseRelease, 0)
-		e.get("released", "cr", c, 10)
-		if ok, res := e.acquireChecks("acquire 11", "cr", "c", checks(costing(c, 11))); ok || res[0] != short(10, 10, store.MaxRetry) {
-			e.t.Errorf("acquire 11 of 10: granted %v, %+v; want denied, %+v", ok, res, short(10, 10, store.MaxRetry))
-		}
-		if ok, _ := e.acquireChecks("acquire 5", "cr", "d", checks(costing(c, 5))); !ok {
-			e.t.Fatal("acquire 5 of 10: not granted")
-		}
-		e.finishChecks("settle 2", "cr", "d", checks(costing(c, 5)), store.LeaseSettle, 2)
-		e.get("settled lower", "cr", c, 8)
-	})},
-
 	{"CreditsCover", credited(calendared(func(e *env) {
 		// A monthly quota of 3, then credits: the balance is not drawn
 		// while the quota has room; it pays for the overage, the quota

@@ -91,7 +91,7 @@ func Run(t *testing.T, opener Opener) {
 
 func run(t *testing.T, opener Opener, cache *cacheTally) {
 	t.Helper()
-	all := slices.Concat(cases, crossSlotCases, conditionalCases, algorithmCases, spreadCases, scheduleCases, propertyCases, leaseCases, extremeCases, calendarCases, creditCases, historyCases, quotaCases)
+	all := slices.Concat(cases, crossSlotCases, conditionalCases, algorithmCases, spreadCases, scheduleCases, propertyCases, leaseCases, extremeCases, calendarCases, creditCases, creditLeaseCases, historyCases, quotaCases)
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(open(t, opener, cache))
