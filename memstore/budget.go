@@ -22,10 +22,7 @@ var _ store.Budgeter = (*Store)(nil)
 // Budget returns b's slices, decides req in store.ModeAllow and grants
 // b's asks, in one atomic step (see store.Budgeter).
 func (s *Store) Budget(ctx context.Context, req *store.Request, b *store.BudgetRequest) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	if err := store.CheckDecide(req); err != nil {

@@ -168,10 +168,7 @@ func creditsSettle(w *window, delta int64) {
 
 // Credit implements store.Crediter.
 func (s *Store) Credit(ctx context.Context, req *store.CreditRequest) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	if err := store.CheckCredit(req); err != nil {

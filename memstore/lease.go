@@ -70,10 +70,7 @@ func receiptOf(c *store.Check, w *window, now int64) receipt {
 
 // Acquire implements store.Leaser.
 func (s *Store) Acquire(ctx context.Context, req *store.Request, lease *store.LeaseGrant) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	if err := store.CheckQuotas(req.Checks); err != nil {
@@ -131,10 +128,7 @@ func (ls *leases) kept(id string, now int64) bool {
 
 // Finish implements store.Leaser.
 func (s *Store) Finish(ctx context.Context, req *store.FinishRequest) (store.LeaseState, error) {
-	if s.closed.Load() {
-		return store.LeaseState{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return store.LeaseState{}, err
 	}
 	s.leases.mu.Lock()

@@ -101,6 +101,15 @@ func New(cfg Config) *Store {
 	return s
 }
 
+// enter returns the error a call of the store fails with before it starts:
+// store.ErrClosed once the store is closed, else ctx's.
+func (s *Store) enter(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return ctx.Err()
+}
+
 // Close drops every window. Later calls return store.ErrClosed.
 func (s *Store) Close() error {
 	s.closed.Store(true)
@@ -135,10 +144,7 @@ const maxInlineRules = 8
 // when req.Results has room for them, except when a window is created or
 // its log grows.
 func (s *Store) Decide(ctx context.Context, req *store.Request) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	if err := store.CheckDecide(req); err != nil {
@@ -288,10 +294,7 @@ var _ store.CheckDecider = (*Store)(nil)
 // one check, without a Request, so that the caller needs none (see
 // store.CheckDecider).
 func (s *Store) DecideCheck(ctx context.Context, policy string, c *store.Check, value string, cost int64, mode store.Mode, dry bool) (store.Result, error) {
-	if s.closed.Load() {
-		return store.Result{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return store.Result{}, err
 	}
 	if c.Algorithm == store.Concurrency && !dry {

@@ -157,10 +157,7 @@ var _ store.Historian = (*Store)(nil)
 // now) and the totals of the req.Check.History periods before it, newest
 // first.
 func (s *Store) Usage(ctx context.Context, req *store.UsageRequest) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	if err := store.CheckUsage(req); err != nil {

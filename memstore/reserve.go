@@ -126,10 +126,7 @@ func (q *queue) length(now int64) int64 {
 
 // Reserve implements store.Scheduler.
 func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.Reservation, error) {
-	if s.closed.Load() {
-		return store.Reservation{}, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return store.Reservation{}, err
 	}
 	k := qkey{name: req.Queue.Schedule, values: encodeValues(req.Queue.Values)}
@@ -173,10 +170,7 @@ func (s *Store) Reserve(ctx context.Context, req *store.ReserveRequest) (store.R
 
 // Cancel implements store.Scheduler.
 func (s *Store) Cancel(ctx context.Context, req *store.CancelRequest) (bool, error) {
-	if s.closed.Load() {
-		return false, store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return false, err
 	}
 	id, err := strconv.ParseUint(req.ID, 10, 64)
