@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -191,25 +192,15 @@ func creditsRetry(c *store.Check, retry, m, now int64) int64 {
 // function of the store's library where the server has functions) over
 // the balance and the ids of its changes, in the balance's slot.
 func (s *Store) Credit(ctx context.Context, req *store.CreditRequest) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := store.CheckCredit(req); err != nil {
-		return err
-	}
 	c := req.Check
 	c.Covers = 0 // the balance alone: what it pays for is a decision's
-	if err := store.CheckQuotas([]store.Check{c}); err != nil {
-		return err
-	}
 	one := store.Request{Policy: req.Policy, Shared: req.Shared, Checks: []store.Check{c}}
-	key := s.names.plan(&one).keys[0]
-	args := []string{shapeOf(0, &one, s.nowMicros(), firstChecks(1)), strconv.Itoa(int(req.Op)),
-		strconv.FormatInt(req.Amount, 10), req.ID}
-	reply, err := s.runFunction(ctx, creditFunction, creditScript, []string{key, s.names.besideKey(key, idsMark)}, args)
+	bad := store.CheckCredit(req)
+	if bad == nil {
+		bad = store.CheckQuotas(one.Checks)
+	}
+	reply, err := s.runOne(ctx, bad, creditFunction, creditScript, &one, s.nowMicros(), idsMark,
+		strconv.Itoa(int(req.Op)), strconv.FormatInt(req.Amount, 10), req.ID)
 	if err != nil {
 		return err
 	}
@@ -224,27 +215,13 @@ func (s *Store) Credit(ctx context.Context, req *store.CreditRequest) error {
 // function of the store's library where the server has functions) over
 // the window's count and its history, in the window's slot.
 func (s *Store) Usage(ctx context.Context, req *store.UsageRequest) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := store.CheckUsage(req); err != nil {
-		return err
-	}
 	c := req.Check
 	one := store.Request{Policy: req.Policy, Shared: req.Shared, Checks: []store.Check{c}}
-	key := s.names.plan(&one).keys[0]
-	keys := []string{key}
+	mark := ""
 	if keepsHistory(&c) {
-		keys = append(keys, s.names.besideKey(key, historyMark))
+		mark = historyMark
 	}
-	now := s.nowMicros()
-	if req.At != 0 {
-		now = req.At
-	}
-	reply, err := s.runFunction(ctx, usageFunction, usageScript, keys, []string{shapeOf(0, &one, now, firstChecks(1))})
+	reply, err := s.runOne(ctx, store.CheckUsage(req), usageFunction, usageScript, &one, cmp.Or(req.At, s.nowMicros()), mark)
 	if err != nil {
 		return err
 	}
@@ -266,4 +243,29 @@ func (s *Store) Usage(ctx context.Context, req *store.UsageRequest) error {
 		req.Periods = append(req.Periods, p)
 	}
 	return nil
+}
+
+// runOne runs f (sc where the server has no functions) over the window of
+// one's only check, for Credit and Usage. It first returns ErrClosed when
+// the store is closed, ctx's error when ctx has ended, then bad (the
+// request's own validation) when it is not nil. The keys are the window's
+// and, when mark is not empty, the key beside it that mark names; the
+// arguments the check's shape at now (µs; below 0: Redis's clock), then
+// args.
+func (s *Store) runOne(ctx context.Context, bad error, f *function, sc *script, one *store.Request, now int64, mark string, args ...string) ([]int64, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	key := s.names.plan(one).keys[0]
+	keys := []string{key}
+	if mark != "" {
+		keys = append(keys, s.names.besideKey(key, mark))
+	}
+	return s.runFunction(ctx, f, sc, keys, append([]string{shapeOf(0, one, now, firstChecks(1))}, args...))
 }

@@ -22,23 +22,13 @@
 -- apply) and adjusted (adjust). A script makes them when a rule first
 -- needs them.
 local function credits()
-  local match = string.match
-
-  -- A balance is written with VALUE's format and read with PATTERN.
-  local VALUE, PATTERN = '%d:%d', '^(-?%d+):(-?%d+)$'
+  -- A balance is written with VALUE's format. decode returns the balance
+  -- and refill index value v holds; an error when v is not a balance.
+  local VALUE = '%d:%d'
+  local decode = pairReader('^(-?%d+):(-?%d+)$', 'a credits balance')
 
   -- MAXIDS is store.MaxCreditIDs, IDTTL store.CreditIDTTL in µs.
   local MAXIDS, IDTTL = 1000, 2592000000000
-
-  -- decode returns the balance and refill index value v holds; an error
-  -- when v is not a balance.
-  local function decode(v, key)
-    local bal, idx = match(v, PATTERN)
-    if not bal then
-      error('key ' .. key .. ' is not a credits balance (it holds "' .. v .. '"): remove it or use another prefix', 0)
-    end
-    return bal + 0, idx + 0
-  end
 
   -- load returns key's state at now, refilled, and how r stands on it: 0
   -- the balance pays for the cost, 1 it does not.

@@ -43,20 +43,11 @@ end
 -- written (write) and adjusted (adjust, for a settle or a rollback). A
 -- script makes them when one of its rules first needs them.
 local function periodic()
-  local match = string.match
-
-  -- A count is written with VALUE's format and read with PATTERN.
-  local VALUE, PATTERN = '%d:%d', '^(-?%d+):(%d+)$'
-
-  -- decode returns the period index and count value v holds; an error
-  -- when v is not a calendar quota's.
-  local function decode(v, key)
-    local idx, count = match(v, PATTERN)
-    if not idx then
-      error('key ' .. key .. ' is not a calendar quota\'s count (it holds "' .. v .. '"): remove it or use another prefix', 0)
-    end
-    return idx + 0, count + 0
-  end
+  -- A count is written with VALUE's format. decode returns the period
+  -- index and count value v holds; an error when v is not a calendar
+  -- quota's.
+  local VALUE = '%d:%d'
+  local decode = pairReader('^(-?%d+):(%d+)$', 'a calendar quota\'s count')
 
   -- endOf returns the end of period b of r's calendar when r knows it.
   local function endOf(r, b)

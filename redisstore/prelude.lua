@@ -70,6 +70,24 @@ local function reader(list)
   end
 end
 
+-- pairReader returns the reader of a string value of two integers,
+-- "<a>:<b>" (periodic.lua's count, credits.lua's balance), written with
+-- format's '%d:%d': read(v, key) returns the numbers of pattern's two
+-- captures in v, or raises an error that names key and says it does not
+-- hold what (such as "a credits balance"). A codec makes its reader once,
+-- with its steps, so that a read is one Lua call, as a function of the
+-- codec's own would be.
+local function pairReader(pattern, what)
+  local match = string.match
+  return function(v, key)
+    local a, b = match(v, pattern)
+    if not a then
+      error('key ' .. key .. ' is not ' .. what .. ' (it holds "' .. v .. '"): remove it or use another prefix', 0)
+    end
+    return a + 0, b + 0
+  end
+end
+
 -- idiv returns floor(a / b) for integers a >= 0 and b > 0, exactly: the
 -- division of two doubles can round up to the next integer.
 local function idiv(a, b)

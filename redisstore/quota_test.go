@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -443,6 +444,70 @@ func TestQuotasOnRedisClock(t *testing.T) {
 			c := &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: cr, Op: store.CreditGet}
 			if err := s.Credit(context.Background(), c); err != nil || c.Balance != 0 || c.NextRefill <= 0 || c.NextRefill > 25*time.Hour {
 				t.Fatalf("get: %+v, %v; want 0 and a refill within the day", c, err)
+			}
+		})
+	}
+}
+
+// TestQuotaKeysOfAnotherKind: a calendar quota's or a balance's key that
+// holds a value of another format is an error that names the key and what
+// it holds, for a decision, Usage, Credit and Inspect, on functions and on
+// scripts, and the value is left as it was. A count below 0 is not a
+// calendar quota's; a balance below 0 is a balance.
+func TestQuotaKeysOfAnotherKind(t *testing.T) {
+	ctx := context.Background()
+	loc := berlin(t)
+	for _, b := range backends[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			s, _ := quotaStore(t, b, redisstore.Config{}, time.Date(2026, 6, 1, 12, 0, 0, 0, loc))
+			req := &store.Request{Policy: "api", Shared: []string{"ann"}, Checks: []store.Check{monthly(loc, 10, 0), credits(loc, 4, store.Refill{})}}
+			decideOne(t, s, req, 0)
+			windows, _, err := s.Inspect(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quotaKey, balanceKey, idx := windows[0].Key, windows[1].Key, windows[0].State[0]
+			c := admin(t)
+			set := func(key, v string) {
+				t.Helper()
+				if err := c.Do(ctx, c.B().Set().Key(key).Value(v).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			usage := func() error {
+				return s.Usage(ctx, &store.UsageRequest{Policy: "api", Shared: []string{"ann"}, Check: req.Checks[0]})
+			}
+			credit := func() error {
+				return s.Credit(ctx, &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: req.Checks[1], Op: store.CreditAdd, Amount: 5})
+			}
+			inspect := func() error { _, _, err := s.Inspect(ctx, req); return err }
+			decide := func() error { return s.Decide(ctx, req) }
+			for _, tc := range []struct {
+				key, value, want string
+				calls            []func() error
+			}{
+				{quotaKey, "x:1", `is not a calendar quota's count (it holds "x:1")`, []func() error{decide, usage, inspect}},
+				{quotaKey, fmt.Sprintf("%d:-1", idx), fmt.Sprintf(`is not a calendar quota's count (it holds "%d:-1")`, idx), []func() error{decide, usage, inspect}},
+				{balanceKey, "1:2:3", `is not a credits balance (it holds "1:2:3")`, []func() error{decide, credit, inspect}},
+			} {
+				set(quotaKey, fmt.Sprintf("%d:0", idx))
+				set(balanceKey, "4:0")
+				set(tc.key, tc.value)
+				for i, call := range tc.calls {
+					err := call()
+					if err == nil || !strings.Contains(err.Error(), "key "+tc.key+" "+tc.want+": remove it or use another prefix") {
+						t.Errorf("%s holding %q, call %d: %v; want an error that names the key, what it holds and the fix", tc.key, tc.value, i, err)
+					}
+				}
+				if v, err := c.Do(ctx, c.B().Get().Key(tc.key).Build()).ToString(); err != nil || v != tc.value {
+					t.Errorf("%s after the calls: %q, %v; want %q as it was", tc.key, v, err, tc.value)
+				}
+			}
+			// A balance below 0 is a balance: Credit adds to it.
+			set(balanceKey, "-3:0")
+			r := &store.CreditRequest{Policy: "api", Shared: []string{"ann"}, Check: req.Checks[1], Op: store.CreditAdd, Amount: 5}
+			if err := s.Credit(ctx, r); err != nil || r.Balance != 2 {
+				t.Errorf("adding 5 to a balance of -3: %+v, %v; want 2", r, err)
 			}
 		})
 	}
