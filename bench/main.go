@@ -404,7 +404,8 @@ func (b *bench) memoryTable(rounds int) {
 	parallel := func(m memResult) float64 { return m.parallelNs }
 	med := make([]memResult, len(cs))
 	for i := range cs {
-		med[i] = memResult{serialNs: medianBy(all[i], serial).serialNs, parallelNs: medianBy(all[i], parallel).parallelNs}
+		med[i] = memResult{serialNs: medianBy(all[i], serial).serialNs, parallelNs: medianBy(all[i], parallel).parallelNs,
+			heapPerKey: medianBy(all[i], func(m memResult) float64 { return m.heapPerKey }).heapPerKey}
 		for _, m := range all[i] {
 			med[i].allocs, med[i].bytes = max(med[i].allocs, m.allocs), max(med[i].bytes, m.bytes)
 		}
@@ -413,12 +414,14 @@ func (b *bench) memoryTable(rounds int) {
 		keys, runtime.GOMAXPROCS(0), rounds, memDecisionsPerKey)
 	fmt.Println("Serial: CPU time of the deciding thread per decision; parallel: wall time per decision from GOMAXPROCS goroutines.")
 	fmt.Println()
-	fmt.Println("| contender | ns/op serial | this ÷ sluice | ns/op parallel | this ÷ sluice | allocs/op | B/op | model |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Println("Heap per key: live heap after each key's first decision, per key (the keys' strings are the bench's, not counted).")
+	fmt.Println()
+	fmt.Println("| contender | ns/op serial | this ÷ sluice | ns/op parallel | this ÷ sluice | allocs/op | B/op | heap B/key | model |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for i, c := range cs {
 		m := med[i]
-		fmt.Printf("| %s | %.0f | %.2f× | %.0f | %.2f× | %.2f | %.0f | %s |\n",
-			c.name, m.serialNs, m.serialNs/med[0].serialNs, m.parallelNs, m.parallelNs/med[0].parallelNs, m.allocs, m.bytes, c.note)
+		fmt.Printf("| %s | %.0f | %.2f× | %.0f | %.2f× | %.2f | %.0f | %.0f | %s |\n",
+			c.name, m.serialNs, m.serialNs/med[0].serialNs, m.parallelNs, m.parallelNs/med[0].parallelNs, m.allocs, m.bytes, m.heapPerKey, c.note)
 	}
 	fmt.Println()
 	// Each sluice contender against x/time/rate, round by round.

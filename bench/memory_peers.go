@@ -142,6 +142,7 @@ func (m *rateMap) get(key string) *rate.Limiter {
 type memResult struct {
 	serialNs, parallelNs float64
 	allocs, bytes        float64 // per decision, serial
+	heapPerKey           float64 // bytes of live heap per warm key
 }
 
 // memDecisionsPerKey is how many decisions a round makes per key, serially
@@ -160,6 +161,9 @@ const memDecisionsPerKey = 10
 func benchMem(c memContender, names []string) memResult {
 	ctx := context.Background()
 	keys := len(names)
+	var heap0, heap1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&heap0)
 	newWorker := c.newWorker(names)
 	warm := newWorker()
 	for i := range names {
@@ -169,6 +173,9 @@ func benchMem(c memContender, names []string) memResult {
 	}
 	n := keys * memDecisionsPerKey
 	var r memResult
+	runtime.GC()
+	runtime.ReadMemStats(&heap1)
+	r.heapPerKey = (float64(heap1.HeapAlloc) - float64(heap0.HeapAlloc)) / float64(keys)
 
 	f := newWorker()
 	var before, after runtime.MemStats
