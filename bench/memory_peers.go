@@ -161,9 +161,7 @@ const memDecisionsPerKey = 10
 func benchMem(c memContender, names []string) memResult {
 	ctx := context.Background()
 	keys := len(names)
-	var heap0, heap1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&heap0)
+	heap0 := settledHeap()
 	newWorker := c.newWorker(names)
 	warm := newWorker()
 	for i := range names {
@@ -173,9 +171,7 @@ func benchMem(c memContender, names []string) memResult {
 	}
 	n := keys * memDecisionsPerKey
 	var r memResult
-	runtime.GC()
-	runtime.ReadMemStats(&heap1)
-	r.heapPerKey = (float64(heap1.HeapAlloc) - float64(heap0.HeapAlloc)) / float64(keys)
+	r.heapPerKey = (float64(settledHeap()) - float64(heap0)) / float64(keys)
 
 	f := newWorker()
 	var before, after runtime.MemStats
@@ -227,6 +223,26 @@ func benchMem(c memContender, names []string) memResult {
 	wg.Wait()
 	r.parallelNs = float64(time.Since(wall).Nanoseconds()) / float64(n/procs*procs)
 	return r
+}
+
+// settledHeap returns the live heap once collections stop freeing it: a
+// contender that stops its own goroutines from a finalizer (as some
+// stores' cleaners do) is freed a collection or two after its last use,
+// which would otherwise count against the next contender's keys.
+func settledHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	for range 10 {
+		before := m.HeapAlloc
+		runtime.Gosched() // the finalizers' goroutine
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		if m.HeapAlloc+m.HeapAlloc/100 >= before {
+			break
+		}
+	}
+	return m.HeapAlloc
 }
 
 // threadCPU returns the CPU time the calling thread has used, user and
