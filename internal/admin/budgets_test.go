@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicerate/sluice/internal/admin"
 )
 
